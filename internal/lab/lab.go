@@ -1,0 +1,372 @@
+package lab
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netns"
+)
+
+// Addresses of the lab. Interface names are the same in every lab: each
+// lab has its own namespaces.
+var (
+	ClientIP       = netip.MustParseAddr("10.0.1.2")
+	NodeClientIP   = netip.MustParseAddr("10.0.1.1")
+	NodeBackendIP  = netip.MustParseAddr("10.0.2.1")
+	BackendIP      = netip.MustParseAddr("10.0.2.2")
+	ClientIP6      = netip.MustParseAddr("fd00:1::2")
+	NodeClientIP6  = netip.MustParseAddr("fd00:1::1")
+	NodeBackendIP6 = netip.MustParseAddr("fd00:2::1")
+	BackendIP6     = netip.MustParseAddr("fd00:2::2")
+)
+
+// Interface names.
+const (
+	ClientIf      = "c0" // in client, towards node
+	NodeClientIf  = "n0" // in node, towards client
+	NodeBackendIf = "n1" // in node, towards backend
+	BackendIf     = "b0" // in backend, towards node
+)
+
+// NS is one network namespace of a lab.
+type NS struct {
+	Name string
+}
+
+// Lab is a client <-> node <-> backend network.
+type Lab struct {
+	Client, Node, Backend NS
+	namespaces            []string
+}
+
+// Privileged reports whether the process can build labs, and why not.
+func Privileged() (bool, string) {
+	if os.Geteuid() != 0 {
+		return false, "needs root (network namespaces, veth, raw sockets)"
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return false, "needs ip(8) from iproute2"
+	}
+	return true, ""
+}
+
+// Require skips the test where a lab cannot be built, except in CI
+// (CI=true), where a missing privilege is a failure: privileged tests must
+// run there.
+func Require(tb testing.TB) {
+	tb.Helper()
+	if ok, why := Privileged(); !ok {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("privileged test cannot run in CI: %s", why)
+		}
+		tb.Skipf("skipping privileged test: %s", why)
+	}
+}
+
+// Unique returns prefix plus a random suffix, for names that must not
+// collide between tests running in parallel.
+func Unique(prefix string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// NewNS creates a bare namespace with loopback up.
+func NewNS(tb testing.TB, prefix string) NS {
+	tb.Helper()
+	ns := NS{Name: Unique("nw" + prefix)}
+	if out, err := exec.Command("ip", "netns", "add", ns.Name).CombinedOutput(); err != nil {
+		tb.Fatalf("ip netns add %s: %v: %s", ns.Name, err, out)
+	}
+	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns.Name).Run() })
+	ns.MustIP(tb, "link", "set", "lo", "up")
+	return ns
+}
+
+// New builds a lab. prefix shows up in namespace names (keep it short).
+// Cleanup is registered on tb.
+func New(tb testing.TB, prefix string) *Lab {
+	tb.Helper()
+	l, err := Build(prefix)
+	if err != nil {
+		tb.Fatalf("build lab: %v", err)
+	}
+	tb.Cleanup(l.Close)
+	return l
+}
+
+// Build builds a lab without a testing.TB; the caller must Close it.
+func Build(prefix string) (*Lab, error) {
+	base := Unique("nw" + prefix)
+	l := &Lab{Client: NS{base + "-c"}, Node: NS{base + "-n"}, Backend: NS{base + "-b"}}
+	for _, ns := range []NS{l.Client, l.Node, l.Backend} {
+		if out, err := exec.Command("ip", "netns", "add", ns.Name).CombinedOutput(); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("ip netns add %s: %v: %s", ns.Name, err, out)
+		}
+		l.namespaces = append(l.namespaces, ns.Name)
+	}
+	steps := []struct {
+		ns   NS
+		args []string
+	}{
+		{l.Client, []string{"link", "add", ClientIf, "type", "veth", "peer", "name", NodeClientIf, "netns", l.Node.Name}},
+		{l.Backend, []string{"link", "add", BackendIf, "type", "veth", "peer", "name", NodeBackendIf, "netns", l.Node.Name}},
+		{l.Client, []string{"addr", "add", "10.0.1.2/24", "dev", ClientIf}},
+		{l.Client, []string{"addr", "add", "fd00:1::2/64", "dev", ClientIf, "nodad"}},
+		{l.Node, []string{"addr", "add", "10.0.1.1/24", "dev", NodeClientIf}},
+		{l.Node, []string{"addr", "add", "fd00:1::1/64", "dev", NodeClientIf, "nodad"}},
+		{l.Node, []string{"addr", "add", "10.0.2.1/24", "dev", NodeBackendIf}},
+		{l.Node, []string{"addr", "add", "fd00:2::1/64", "dev", NodeBackendIf, "nodad"}},
+		{l.Backend, []string{"addr", "add", "10.0.2.2/24", "dev", BackendIf}},
+		{l.Backend, []string{"addr", "add", "fd00:2::2/64", "dev", BackendIf, "nodad"}},
+		{l.Client, []string{"link", "set", ClientIf, "up"}},
+		{l.Node, []string{"link", "set", NodeClientIf, "up"}},
+		{l.Node, []string{"link", "set", NodeBackendIf, "up"}},
+		{l.Backend, []string{"link", "set", BackendIf, "up"}},
+		{l.Client, []string{"route", "add", "default", "via", "10.0.1.1"}},
+		{l.Client, []string{"-6", "route", "add", "default", "via", "fd00:1::1"}},
+		{l.Backend, []string{"route", "add", "default", "via", "10.0.2.1"}},
+		{l.Backend, []string{"-6", "route", "add", "default", "via", "fd00:2::1"}},
+	}
+	for _, ns := range []NS{l.Client, l.Node, l.Backend} {
+		if err := ns.IP("link", "set", "lo", "up"); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	for _, s := range steps {
+		if err := s.ns.IP(s.args...); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	for _, kv := range [][2]string{{"net.ipv4.ip_forward", "1"}, {"net.ipv6.conf.all.forwarding", "1"}} {
+		if err := l.Node.Sysctl(kv[0], kv[1]); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// Close deletes the lab's namespaces and with them every link in them.
+func (l *Lab) Close() {
+	for _, n := range l.namespaces {
+		_ = exec.Command("ip", "netns", "del", n).Run()
+	}
+	l.namespaces = nil
+}
+
+// IP runs ip(8) in the namespace.
+func (n NS) IP(args ...string) error {
+	_, err := n.IPOutput(args...)
+	return err
+}
+
+// IPOutput runs ip(8) in the namespace and returns its output.
+func (n NS) IPOutput(args ...string) (string, error) {
+	full := append([]string{"-n", n.Name}, args...)
+	var stderr bytes.Buffer
+	cmd := exec.Command("ip", full...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("ip %s: %v: %s", strings.Join(full, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return string(out), nil
+}
+
+// MustIP is IP that fails tb on error.
+func (n NS) MustIP(tb testing.TB, args ...string) {
+	tb.Helper()
+	if err := n.IP(args...); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Exec runs a command in the namespace and returns its combined output.
+func (n NS) Exec(name string, args ...string) (string, error) {
+	full := append([]string{"netns", "exec", n.Name, name}, args...)
+	out, err := exec.Command("ip", full...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s in %s: %v: %s", name, strings.Join(args, " "), n.Name, err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
+
+// Command returns an unstarted command that runs in the namespace.
+func (n NS) Command(name string, args ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
+}
+
+// Sysctl sets a sysctl inside the namespace.
+func (n NS) Sysctl(key, value string) error {
+	_, err := n.Exec("sysctl", "-qw", key+"="+value)
+	return err
+}
+
+// Handle opens the namespace; the caller closes it.
+func (n NS) Handle() (netns.NsHandle, error) { return netns.GetFromName(n.Name) }
+
+// MAC returns an interface's MAC address.
+func (n NS) MAC(dev string) (net.HardwareAddr, error) {
+	out, err := n.IPOutput("-j", "link", "show", "dev", dev)
+	if err != nil {
+		return nil, err
+	}
+	var links []struct {
+		Address string `json:"address"`
+		Ifindex int    `json:"ifindex"`
+	}
+	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) != 1 {
+		return nil, fmt.Errorf("parse ip link output %q: %v", out, err)
+	}
+	return net.ParseMAC(links[0].Address)
+}
+
+// Ifindex returns an interface's index.
+func (n NS) Ifindex(dev string) (int, error) {
+	out, err := n.IPOutput("-j", "link", "show", "dev", dev)
+	if err != nil {
+		return 0, err
+	}
+	var links []struct {
+		Ifindex int `json:"ifindex"`
+	}
+	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) != 1 {
+		return 0, fmt.Errorf("parse ip link output %q: %v", out, err)
+	}
+	return links[0].Ifindex, nil
+}
+
+// SetNeigh replaces a neighbour entry: state is an ip(8) nud name
+// ("permanent", "stale", "reachable", "noarp", ...).
+func (n NS) SetNeigh(dev string, ip netip.Addr, mac net.HardwareAddr, state string, extra ...string) error {
+	args := []string{"neigh", "replace", ip.String(), "lladdr", mac.String(), "dev", dev, "nud", state}
+	return n.IP(append(args, extra...)...)
+}
+
+// Ping sends count pings and reports whether any reply came.
+func (n NS) Ping(dst netip.Addr, count int, timeout string) error {
+	args := []string{"-c", fmt.Sprint(count), "-W", timeout, "-i", "0.2", "-q", dst.String()}
+	if dst.Is6() {
+		args = append([]string{"-6"}, args...)
+	}
+	_, err := n.Exec("ping", args...)
+	return err
+}
+
+// NeighJSON is one entry as `ip -j neigh show nud all` prints it.
+type NeighJSON struct {
+	Dst    string    `json:"dst"`
+	Dev    string    `json:"dev"`
+	LLAddr string    `json:"lladdr"`
+	State  []string  `json:"state"`
+	Router *struct{} `json:"router"`
+}
+
+// Neighbours returns the namespace's neighbour entries as ip(8) sees them.
+func (n NS) Neighbours() ([]NeighJSON, error) {
+	out, err := n.IPOutput("-j", "neigh", "show", "nud", "all")
+	if err != nil {
+		return nil, err
+	}
+	var ns []NeighJSON
+	if strings.TrimSpace(out) == "" {
+		return nil, nil
+	}
+	if err := json.Unmarshal([]byte(out), &ns); err != nil {
+		return nil, fmt.Errorf("parse ip -j neigh output: %w", err)
+	}
+	return ns, nil
+}
+
+// Batch feeds commands to `ip -n NS -batch -`, one per line, and returns
+// when all ran: the fastest way to make many neighbour changes.
+func (n NS) Batch(lines []string) error {
+	cmd := exec.Command("ip", "-n", n.Name, "-force", "-batch", "-")
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip -batch in %s: %v: %s", n.Name, err, firstLines(string(out), 5))
+	}
+	return nil
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// HostIP returns the i-th address of a /16 inside 10.(base).0.0, for bulk
+// entries; i < 65024.
+func HostIP(base byte, i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, base, byte(i / 254), byte(i%254 + 1)})
+}
+
+// HostMAC returns a locally administered MAC derived from i and round.
+func HostMAC(i, round int) net.HardwareAddr {
+	return net.HardwareAddr{0x02, byte(round), byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)}
+}
+
+// MoveClientMAC gives the client a new MAC "behind the node's back": the
+// client's entry for the node is static, so the client sends no ARP that
+// would tell the node. This stands in for a replaced VM behind switches
+// that suppress ARP.
+func (l *Lab) MoveClientMAC(mac net.HardwareAddr) error {
+	nodeMAC, err := l.Node.MAC(NodeClientIf)
+	if err != nil {
+		return err
+	}
+	if err := l.Client.IP("link", "set", "dev", ClientIf, "address", mac.String()); err != nil {
+		return err
+	}
+	if err := l.Client.SetNeigh(ClientIf, NodeClientIP, nodeMAC, "permanent"); err != nil {
+		return err
+	}
+	return l.Client.SetNeigh(ClientIf, NodeClientIP6, nodeMAC, "permanent")
+}
+
+// PinClientToNode makes the client's entries for the node static, so the
+// client never ARPs for the node.
+func (l *Lab) PinClientToNode() error {
+	nodeMAC, err := l.Node.MAC(NodeClientIf)
+	if err != nil {
+		return err
+	}
+	if err := l.Client.SetNeigh(ClientIf, NodeClientIP, nodeMAC, "permanent"); err != nil {
+		return err
+	}
+	return l.Client.SetNeigh(ClientIf, NodeClientIP6, nodeMAC, "permanent")
+}
+
+// ErrNoEntry is returned by Entry when the entry does not exist.
+var ErrNoEntry = errors.New("no such neighbour entry")
+
+// Entry returns one entry as ip(8) sees it.
+func (n NS) Entry(dev string, ip netip.Addr) (NeighJSON, error) {
+	all, err := n.Neighbours()
+	if err != nil {
+		return NeighJSON{}, err
+	}
+	for _, e := range all {
+		if e.Dev == dev && e.Dst == ip.String() {
+			return e, nil
+		}
+	}
+	return NeighJSON{}, ErrNoEntry
+}

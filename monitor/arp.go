@@ -1,0 +1,91 @@
+package monitor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
+)
+
+// ARPKind is what an ARP packet says.
+type ARPKind uint8
+
+// ARP packet kinds as neighwatch counts them.
+const (
+	ARPRequest    ARPKind = iota
+	ARPReply              // a reply that is not gratuitous
+	ARPGratuitous         // request or reply announcing the sender's own IP
+	numARPKinds
+)
+
+var arpKindNames = [numARPKinds]string{"request", "reply", "gratuitous"}
+
+func (k ARPKind) String() string {
+	if k < numARPKinds {
+		return arpKindNames[k]
+	}
+	return "unknown"
+}
+
+// ARPKinds lists every kind, for pre-creating metric series.
+func ARPKinds() []ARPKind { return []ARPKind{ARPRequest, ARPReply, ARPGratuitous} }
+
+// ARPObservation is the evidence one ARP packet gives: sender IP is at
+// sender MAC.
+type ARPObservation struct {
+	Kind      ARPKind
+	SenderIP  netip.Addr
+	SenderMAC net.HardwareAddr
+	TargetIP  netip.Addr
+}
+
+// Reasons a frame carries no usable evidence.
+var (
+	ErrNotARP       = errors.New("not an ARP frame")
+	ErrNotIPv4ARP   = errors.New("ARP packet is not Ethernet/IPv4")
+	ErrOwnFrame     = errors.New("frame sent by this host")
+	ErrNoSenderIP   = errors.New("ARP probe without sender IP")
+	ErrBadOperation = errors.New("ARP operation is neither request nor reply")
+)
+
+// ParseARP turns one Ethernet frame into an observation. own is the
+// receiving interface's MAC: packet sockets also see what the host sends,
+// and the host's own packets say nothing about its neighbours.
+func ParseARP(frame []byte, own net.HardwareAddr) (ARPObservation, error) {
+	var f ethernet.Frame
+	if err := f.UnmarshalBinary(frame); err != nil {
+		return ARPObservation{}, fmt.Errorf("malformed Ethernet frame: %w", err)
+	}
+	if f.EtherType != ethernet.EtherTypeARP {
+		return ARPObservation{}, ErrNotARP
+	}
+	var p arp.Packet
+	if err := p.UnmarshalBinary(f.Payload); err != nil {
+		return ARPObservation{}, fmt.Errorf("malformed ARP packet: %w", err)
+	}
+	if p.HardwareType != 1 || p.ProtocolType != uint16(ethernet.EtherTypeIPv4) || p.HardwareAddrLength != 6 || p.IPLength != 4 {
+		return ARPObservation{}, ErrNotIPv4ARP
+	}
+	if len(own) > 0 && (bytes.Equal(f.Source, own) || bytes.Equal(p.SenderHardwareAddr, own)) {
+		return ARPObservation{}, ErrOwnFrame
+	}
+	if !p.SenderIP.IsValid() || p.SenderIP.IsUnspecified() {
+		return ARPObservation{}, ErrNoSenderIP
+	}
+	o := ARPObservation{SenderIP: p.SenderIP, SenderMAC: p.SenderHardwareAddr, TargetIP: p.TargetIP}
+	switch {
+	case p.Operation != arp.OperationRequest && p.Operation != arp.OperationReply:
+		return ARPObservation{}, ErrBadOperation
+	case p.SenderIP == p.TargetIP:
+		o.Kind = ARPGratuitous
+	case p.Operation == arp.OperationRequest:
+		o.Kind = ARPRequest
+	default:
+		o.Kind = ARPReply
+	}
+	return o, nil
+}

@@ -1,0 +1,86 @@
+package monitor
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Broadcaster fans events out to subscribers without ever blocking the
+// publisher: a subscriber whose buffer is full loses the event, and the loss
+// is counted for it and in total.
+type Broadcaster struct {
+	mu      sync.RWMutex
+	subs    map[*Subscription]struct{}
+	active  atomic.Bool
+	dropped atomic.Uint64
+	sent    atomic.Uint64
+}
+
+// Subscription is one subscriber's view of the event stream.
+type Subscription struct {
+	C       <-chan Event
+	c       chan Event
+	b       *Broadcaster
+	dropped atomic.Uint64
+	once    sync.Once
+}
+
+// NewBroadcaster returns a broadcaster without subscribers.
+func NewBroadcaster() *Broadcaster {
+	return &Broadcaster{subs: make(map[*Subscription]struct{})}
+}
+
+// Subscribe registers a subscriber with a buffer of n events.
+func (b *Broadcaster) Subscribe(n int) *Subscription {
+	if n < 1 {
+		n = 1
+	}
+	c := make(chan Event, n)
+	s := &Subscription{C: c, c: c, b: b}
+	b.mu.Lock()
+	b.subs[s] = struct{}{}
+	b.active.Store(true)
+	b.mu.Unlock()
+	return s
+}
+
+// Close unsubscribes and closes the channel.
+func (s *Subscription) Close() {
+	s.once.Do(func() {
+		s.b.mu.Lock()
+		delete(s.b.subs, s)
+		s.b.active.Store(len(s.b.subs) > 0)
+		close(s.c)
+		s.b.mu.Unlock()
+	})
+}
+
+// Dropped returns how many events this subscriber lost.
+func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
+
+// Active reports whether anyone listens; publishers skip building events
+// when nobody does.
+func (b *Broadcaster) Active() bool { return b.active.Load() }
+
+// Dropped returns the events lost by all subscribers together.
+func (b *Broadcaster) Dropped() uint64 { return b.dropped.Load() }
+
+// Sent returns the events delivered to subscribers.
+func (b *Broadcaster) Sent() uint64 { return b.sent.Load() }
+
+// Publish delivers ev to every subscriber that has room.
+func (b *Broadcaster) Publish(ev Event) { b.publish(ev) }
+
+func (b *Broadcaster) publish(ev Event) {
+	b.mu.RLock()
+	for s := range b.subs {
+		select {
+		case s.c <- ev:
+			b.sent.Add(1)
+		default:
+			s.dropped.Add(1)
+			b.dropped.Add(1)
+		}
+	}
+	b.mu.RUnlock()
+}
