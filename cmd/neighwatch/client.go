@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/neighwatch/neighwatch/internal/control"
+)
+
+func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print a JSON array")
+	sock := fs.String("control.socket", DefaultControlSocket, "the agent's control socket")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	entries, err := control.NewClient(*sock).Status(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if entries == nil {
+			entries = []control.Entry{}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(entries)
+	}
+	printStatus(stdout, entries)
+	return nil
+}
+
+func printStatus(w io.Writer, entries []control.Entry) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "IP\tDEV\tLLADDR\tSTATE\tAGE\tFLAGS\tARP SEEN\tBYPASS\tCLASS")
+	for _, e := range entries {
+		seen := "-"
+		if e.SeenLLAddr != "" {
+			seen = e.SeenLLAddr
+			if e.Mismatch {
+				seen += " (mismatch)"
+			}
+		}
+		flags := strings.Join(e.Flags, ",")
+		if flags == "" {
+			flags = "-"
+		}
+		ll := e.LLAddr
+		if ll == "" {
+			ll = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.IP, e.Interface, ll, strings.ToUpper(e.State),
+			fmtAge(e.StateAgeSeconds), flags, seen, e.BypassPackets, e.Class)
+	}
+	tw.Flush()
+}
+
+func fmtAge(s float64) string {
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%.1fs", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm%02ds", int(s)/60, int(s)%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(s)/3600, int(s)%3600/60)
+}
+
+func runEvents(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print one JSON object per line")
+	sock := fs.String("control.socket", DefaultControlSocket, "the agent's control socket")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	return control.NewClient(*sock).Events(ctx, func(ev control.Event) error {
+		if *asJSON {
+			return enc.Encode(ev)
+		}
+		ll := ev.LLAddr
+		if ev.OldLLAddr != "" && ev.OldLLAddr != ev.LLAddr {
+			ll = ev.OldLLAddr + "->" + ev.LLAddr
+		}
+		_, err := fmt.Fprintf(stdout, "%s %s %s %s %s %s->%s %s cause=%s class=%s %s\n", ev.Time, ev.Kind, ev.Interface, ev.Family, ev.IP,
+			strings.ToUpper(ev.From), strings.ToUpper(ev.To), ll, ev.Cause, ev.Class, ev.Detail)
+		return err
+	})
+}

@@ -1,0 +1,87 @@
+// Command neighwatch is the neighwatch node agent and its client.
+//
+//	neighwatch agent [flags]          run the agent
+//	neighwatch status [--json]        show the agent's neighbour table
+//	neighwatch events [--json]        follow the agent's event stream
+//	neighwatch version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: neighwatch <command> [flags]
+
+commands:
+  agent     run the agent (needs root, or CAP_NET_ADMIN and CAP_NET_RAW)
+  status    print the running agent's neighbour table
+  events    follow the running agent's events
+  version   print the version
+
+Run 'neighwatch <command> --help' for a command's flags.
+`
+
+// errUsage marks errors the user fixes by changing the command line.
+type errUsage struct{ error }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(os.Stderr, "neighwatch: %v\n", err)
+		}
+		var u errUsage
+		if errors.As(err, &u) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsage{errors.New("no command given")}
+	}
+	switch args[0] {
+	case "agent":
+		return runAgent(ctx, args[1:], stderr)
+	case "status":
+		return runStatus(ctx, args[1:], stdout, stderr)
+	case "events":
+		return runEvents(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, versionString())
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	return errUsage{fmt.Errorf("unknown command %q (want agent, status, events or version)", args[0])}
+}
+
+// parse parses flags, turning flag errors into one-line usage errors.
+func parse(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(os.Stdout)
+			fs.PrintDefaults()
+			return err
+		}
+		return errUsage{fmt.Errorf("%s: %v (see 'neighwatch %s --help')", fs.Name(), err, fs.Name())}
+	}
+	if fs.NArg() > 0 {
+		return errUsage{fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
+	}
+	return nil
+}

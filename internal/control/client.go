@@ -1,0 +1,124 @@
+package control
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+)
+
+// Client talks to a running agent over its control socket.
+type Client struct {
+	path string
+	hc   *http.Client
+}
+
+// NewClient returns a client for the socket at path.
+func NewClient(path string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+	}
+	return &Client{path: path, hc: &http.Client{Transport: tr}}
+}
+
+func (c *Client) explain(err error) error {
+	switch {
+	case errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT):
+		return fmt.Errorf("no agent at %s (socket missing): is `neighwatch agent` running, with this --control.socket?", c.path)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("no agent listening on %s (connection refused): the agent is not running or exited", c.path)
+	case errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("permission denied on %s: the control socket is root-only, run as root", c.path)
+	}
+	return fmt.Errorf("talk to agent at %s: %w", c.path, err)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://neighwatch"+path, body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, c.explain(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		return nil, fmt.Errorf("agent refused %s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return resp, nil
+}
+
+// Get decodes the JSON answer of a GET.
+func (c *Client) Get(ctx context.Context, path string, v any) error {
+	resp, err := c.do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("decode agent answer to %s: %w", path, err)
+	}
+	return nil
+}
+
+// Post sends a JSON body and decodes the JSON answer.
+func (c *Client) Post(ctx context.Context, path string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(ctx, http.MethodPost, path, strings.NewReader(string(b)))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// Status returns the agent's table.
+func (c *Client) Status(ctx context.Context) ([]Entry, error) {
+	var out []Entry
+	return out, c.Get(ctx, "/v1/status", &out)
+}
+
+// Events calls fn for each event until ctx ends or the agent goes away.
+func (c *Client) Events(ctx context.Context, fn func(Event) error) error {
+	resp, err := c.do(ctx, http.MethodGet, "/v1/events", nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("decode event: %w", err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("event stream from %s broke: %w", c.path, err)
+	}
+	return errors.New("agent closed the event stream (it is shutting down)")
+}

@@ -1,0 +1,120 @@
+package control
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/neighwatch/neighwatch/monitor"
+)
+
+// Handler serves the control API for a table.
+type Handler struct {
+	Table *monitor.Table
+	mux   *http.ServeMux
+}
+
+// NewHandler returns the control API. extra handlers (remediation, ...) can
+// be added with Handle.
+func NewHandler(t *monitor.Table) *Handler {
+	h := &Handler{Table: t, mux: http.NewServeMux()}
+	h.mux.HandleFunc("GET /v1/status", h.status)
+	h.mux.HandleFunc("GET /v1/events", h.events)
+	return h
+}
+
+// Handle adds an endpoint.
+func (h *Handler) Handle(pattern string, fn http.HandlerFunc) { h.mux.HandleFunc(pattern, fn) }
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Status returns every entry, sorted by interface, family and address.
+func Status(t *monitor.Table) []Entry {
+	entries, names := t.Snapshot()
+	now := time.Now()
+	out := make([]Entry, len(entries))
+	sort.Slice(entries, func(i, j int) bool {
+		a, b := entries[i], entries[j]
+		if names[a.Ifindex] != names[b.Ifindex] {
+			return names[a.Ifindex] < names[b.Ifindex]
+		}
+		return a.Addr.Less(b.Addr)
+	})
+	for i := range entries {
+		out[i] = EntryFromTable(&entries[i], names[entries[i].Ifindex], now)
+	}
+	return out
+}
+
+func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(Status(h.Table))
+}
+
+func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	sub := h.Table.Events().Subscribe(4096)
+	defer sub.Close()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
+	enc := json.NewEncoder(w)
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev, ok := <-sub.C:
+			if !ok {
+				return
+			}
+			if err := enc.Encode(EventFromMonitor(ev)); err != nil {
+				return
+			}
+			for len(sub.C) > 0 { // write what is queued before flushing
+				if err := enc.Encode(EventFromMonitor(<-sub.C)); err != nil {
+					return
+				}
+			}
+			fl.Flush()
+		}
+	}
+}
+
+// Listen creates the control socket at path, mode 0600, replacing a stale
+// socket left by a previous run but refusing to replace anything else.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create directory for control socket %s: %w", path, err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("control socket path %s exists and is not a socket; remove it or choose another --control.socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("another agent is listening on %s; stop it or choose another --control.socket", path)
+		}
+		_ = os.Remove(path)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on control socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("restrict control socket %s to mode 0600: %w", path, err)
+	}
+	return l, nil
+}

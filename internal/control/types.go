@@ -1,0 +1,113 @@
+package control
+
+import (
+	"net"
+	"time"
+
+	"github.com/neighwatch/neighwatch/monitor"
+)
+
+// Entry is one neighbour entry as `neighwatch status --json` prints it.
+type Entry struct {
+	Interface           string   `json:"interface"`
+	Family              string   `json:"family"`
+	IP                  string   `json:"ip"`
+	LLAddr              string   `json:"lladdr"`
+	State               string   `json:"state"`
+	StateAgeSeconds     float64  `json:"state_age_seconds"`
+	Class               string   `json:"class"`
+	Flags               []string `json:"flags"`
+	Transitions         uint32   `json:"transitions"`
+	LLAddrChanges       uint32   `json:"lladdr_changes"`
+	ConfirmedAgeSeconds *float64 `json:"confirmed_age_seconds,omitempty"`
+	UsedAgeSeconds      *float64 `json:"used_age_seconds,omitempty"`
+	SeenLLAddr          string   `json:"seen_lladdr,omitempty"`
+	SeenAgeSeconds      *float64 `json:"seen_age_seconds,omitempty"`
+	Mismatch            bool     `json:"mismatch"`
+	BypassPackets       uint64   `json:"bypass_packets"`
+	LastBypassAgeSecs   *float64 `json:"last_bypass_age_seconds,omitempty"`
+}
+
+// Event is one event as `neighwatch events --json` prints it.
+type Event struct {
+	Time      string `json:"time"`
+	Interface string `json:"interface"`
+	Family    string `json:"family"`
+	IP        string `json:"ip"`
+	Kind      string `json:"kind"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+	LLAddr    string `json:"lladdr"`
+	OldLLAddr string `json:"old_lladdr,omitempty"`
+	Cause     string `json:"cause"`
+	Class     string `json:"class"`
+	Detail    string `json:"detail,omitempty"`
+}
+
+func age(now time.Time, t int64) *float64 {
+	if t == 0 {
+		return nil
+	}
+	v := now.Sub(time.Unix(0, t)).Seconds()
+	return &v
+}
+
+// EntryFromTable renders a table entry.
+func EntryFromTable(e *monitor.Entry, name string, now time.Time) Entry {
+	flags := e.FlagNames()
+	if flags == nil {
+		flags = []string{}
+	}
+	out := Entry{
+		Interface:           name,
+		Family:              e.Family().String(),
+		IP:                  e.Addr.String(),
+		LLAddr:              hw(e.LLAddr),
+		State:               e.State.String(),
+		StateAgeSeconds:     now.Sub(time.Unix(0, e.Since)).Seconds(),
+		Class:               e.Class().String(),
+		Flags:               flags,
+		Transitions:         e.Transitions,
+		LLAddrChanges:       e.LLAddrChanges,
+		ConfirmedAgeSeconds: age(now, e.Confirm),
+		UsedAgeSeconds:      age(now, e.Used),
+		SeenLLAddr:          hw(e.SeenMAC),
+		SeenAgeSeconds:      age(now, e.SeenAt),
+		Mismatch:            e.Mismatch,
+		BypassPackets:       e.BypassPackets,
+		LastBypassAgeSecs:   age(now, e.LastBypass),
+	}
+	return out
+}
+
+func hw(s string) string {
+	if s == "" {
+		return ""
+	}
+	return net.HardwareAddr(s).String()
+}
+
+// EventFromMonitor renders an event.
+func EventFromMonitor(ev monitor.Event) Event {
+	from, to := ev.From.String(), ev.To.String()
+	if ev.Created {
+		from = "absent"
+	}
+	if ev.Deleted {
+		to = "absent"
+	}
+	return Event{
+		Time:      ev.Time.UTC().Format(time.RFC3339Nano),
+		Interface: ev.Interface,
+		Family:    ev.Family.String(),
+		IP:        ev.IP.String(),
+		Kind:      ev.Kind,
+		From:      from,
+		To:        to,
+		LLAddr:    ev.LLAddr.String(),
+		OldLLAddr: ev.OldLLAddr.String(),
+		Cause:     string(ev.Cause),
+		Class:     ev.Class.String(),
+		Detail:    ev.Detail,
+	}
+}
