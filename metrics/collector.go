@@ -23,7 +23,7 @@ type Source interface {
 // MonitorSource adapts a running monitor.
 type MonitorSource struct{ M *monitor.Monitor }
 
-func (s MonitorSource) Stats(n int) monitor.Stats                  { return s.M.Table().Stats(n) }
+func (s MonitorSource) Stats(n int) monitor.Stats                   { return s.M.Table().Stats(n) }
 func (s MonitorSource) Counters() *monitor.Counters                 { return &s.M.Counters }
 func (s MonitorSource) ARPCounters() map[int32]*monitor.ARPCounters { return s.M.ARP.Counters() }
 func (s MonitorSource) ARPMalformed() uint64                        { return s.M.ARP.Malformed.Load() }

@@ -513,17 +513,19 @@ func (m *Monitor) Interfaces() map[int32]string {
 }
 
 // runLinks follows RTM_NEWLINK/RTM_DELLINK, resubscribing when the
-// subscription fails, and reconciling against a fresh link list then.
+// subscription fails. After each subscription it lists the links and
+// reconciles, so nothing that changed while unsubscribed is missed.
+//
+// The library's ListExisting option is not used: it sends the dump request
+// to the multicast group address, which the kernel refuses without
+// CAP_NET_ADMIN, and the agent must work unprivileged.
 func (m *Monitor) runLinks(ctx context.Context) error {
 	for ctx.Err() == nil {
 		ch := make(chan netlink.LinkUpdate, 1024)
 		done := make(chan struct{})
 		var subErr atomic.Value
 		ns := m.ns()
-		opts := netlink.LinkSubscribeOptions{
-			ListExisting:  true,
-			ErrorCallback: func(err error) { subErr.Store(err) },
-		}
+		opts := netlink.LinkSubscribeOptions{ErrorCallback: func(err error) { subErr.Store(err) }}
 		if ns.IsOpen() {
 			opts.Namespace = &ns
 		}
@@ -531,7 +533,7 @@ func (m *Monitor) runLinks(ctx context.Context) error {
 			close(done)
 			return fmt.Errorf("subscribe to link notifications: %w", err)
 		}
-		listing := true
+		m.reconcileLinks()
 	loop:
 		for {
 			select {
@@ -544,18 +546,11 @@ func (m *Monitor) runLinks(ctx context.Context) error {
 				if !ok {
 					break loop
 				}
-				idx := int32(u.Attrs().Index)
 				if u.Header.Type == unix.RTM_DELLINK {
-					m.deleteLink(idx)
+					m.deleteLink(int32(u.Attrs().Index))
 					continue
 				}
 				m.updateLink(u.Link, true)
-			}
-			if listing && len(ch) == 0 {
-				// The existing links have been listed: forget links
-				// that vanished while we were not subscribed.
-				listing = false
-				m.reconcileLinks()
 			}
 		}
 		close(done)
@@ -571,14 +566,17 @@ func (m *Monitor) runLinks(ctx context.Context) error {
 	return nil
 }
 
+// reconcileLinks lists the links, records each and forgets those gone.
 func (m *Monitor) reconcileLinks() {
 	links, err := m.handle.LinkList()
 	if err != nil {
+		m.log.Warn("listing interfaces failed", "err", err)
 		return
 	}
 	present := make(map[int32]bool, len(links))
 	for _, l := range links {
 		present[int32(l.Attrs().Index)] = true
+		m.updateLink(l, true)
 	}
 	m.linkMu.RLock()
 	var gone []int32

@@ -2,17 +2,22 @@ package lab
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netns"
 )
@@ -369,4 +374,45 @@ func (n NS) Entry(dev string, ip netip.Addr) (NeighJSON, error) {
 		}
 	}
 	return NeighJSON{}, ErrNoEntry
+}
+
+// HTTPGet fetches url from inside the namespace (its loopback is its own)
+// and returns the status code and body.
+func (n NS) HTTPGet(url string) (int, string, error) {
+	h, err := n.Handle()
+	if err != nil {
+		return 0, "", err
+	}
+	defer h.Close()
+	var conn net.Conn
+	host := strings.TrimPrefix(url, "http://")
+	if i := strings.IndexByte(host, '/'); i >= 0 {
+		host = host[:i]
+	}
+	err = func() error {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			return err
+		}
+		defer orig.Close()
+		if err := netns.Set(h); err != nil {
+			return err
+		}
+		defer netns.Set(orig)
+		conn, err = net.DialTimeout("tcp", host, 5*time.Second)
+		return err
+	}()
+	if err != nil {
+		return 0, "", fmt.Errorf("connect to %s in %s: %w", host, n.Name, err)
+	}
+	tr := &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return conn, nil }, DisableKeepAlives: true}
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
 }
