@@ -416,3 +416,9 @@ func (n NS) HTTPGet(url string) (int, string, error) {
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
 }
+
+// Attach returns a Lab for namespaces that already exist (made by an
+// earlier Build); Close deletes them.
+func Attach(client, node, backend string) *Lab {
+	return &Lab{Client: NS{client}, Node: NS{node}, Backend: NS{backend}, namespaces: []string{client, node, backend}}
+}

@@ -1,0 +1,71 @@
+# neighwatch: `make run` runs the agent, `make test` runs every test.
+GO       ?= go
+BIN      := bin/neighwatch
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -X github.com/neighwatch/neighwatch/metrics.Version=$(VERSION) \
+            -X github.com/neighwatch/neighwatch/metrics.Revision=$(REVISION)
+ARGS     ?=
+
+.PHONY: all deps build run test unit vet fmt-check generate check-generate \
+        checkrules bench lab-up lab-down clean
+
+all: build
+
+deps:
+	./scripts/install-deps.sh
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/neighwatch
+
+# Runs the agent on defaults. It needs root (or CAP_NET_ADMIN and
+# CAP_NET_RAW); without them it still mirrors the table and serves metrics
+# and logs one line for each part it disabled.
+run: deps build
+	@if [ "$$(id -u)" -ne 0 ]; then echo "make run: not root: ARP listeners and the control socket need root (or CAP_NET_ADMIN, CAP_NET_RAW); starting anyway" >&2; fi
+	./$(BIN) agent $(ARGS)
+
+# The whole suite, privileged tests included (run as root; CI=true turns
+# would-be skips of privileged tests into failures).
+test: deps vet fmt-check check-generate checkrules
+	$(GO) test -count=1 -timeout 20m ./...
+
+unit:
+	$(GO) test -count=1 -short ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on: $$out" >&2; exit 1; fi
+
+# Regenerates the eBPF objects with clang (bpf2go).
+generate:
+	$(GO) generate ./bpf/...
+
+# Fails when the committed eBPF objects differ from a fresh build.
+check-generate:
+	@if [ -n "$$(ls bpf/*.c 2>/dev/null)" ]; then \
+		$(MAKE) --no-print-directory generate && \
+		git diff --exit-code --stat -- bpf/ || { echo "generated eBPF objects are out of date: run make generate and commit" >&2; exit 1; }; \
+	fi
+
+checkrules:
+	@if [ -f deploy/prometheus/alerts.yml ]; then \
+		promtool check rules deploy/prometheus/alerts.yml && \
+		promtool test rules deploy/prometheus/alerts_test.yml; \
+	fi
+
+# Go benchmarks; see BENCHMARKS.md for the scripted runs.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 10 ./monitor/ ./metrics/ | tee .bench/go-bench.txt
+
+lab-up:
+	$(GO) run ./internal/lab/cmd/nwlab up
+
+lab-down:
+	$(GO) run ./internal/lab/cmd/nwlab down
+
+clean:
+	rm -rf bin .bench
