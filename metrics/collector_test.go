@@ -22,7 +22,7 @@ type fakeSource struct {
 	err      error
 }
 
-func (f *fakeSource) Stats(n int) monitor.Stats                  { return f.t.Stats(n) }
+func (f *fakeSource) Stats(n int) monitor.Stats                   { return f.t.Stats(n) }
 func (f *fakeSource) Counters() *monitor.Counters                 { return &f.counters }
 func (f *fakeSource) ARPCounters() map[int32]*monitor.ARPCounters { return f.arp }
 func (f *fakeSource) ARPMalformed() uint64                        { return 2 }

@@ -319,6 +319,7 @@ func (m *Monitor) session(ctx context.Context, initial bool, ready chan struct{}
 	if err := sock.requestDump(seq); err != nil {
 		return fmt.Errorf("request neighbour dump: %w", err)
 	}
+	began := time.Now()
 	batch := make([]Update, 0, 256)
 	for {
 		b, err := sock.recv()
@@ -331,6 +332,7 @@ func (m *Monitor) session(ctx context.Context, initial bool, ready chan struct{}
 					} else {
 						seq++
 						dumping = true
+						began = time.Now()
 						m.table.beginSync(false)
 						if err := sock.requestDump(seq); err != nil {
 							return fmt.Errorf("request neighbour dump: %w", err)
@@ -341,54 +343,20 @@ func (m *Monitor) session(ctx context.Context, initial bool, ready chan struct{}
 			}
 			return err
 		}
-		batch = batch[:0]
-		done := false
-		var derr error
-		perr := parseDatagram(b, func(msg nlmsg) error {
-			switch msg.Type {
-			case unix.NLMSG_DONE:
-				if msg.Seq == seq && dumping {
-					done = true
-				}
-				return nil
-			case unix.NLMSG_ERROR:
-				if len(msg.Body) >= 4 {
-					if code := int32(nativeUint32(msg.Body)); code != 0 && msg.Seq == seq {
-						derr = fmt.Errorf("neighbour dump refused: %w", unix.Errno(-code))
-					}
-				}
-				return nil
-			case unix.RTM_NEWNEIGH, unix.RTM_DELNEIGH:
-			default:
-				return nil
-			}
-			if msg.Flags&unix.NLM_F_DUMP_INTR != 0 {
-				redump = true
-			}
-			u, err := DecodeNeigh(msg.Type, msg.Body)
-			if err != nil {
-				m.Counters.ErrDecode.Add(1)
-				return nil
-			}
-			batch = append(batch, u)
-			return nil
-		})
-		if perr != nil {
-			m.Counters.ErrDecode.Add(1)
+		done, intr, err := m.processDatagram(b, seq, dumping, &batch)
+		if err != nil {
+			return err
 		}
-		if derr != nil {
-			return derr
-		}
-		m.applyBatch(batch)
+		redump = redump || intr
 		if done {
 			dumping = false
 			deleted := m.table.endSync()
 			m.Counters.Dumps.Add(1)
 			if initial {
 				initial = false
-				m.log.Info("neighbour table loaded", "entries", m.table.Len(), "rcvbuf", sock.rcvbuf)
+				m.log.Info("neighbour table loaded", "entries", m.table.Len(), "took", time.Since(began), "rcvbuf", sock.rcvbuf)
 			} else {
-				m.log.Debug("neighbour table resynced", "entries", m.table.Len(), "deleted", deleted)
+				m.log.Debug("neighbour table resynced", "entries", m.table.Len(), "deleted", deleted, "took", time.Since(began))
 			}
 			select {
 			case <-ready:
@@ -402,6 +370,7 @@ func (m *Monitor) session(ctx context.Context, initial bool, ready chan struct{}
 				redump = false
 				seq++
 				dumping = true
+				began = time.Now()
 				m.table.beginSync(false)
 				if err := sock.requestDump(seq); err != nil {
 					return fmt.Errorf("request neighbour dump: %w", err)
@@ -409,6 +378,50 @@ func (m *Monitor) session(ctx context.Context, initial bool, ready chan struct{}
 			}
 		}
 	}
+}
+
+// processDatagram decodes one datagram and applies its neighbour messages.
+// It reports whether the datagram ended the dump with sequence seq, and
+// whether the kernel flagged the dump as interrupted (inconsistent).
+func (m *Monitor) processDatagram(b []byte, seq uint32, dumping bool, batch *[]Update) (done, interrupted bool, err error) {
+	*batch = (*batch)[:0]
+	perr := parseDatagram(b, func(msg nlmsg) error {
+		switch msg.Type {
+		case unix.NLMSG_DONE:
+			if msg.Seq == seq && dumping {
+				done = true
+			}
+			return nil
+		case unix.NLMSG_ERROR:
+			if len(msg.Body) >= 4 {
+				if code := int32(nativeUint32(msg.Body)); code != 0 && msg.Seq == seq {
+					err = fmt.Errorf("neighbour dump refused: %w", unix.Errno(-code))
+				}
+			}
+			return nil
+		case unix.RTM_NEWNEIGH, unix.RTM_DELNEIGH:
+		default:
+			return nil
+		}
+		if msg.Flags&unix.NLM_F_DUMP_INTR != 0 {
+			interrupted = true
+		}
+		u, derr := DecodeNeigh(msg.Type, msg.Body)
+		if derr != nil {
+			m.Counters.ErrDecode.Add(1)
+			return nil
+		}
+		*batch = append(*batch, u)
+		return nil
+	})
+	if perr != nil {
+		m.Counters.ErrDecode.Add(1)
+	}
+	if err != nil {
+		return false, false, err
+	}
+	m.applyBatch(*batch)
+	return done, interrupted, nil
 }
 
 // applyBatch filters one datagram's updates and applies them under a
