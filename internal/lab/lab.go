@@ -379,31 +379,17 @@ func (n NS) Entry(dev string, ip netip.Addr) (NeighJSON, error) {
 // HTTPGet fetches url from inside the namespace (its loopback is its own)
 // and returns the status code and body.
 func (n NS) HTTPGet(url string) (int, string, error) {
-	h, err := n.Handle()
-	if err != nil {
-		return 0, "", err
-	}
-	defer h.Close()
 	var conn net.Conn
+	var err error
 	host := strings.TrimPrefix(url, "http://")
 	if i := strings.IndexByte(host, '/'); i >= 0 {
 		host = host[:i]
 	}
-	err = func() error {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			return err
-		}
-		defer orig.Close()
-		if err := netns.Set(h); err != nil {
-			return err
-		}
-		defer netns.Set(orig)
+	err = n.Do(func() error {
+		var err error
 		conn, err = net.DialTimeout("tcp", host, 5*time.Second)
 		return err
-	}()
+	})
 	if err != nil {
 		return 0, "", fmt.Errorf("connect to %s in %s: %w", host, n.Name, err)
 	}
@@ -421,4 +407,31 @@ func (n NS) HTTPGet(url string) (int, string, error) {
 // earlier Build); Close deletes them.
 func Attach(client, node, backend string) *Lab {
 	return &Lab{Client: NS{client}, Node: NS{node}, Backend: NS{backend}, namespaces: []string{client, node, backend}}
+}
+
+// Do runs fn on a thread inside the namespace. Sockets fn opens stay in
+// the namespace; BPF_PROG_TEST_RUN resolves interfaces in it.
+func (n NS) Do(fn func() error) error {
+	h, err := n.Handle()
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer orig.Close()
+	if err := netns.Set(h); err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	ferr := fn()
+	if err := netns.Set(orig); err != nil {
+		return fmt.Errorf("return from %s: %w (thread left locked)", n.Name, err)
+	}
+	runtime.UnlockOSThread()
+	return ferr
 }

@@ -1,0 +1,8 @@
+// Package bpf holds neighwatch's eBPF programs and their loaders: the TC
+// forwarding datapath (bpf_redirect and bpf_redirect_neigh variants) and
+// the tracer that counts packets sent to STALE neighbours without the
+// neighbour subsystem. The objects are generated with bpf2go and committed;
+// `make generate` rebuilds them with clang.
+package bpf
+
+//go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror -I./include" -target bpfel -go-package bpf datapath datapath.c

@@ -1,0 +1,1 @@
+#include <asm-generic/bitsperlong.h>

@@ -1,0 +1,2 @@
+/* BPF is little-endian here (bpfel). */
+#include <linux/byteorder/little_endian.h>

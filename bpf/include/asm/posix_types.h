@@ -1,0 +1,1 @@
+#include <asm-generic/posix_types.h>
