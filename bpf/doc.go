@@ -6,3 +6,5 @@
 package bpf
 
 //go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror -I./include" -target bpfel -go-package bpf datapath datapath.c
+//go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror -I./include" -target bpfel -go-package bpf -type tp_event tracer tracer.c
+//go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror -I./include" -target bpfel -go-package bpf fentry fentry.c

@@ -438,3 +438,28 @@ func (t *Table) linkName(ifindex int32) string {
 	}
 	return strconv.Itoa(int(ifindex))
 }
+
+// ApplyTracepoint applies a transition seen by the neighbour tracepoints
+// that netlink never reports (STALE->DELAY and ->INCOMPLETE on transmit,
+// REACHABLE->DELAY in the timer). It applies only if the entry is still in
+// the from state, so a transition that netlink has already overtaken is
+// dropped. It reports whether it applied.
+func (t *Table) ApplyTracepoint(k Key, from, to State, when time.Time) bool {
+	now := when.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[k]
+	u := Update{Ifindex: k.Ifindex, Family: uint8(familyOf(k.Addr)), Addr: k.Addr, State: to}
+	switch {
+	case e == nil && from == StateNone:
+	case e == nil || e.State != from:
+		return false
+	default:
+		u.Flags, u.FlagsExt = e.Flags, e.FlagsExt
+		if to.Valid() {
+			u.LLAddr = []byte(e.LLAddr)
+		}
+	}
+	t.apply(&u, CauseTracepoint, now)
+	return true
+}

@@ -1,0 +1,125 @@
+package bpf
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/neighwatch/neighwatch/monitor"
+)
+
+// FeedCounters count what the feed did.
+type FeedCounters struct {
+	Transitions       atomic.Uint64 // silent transitions applied to the table
+	TransitionsStale  atomic.Uint64 // silent transitions already overtaken by netlink
+	HitsUnknown       atomic.Uint64 // hits for entries the table does not hold
+	HitsApplied       atomic.Uint64
+	TransitionsBroken atomic.Uint64 // undecodable ring buffer records
+}
+
+// Feed connects the tracer to a monitor until ctx ends: it follows the
+// monitor's watched interfaces, seeds the in-kernel mirror from the table,
+// applies silent transitions to the table (cause tracepoint), and turns
+// hit counts into bypass evidence every interval.
+func (t *Tracer) Feed(ctx context.Context, m *monitor.Monitor, interval time.Duration, c *FeedCounters, log *slog.Logger) error {
+	select {
+	case <-m.Ready():
+	case <-ctx.Done():
+		return nil
+	}
+	var watched []int
+	syncWatched := func() {
+		var idx []int
+		for i := range m.Interfaces() {
+			idx = append(idx, int(i))
+		}
+		slices.Sort(idx)
+		if slices.Equal(idx, watched) {
+			return
+		}
+		if err := t.SetWatched(idx, false); err != nil {
+			log.Warn("tracer: updating watched interfaces failed", "err", err)
+			return
+		}
+		watched = idx
+	}
+	syncWatched()
+	entries, _ := m.Table().Snapshot()
+	seed := make([]SeedEntry, 0, len(entries))
+	for _, e := range entries {
+		seed = append(seed, SeedEntry{Ifindex: int(e.Ifindex), Addr: e.Addr, State: uint8(e.State), MAC: e.HardwareAddr()})
+	}
+	n, err := t.Seed(seed)
+	if err != nil {
+		log.Warn("tracer: seeding the in-kernel mirror failed; entries are mirrored from their next change", "err", err)
+	}
+	log.Info("tracer running", "mode", t.Mode, "seeded", n, "interfaces", len(watched))
+
+	go func() {
+		<-ctx.Done()
+		t.rd.Close()
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			tr, err := t.ReadTransition()
+			if err != nil {
+				if errors.Is(err, ringbuf.ErrClosed) {
+					return
+				}
+				c.TransitionsBroken.Add(1)
+				continue
+			}
+			k := monitor.Key{Ifindex: int32(tr.Key.Ifindex), Addr: tr.Key.Addr}
+			if m.Table().ApplyTracepoint(k, monitor.State(tr.From), monitor.State(tr.To), time.Now()) {
+				c.Transitions.Add(1)
+			} else {
+				c.TransitionsStale.Add(1)
+			}
+		}
+	}()
+
+	last := make(map[HitKey]uint64)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			<-done
+			return nil
+		case <-tick.C:
+		}
+		syncWatched()
+		hits, err := t.Hits()
+		if err != nil {
+			log.Warn("tracer: reading hits failed", "err", err)
+			continue
+		}
+		now := time.Now()
+		for k, v := range hits {
+			d := v - last[k]
+			if v < last[k] { // LRU evicted and re-created the key
+				d = v
+			}
+			last[k] = v
+			if d == 0 {
+				continue
+			}
+			if m.Table().AddBypass(monitor.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}, d, now) {
+				c.HitsApplied.Add(d)
+			} else {
+				c.HitsUnknown.Add(d)
+			}
+		}
+		for k := range last {
+			if _, ok := hits[k]; !ok {
+				delete(last, k)
+			}
+		}
+	}
+}

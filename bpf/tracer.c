@@ -1,0 +1,173 @@
+//go:build ignore
+
+// The xmit tracer: an in-kernel mirror of neighbour states kept by the
+// neighbour tracepoints, and a transmit hook that counts packets sent to a
+// STALE entry's MAC. Traffic that goes through the neighbour subsystem
+// (neigh_resolve_output) moves a STALE entry to DELAY before the packet is
+// transmitted, so only traffic that bypassed it (bpf_redirect() datapaths)
+// can be seen leaving towards a STALE entry: no false positives by design.
+
+#include "tracer.h"
+
+static __always_inline void track(struct neighbour *n, __u8 source, int dead)
+{
+	struct nkey k = {};
+	struct nval nv = {};
+	unsigned int key_len;
+
+	struct net_device *dev = BPF_CORE_READ(n, dev);
+	k.ifindex = BPF_CORE_READ(dev, ifindex);
+	if (!is_watched(k.ifindex) || !in_netns(dev))
+		return;
+	k.family = BPF_CORE_READ(n, tbl, family);
+	key_len = BPF_CORE_READ(n, tbl, key_len);
+	if (k.family == AF_INET && key_len == 4)
+		bpf_core_read(k.addr, 4, &n->primary_key);
+	else if (k.family == AF_INET6 && key_len == 16)
+		bpf_core_read(k.addr, 16, &n->primary_key);
+	else
+		return;
+	nv.state = dead ? 0 : BPF_CORE_READ(n, nud_state);
+	bpf_core_read(nv.mac, 6, &n->ha);
+
+	struct nval *old = bpf_map_lookup_elem(&neigh_mirror, &k);
+	__u8 from = 0;
+	if (old) {
+		from = old->state;
+		if (!dead && old->state == nv.state && mac_eq(old->mac, nv.mac))
+			return;
+		if (old->state == NUD_STALE) {
+			struct mkey mk = {.ifindex = k.ifindex};
+			__builtin_memcpy(mk.mac, old->mac, 6);
+			struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
+			if (mv) {
+				__sync_fetch_and_add(&mv->count, -1);
+				if ((__s32)mv->count <= 0)
+					bpf_map_delete_elem(&stale_macs, &mk);
+			}
+			__sync_fetch_and_add(&stale_on_if[k.ifindex % STALE_BUCKETS], -1);
+		}
+	}
+	if (!dead && nv.state == NUD_STALE) {
+		struct mkey mk = {.ifindex = k.ifindex};
+		__builtin_memcpy(mk.mac, nv.mac, 6);
+		struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
+		if (mv) {
+			__sync_fetch_and_add(&mv->count, 1);
+			mv->entry = k;
+		} else {
+			struct mval init = {.count = 1, .entry = k};
+			bpf_map_update_elem(&stale_macs, &mk, &init, BPF_ANY);
+		}
+		__sync_fetch_and_add(&stale_on_if[k.ifindex % STALE_BUCKETS], 1);
+	}
+	if (dead)
+		bpf_map_delete_elem(&neigh_mirror, &k);
+	else if (bpf_map_update_elem(&neigh_mirror, &k, &nv, BPF_ANY))
+		stat_inc(ST_MIRROR_DROPPED);
+
+	// Netlink reports every other change; these it never does.
+	int silent = (source == SRC_EVENT_SEND && from != nv.state) ||
+		     (source == SRC_TIMER && nv.state == NUD_DELAY && from != NUD_DELAY);
+	if (!silent)
+		return;
+	struct tp_event *ev = bpf_ringbuf_reserve(&tp_events, sizeof(*ev), 0);
+	if (!ev) {
+		stat_inc(ST_EVENTS_DROPPED);
+		return;
+	}
+	ev->key = k;
+	ev->from = from;
+	ev->to = nv.state;
+	ev->source = source;
+	__builtin_memcpy(ev->mac, nv.mac, 6);
+	bpf_ringbuf_submit(ev, 0);
+}
+
+SEC("tp_btf/neigh_update_done")
+int BPF_PROG(tr_update_done, struct neighbour *n, int err)
+{
+	track(n, SRC_UPDATE, 0);
+	return 0;
+}
+
+SEC("tp_btf/neigh_event_send_done")
+int BPF_PROG(tr_event_send_done, struct neighbour *n, int err)
+{
+	track(n, SRC_EVENT_SEND, 0);
+	return 0;
+}
+
+SEC("tp_btf/neigh_timer_handler")
+int BPF_PROG(tr_timer_handler, struct neighbour *n, int err)
+{
+	track(n, SRC_TIMER, 0);
+	return 0;
+}
+
+SEC("tp_btf/neigh_create")
+int BPF_PROG(tr_create, struct neigh_table *tbl, struct net_device *dev, const void *pkey, struct neighbour *n, _Bool exempt_from_gc)
+{
+	track(n, SRC_CREATE, 0);
+	return 0;
+}
+
+SEC("tp_btf/neigh_cleanup_and_release")
+int BPF_PROG(tr_cleanup, struct neighbour *n, int rc)
+{
+	track(n, SRC_CLEANUP, 1);
+	return 0;
+}
+
+// net_dev_start_xmit rather than net_dev_queue: it fires in xmit_one()
+// right before the driver's ndo_start_xmit, once per packet actually handed
+// to the device (after the qdisc, so nothing it dropped is counted), it is
+// reached by bpf_redirect() to egress as well as by the stack, and it gives
+// the egress device as an argument. skb->data points at the Ethernet header
+// there.
+SEC("tp_btf/net_dev_start_xmit")
+int BPF_PROG(tr_xmit, const struct sk_buff *skb, const struct net_device *dev)
+{
+	__u32 ifindex = BPF_CORE_READ(dev, ifindex);
+	if (!is_watched(ifindex))
+		return 0;
+	if (stale_on_if[ifindex % STALE_BUCKETS] == 0)
+		return 0;
+	if (!in_netns((struct net_device *)dev))
+		return 0;
+	unsigned char *data = BPF_CORE_READ(skb, data);
+	struct {
+		__u8 dst[6];
+		__u8 src[6];
+		__be16 proto;
+	} eth;
+	if (bpf_probe_read_kernel(&eth, sizeof(eth), data))
+		return 0;
+	struct mkey mk = {.ifindex = ifindex};
+	__builtin_memcpy(mk.mac, eth.dst, 6);
+	stat_inc(ST_XMIT_LOOKUPS);
+	struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
+	if (!mv)
+		return 0;
+
+	// On-link traffic: the destination IP is the neighbour. Routed
+	// traffic: the MAC is the gateway's, blame its entry.
+	struct nkey k = {.ifindex = ifindex};
+	if (eth.proto == bpf_htons(ETH_P_IP)) {
+		k.family = AF_INET;
+		bpf_probe_read_kernel(k.addr, 4, data + 14 + 16);
+	} else if (eth.proto == bpf_htons(ETH_P_IPV6)) {
+		k.family = AF_INET6;
+		bpf_probe_read_kernel(k.addr, 16, data + 14 + 24);
+	}
+	struct nval *nv = k.family ? bpf_map_lookup_elem(&neigh_mirror, &k) : NULL;
+	if (nv && nv->state == NUD_STALE && mac_eq(nv->mac, mk.mac)) {
+		count_hit(&k);
+		return 0;
+	}
+	k = mv->entry;
+	count_hit(&k);
+	return 0;
+}
+
+char __license[] SEC("license") = "GPL";

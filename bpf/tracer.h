@@ -1,0 +1,203 @@
+/* Shared by the tracer programs: minimal kernel types for CO-RE, the maps
+ * that mirror neighbour states in the kernel, and the hit accounting. */
+#pragma once
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+
+#define AF_INET 2
+#define AF_INET6 10
+#define NUD_STALE 0x04
+#define NUD_DELAY 0x08
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+
+/* Only the fields used; CO-RE relocates them against the running kernel. */
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct net {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	struct net *net;
+} possible_net_t;
+
+struct net_device {
+	int ifindex;
+	possible_net_t nd_net;
+} __attribute__((preserve_access_index));
+
+struct neigh_table {
+	int family;
+	unsigned int key_len;
+} __attribute__((preserve_access_index));
+
+struct neighbour {
+	struct neigh_table *tbl;
+	struct net_device *dev;
+	__u8 nud_state;
+	unsigned char ha[32];
+	__u32 primary_key[0];
+} __attribute__((preserve_access_index));
+
+struct sk_buff {
+	unsigned char *data;
+	__u16 protocol;
+} __attribute__((preserve_access_index));
+
+/* An entry: interface, family, address (IPv4 in the first 4 bytes). */
+struct nkey {
+	__u32 ifindex;
+	__u8 family;
+	__u8 pad[3];
+	__u8 addr[16];
+};
+
+struct nval {
+	__u8 state;
+	__u8 mac[6];
+	__u8 pad;
+};
+
+/* A STALE MAC on an interface: how many STALE entries use it, and one of
+ * them (the one to blame for routed traffic: the gateway). */
+struct mkey {
+	__u32 ifindex;
+	__u8 mac[6];
+	__u8 pad[2];
+};
+
+struct mval {
+	__u32 count;
+	struct nkey entry;
+};
+
+/* A silent transition for user space. */
+struct tp_event {
+	struct nkey key;
+	__u8 from;
+	__u8 to;
+	__u8 source;
+	__u8 pad;
+	__u8 mac[6];
+	__u8 pad2[2];
+};
+
+/* Keeps the type in BTF for bpf2go -type. */
+const struct tp_event *unused_tp_event __attribute__((unused));
+
+enum tp_source {
+	SRC_UPDATE = 0,
+	SRC_EVENT_SEND = 1,
+	SRC_TIMER = 2,
+	SRC_CREATE = 3,
+	SRC_CLEANUP = 4,
+};
+
+/* Counters in tr_stats. */
+enum tr_stat {
+	ST_HITS_DROPPED = 0,	/* hit not recorded: the hits map was full */
+	ST_MIRROR_DROPPED,	/* transition not mirrored: the mirror was full */
+	ST_EVENTS_DROPPED,	/* ring buffer full */
+	ST_XMIT_LOOKUPS,	/* packets that reached the STALE-MAC lookup */
+	ST_MAX,
+};
+
+#define WATCH_BITS_WORDS 1024 /* ifindex < 65536 by bitmap, the rest by hash */
+#define STALE_BUCKETS 4096
+
+/* The network namespace (inode number) whose neighbours are mirrored:
+ * ifindexes are only unique inside one. Set at load; 0 means any. */
+volatile const __u32 netns_ino = 0;
+
+/* Written by user space. */
+volatile __u32 watch_all = 0;
+__u64 watched_bits[WATCH_BITS_WORDS];
+/* Per interface bucket: STALE entries mirrored there. Zero means no packet
+ * on that interface can hit, and the hook returns before any lookup. */
+__u32 stale_on_if[STALE_BUCKETS];
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} watched_big SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 262144);
+	__type(key, struct nkey);
+	__type(value, struct nval);
+} neigh_mirror SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct mkey);
+	__type(value, struct mval);
+} stale_macs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct nkey);
+	__type(value, __u64);
+} hits SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ST_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} tr_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} tp_events SEC(".maps");
+
+static __always_inline void stat_inc(__u32 s)
+{
+	__u64 *v = bpf_map_lookup_elem(&tr_stats, &s);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline int is_watched(__u32 ifindex)
+{
+	if (watch_all)
+		return 1;
+	if (ifindex < WATCH_BITS_WORDS * 64)
+		return (watched_bits[ifindex / 64] >> (ifindex % 64)) & 1;
+	return bpf_map_lookup_elem(&watched_big, &ifindex) != NULL;
+}
+
+static __always_inline int in_netns(struct net_device *dev)
+{
+	return netns_ino == 0 || BPF_CORE_READ(dev, nd_net.net, ns.inum) == netns_ino;
+}
+
+static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] && a[5] == b[5];
+}
+
+static __always_inline void count_hit(struct nkey *k)
+{
+	__u64 *v = bpf_map_lookup_elem(&hits, k);
+	if (v) {
+		*v += 1;
+		return;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(&hits, k, &one, BPF_NOEXIST))
+		stat_inc(ST_HITS_DROPPED);
+}
