@@ -87,6 +87,8 @@ func (t *Tracer) Feed(ctx context.Context, m *monitor.Monitor, interval time.Dur
 	last := make(map[HitKey]uint64)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	t.refreshMapSizes()
+	lastSizes := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -95,6 +97,10 @@ func (t *Tracer) Feed(ctx context.Context, m *monitor.Monitor, interval time.Dur
 		case <-tick.C:
 		}
 		syncWatched()
+		if time.Since(lastSizes) >= 10*time.Second {
+			t.refreshMapSizes()
+			lastSizes = time.Now()
+		}
 		hits, err := t.Hits()
 		if err != nil {
 			log.Warn("tracer: reading hits failed", "err", err)

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -53,6 +54,8 @@ type Tracer struct {
 
 	mu      sync.Mutex
 	watched map[int]bool
+
+	hitEntries, mirrorEntries atomic.Int64
 }
 
 // HitKey names a neighbour entry in the tracer's maps.
@@ -338,9 +341,16 @@ func (t *Tracer) Stats() (TracerStats, error) {
 	s.HitsDropped, s.MirrorDropped, s.EventsDropped, s.XmitLookups = vals[0], vals[1], vals[2], vals[3]
 	s.HitCapacity = int(t.objs.Hits.MaxEntries())
 	s.MirrorCapacity = int(t.objs.NeighMirror.MaxEntries())
-	s.HitEntries = countKeys(t.objs.Hits)
-	s.MirrorEntries = countKeys(t.objs.NeighMirror)
+	s.HitEntries = int(t.hitEntries.Load())
+	s.MirrorEntries = int(t.mirrorEntries.Load())
 	return s, nil
+}
+
+// refreshMapSizes counts the entries of the hits and mirror maps. It walks
+// them, so the feed calls it off the scrape path.
+func (t *Tracer) refreshMapSizes() {
+	t.hitEntries.Store(int64(countKeys(t.objs.Hits)))
+	t.mirrorEntries.Store(int64(countKeys(t.objs.NeighMirror)))
 }
 
 func countKeys(m *ebpf.Map) int {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/internal/agent"
 	"github.com/neighwatch/neighwatch/metrics"
 	"github.com/neighwatch/neighwatch/monitor"
@@ -49,6 +50,19 @@ func (r *regexList) Set(v string) error {
 	return nil
 }
 
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
 func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	var include, exclude regexList
@@ -62,6 +76,11 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	rcvbuf := fs.Int("netlink.receive-buffer", monitor.DefaultReceiveBuffer, "netlink socket receive buffer in bytes")
 	resync := fs.Duration("netlink.resync-interval", 5*time.Minute, "full dump to catch entries the kernel creates silently (0 disables)")
 	conflict := fs.Duration("arp.conflict-window", 5*time.Second, "two ARP answers for one IP from different MACs within this window are a conflict")
+	tracer := fs.String("tracer", "auto", "bypass tracer: off, auto (fentry, else xmit), xmit or fentry (falls back to xmit)")
+	tracerInterval := fs.Duration("tracer.interval", time.Second, "how often tracer hit counts reach the table")
+	var dpIfaces stringList
+	fs.Var(&dpIfaces, "datapath.interfaces", "comma-separated interfaces to attach the eBPF forwarding datapath to (tcx ingress)")
+	dpMode := fs.String("datapath.mode", "legacy", "datapath mode: legacy (bpf_redirect) or neigh (bpf_redirect_neigh)")
 	level := fs.String("log.level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log.format", "text", "log format: text or json")
 	if err := parse(fs, args); err != nil {
@@ -71,17 +90,29 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return errUsage{err}
 	}
+	tmode, err := bpf.ParseTracerMode(*tracer)
+	if err != nil {
+		return errUsage{fmt.Errorf("--tracer: %w", err)}
+	}
+	mode, err := bpf.ParseMode(*dpMode)
+	if err != nil {
+		return errUsage{fmt.Errorf("--datapath.mode: %w", err)}
+	}
 	cfg := agent.Config{
 		Include: include, Exclude: exclude,
-		StaleThreshold: *staleThreshold,
-		MetricsListen:  *listen,
-		WebConfigFile:  *webConfig,
-		ControlSocket:  *controlSocket,
-		StuckInfoCap:   *stuckCap,
-		ReceiveBuffer:  *rcvbuf,
-		ResyncInterval: *resync,
-		ConflictWindow: *conflict,
-		Logger:         log,
+		StaleThreshold:     *staleThreshold,
+		MetricsListen:      *listen,
+		WebConfigFile:      *webConfig,
+		ControlSocket:      *controlSocket,
+		StuckInfoCap:       *stuckCap,
+		ReceiveBuffer:      *rcvbuf,
+		ResyncInterval:     *resync,
+		ConflictWindow:     *conflict,
+		Tracer:             tmode,
+		TracerInterval:     *tracerInterval,
+		DatapathInterfaces: dpIfaces,
+		DatapathMode:       mode,
+		Logger:             log,
 	}
 	if err := cfg.Validate(); err != nil {
 		return errUsage{err}

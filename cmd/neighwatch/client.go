@@ -91,3 +91,35 @@ func runEvents(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return err
 	})
 }
+
+// runDatapath: `neighwatch datapath` lists modes, `neighwatch datapath
+// IFACE MODE` swaps one atomically.
+func runDatapath(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("datapath", flag.ContinueOnError)
+	sock := fs.String("control.socket", DefaultControlSocket, "the agent's control socket")
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return errUsage{fmt.Errorf("datapath: %v", err)}
+	}
+	c := control.NewClient(*sock)
+	var modes map[string]string
+	switch fs.NArg() {
+	case 0:
+		if err := c.Get(ctx, "/v1/datapath", &modes); err != nil {
+			return err
+		}
+	case 2:
+		req := control.DatapathRequest{Interface: fs.Arg(0), Mode: fs.Arg(1)}
+		if err := c.Post(ctx, "/v1/datapath", req, &modes); err != nil {
+			return err
+		}
+	default:
+		return errUsage{fmt.Errorf("datapath: want no arguments (list) or INTERFACE MODE (swap)")}
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "INTERFACE\tMODE")
+	for name, m := range modes {
+		fmt.Fprintf(tw, "%s\t%s\n", name, m)
+	}
+	return tw.Flush()
+}

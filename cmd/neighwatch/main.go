@@ -23,6 +23,7 @@ commands:
   agent     run the agent (needs root, or CAP_NET_ADMIN and CAP_NET_RAW)
   status    print the running agent's neighbour table
   events    follow the running agent's events
+  datapath  show or swap the eBPF datapath mode of an interface
   version   print the version
 
 Run 'neighwatch <command> --help' for a command's flags.
@@ -59,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runStatus(ctx, args[1:], stdout, stderr)
 	case "events":
 		return runEvents(ctx, args[1:], stdout, stderr)
+	case "datapath":
+		return runDatapath(ctx, args[1:], stdout)
 	case "version", "--version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -66,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	return errUsage{fmt.Errorf("unknown command %q (want agent, status, events or version)", args[0])}
+	return errUsage{fmt.Errorf("unknown command %q (want agent, status, events, datapath or version)", args[0])}
 }
 
 // parse parses flags, turning flag errors into one-line usage errors.

@@ -372,7 +372,7 @@ func TestUnprivilegedAgent(t *testing.T) {
 		t.Errorf("unprivileged agent does not export the stale entry:\n%s", grep(body, "neighwatch_neighbours{"))
 	}
 	logs := a.logs()
-	for _, want := range []string{"ARP listener disabled", "CAP_NET_RAW", "CAP_NET_ADMIN"} {
+	for _, want := range []string{"ARP listener disabled", "CAP_NET_RAW", "CAP_NET_ADMIN", "tracer disabled: needs CAP_BPF"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("log does not say %q:\n%s", want, logs)
 		}

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/internal/control"
 	"github.com/neighwatch/neighwatch/metrics"
 	"github.com/neighwatch/neighwatch/monitor"
@@ -31,7 +32,12 @@ type Config struct {
 	ReceiveBuffer    int
 	ResyncInterval   time.Duration
 	ConflictWindow   time.Duration
-	Logger           *slog.Logger
+	Tracer           bpf.TracerMode
+	TracerInterval   time.Duration
+	// DatapathInterfaces get the forwarding datapath in DatapathMode.
+	DatapathInterfaces []string
+	DatapathMode       bpf.Mode
+	Logger             *slog.Logger
 	// OnListen, if set, is told the metrics address once it is bound
 	// (tests use port 0).
 	OnListen func(addr net.Addr)
@@ -49,6 +55,9 @@ func (c *Config) Validate() error {
 		if err := web.Validate(c.WebConfigFile); err != nil {
 			return fmt.Errorf("--web.config.file %s is invalid: %w", c.WebConfigFile, err)
 		}
+	}
+	if c.TracerInterval <= 0 {
+		return fmt.Errorf("--tracer.interval must be positive, got %v", c.TracerInterval)
 	}
 	if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
 		return fmt.Errorf("--metrics.listen %q is not host:port: %w", c.MetricsListen, err)
@@ -83,6 +92,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	eb, err := startEBPF(cfg, caps, log)
+	if err != nil {
+		return err
+	}
+	defer eb.Close()
 	coll := metrics.NewCollector(metrics.MonitorSource{M: mon}, cfg.StuckInfoCap, log)
 	readyGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "neighwatch_ready", Help: "1 once the first dump is loaded and the listeners are up.",
@@ -94,13 +108,14 @@ func Run(ctx context.Context, cfg Config) error {
 			return 0
 		}
 	})
-	reg, err := metrics.NewRegistry(coll, readyGauge)
+	reg, err := metrics.NewRegistry(coll, readyGauge, metrics.NewBPFCollector(eb))
 	if err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return mon.Run(ctx) })
+	g.Go(func() error { return eb.run(ctx, mon, cfg.TracerInterval, log) })
 
 	// Metrics, health and readiness.
 	mux := http.NewServeMux()
@@ -140,7 +155,28 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			log.Warn("control socket disabled: status and events subcommands will not reach this agent", "err", err)
 		} else {
-			csrv = &http.Server{Handler: control.NewHandler(mon.Table()), ReadHeaderTimeout: 10 * time.Second}
+			h := control.NewHandler(mon.Table())
+			h.Handle("GET /v1/datapath", func(w http.ResponseWriter, _ *http.Request) {
+				control.WriteJSON(w, http.StatusOK, eb.DatapathModes())
+			})
+			h.Handle("POST /v1/datapath", func(w http.ResponseWriter, r *http.Request) {
+				var req control.DatapathRequest
+				if err := control.ReadJSON(r, &req); err != nil {
+					control.WriteError(w, http.StatusBadRequest, err)
+					return
+				}
+				m, err := bpf.ParseMode(req.Mode)
+				if err == nil {
+					err = eb.SetDatapathMode(req.Interface, m)
+				}
+				if err != nil {
+					control.WriteError(w, http.StatusBadRequest, err)
+					return
+				}
+				log.Info("datapath mode changed", "interface", req.Interface, "mode", m, "by", "control socket")
+				control.WriteJSON(w, http.StatusOK, eb.DatapathModes())
+			})
+			csrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 			g.Go(func() error {
 				if err := csrv.Serve(cl); !errors.Is(err, http.ErrServerClosed) {
 					return err

@@ -118,3 +118,31 @@ func Listen(path string) (net.Listener, error) {
 	}
 	return l, nil
 }
+
+// DatapathRequest asks for a datapath mode on an interface.
+type DatapathRequest struct {
+	Interface string `json:"interface"`
+	Mode      string `json:"mode"`
+}
+
+// WriteJSON answers with v as JSON.
+func WriteJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// WriteError answers with an error message.
+func WriteError(w http.ResponseWriter, code int, err error) {
+	http.Error(w, err.Error(), code)
+}
+
+// ReadJSON decodes a request body of at most 64 KiB, refusing unknown fields.
+func ReadJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("bad request body: %w", err)
+	}
+	return nil
+}

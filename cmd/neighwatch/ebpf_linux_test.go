@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/lab"
+)
+
+// TestTracepointEventForSilentTransition: the kernel forwards through a
+// STALE entry, which moves it to DELAY without any netlink message; the
+// agent's tracer must put that transition in `events --json` with cause
+// tracepoint.
+func TestTracepointEventForSilentTransition(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	l := lab.New(t, "tpe")
+	mac, err := l.Client.MAC(lab.ClientIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Node.SetNeigh(lab.NodeClientIf, lab.ClientIP, mac, "stale"); err != nil {
+		t.Fatal(err)
+	}
+	sock := sockPath(t)
+	a := startAgent(t, l.Node, sock, "--tracer", "xmit")
+	if !strings.Contains(a.logs(), "tracer running") {
+		t.Fatalf("tracer not running:\n%s", a.logs())
+	}
+	ev := exec.Command(binPath, "events", "--json", "--control.socket", sock)
+	out, _ := ev.StdoutPipe()
+	if err := ev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ev.Process.Kill(); _ = ev.Wait() }()
+	found := make(chan map[string]any, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil && m["cause"] == "tracepoint" && m["ip"] == lab.ClientIP.String() &&
+				m["from"] == "stale" && m["to"] == "delay" {
+				found <- m
+				return
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // let the stream subscribe
+	if err := l.Backend.Ping(lab.ClientIP, 2, "2"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-found:
+		t.Logf("event: %v", m)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no stale->delay tracepoint event\n%s", a.logs())
+	}
+	body := a.metrics(t)
+	if !strings.Contains(body, `neighwatch_tracer_mode{mode="xmit"} 1`) {
+		t.Errorf("tracer mode metric missing:\n%s", grep(body, "tracer_mode"))
+	}
+	checkMetricsLint(t, body)
+}
+
+var lossRE = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
+
+// pingLoss runs count pings at interval from ns and returns sent, received.
+func pingLoss(t *testing.T, ns lab.NS, dst string, count int, interval string) (int, int) {
+	t.Helper()
+	out, _ := ns.Exec("ping", "-q", "-c", strconv.Itoa(count), "-i", interval, "-W", "1", dst)
+	m := lossRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("ping output: %s", out)
+	}
+	return atoi(m[1]), atoi(m[2])
+}
+
+func itoa(i int) string {
+	return strings.TrimSpace(strings.Repeat(" ", 0) + func() string { return fmtInt(i) }())
+}
+
+func fmtInt(i int) string {
+	b, _ := json.Marshal(i)
+	return string(b)
+}
+
+func atoi(s string) int {
+	var n int
+	_ = json.Unmarshal([]byte(s), &n)
+	return n
+}
+
+// TestDatapathSwapUnderTraffic attaches the legacy datapath to the node's
+// backend-facing interface and swaps it to neigh and back while pings flow
+// (no loss), then reproduces the failure (legacy, client moved behind the
+// node's back: 100 % loss, entry stuck) and swaps to neigh: traffic and the
+// entry recover.
+func TestDatapathSwapUnderTraffic(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	l := lab.New(t, "swp")
+	if err := l.PinClientToNode(); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		"net.ipv4.neigh." + lab.NodeClientIf + ".delay_first_probe_time": "1",
+		"net.ipv4.neigh." + lab.NodeClientIf + ".retrans_time_ms":        "300",
+	} {
+		if err := l.Node.Sysctl(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sock := sockPath(t)
+	a := startAgent(t, l.Node, sock, "--tracer", "xmit", "--stale-threshold", "2s",
+		"--datapath.interfaces", lab.NodeBackendIf, "--datapath.mode", "legacy", "--tracer.interval", "200ms")
+	swap := func(mode string) {
+		t.Helper()
+		out, err := exec.Command(binPath, "datapath", "--control.socket", sock, lab.NodeBackendIf, mode).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), mode) {
+			t.Fatalf("neighwatch datapath %s %s: %v\n%s", lab.NodeBackendIf, mode, err, out)
+		}
+	}
+	if err := l.Client.Ping(lab.BackendIP, 2, "2"); err != nil {
+		t.Fatalf("legacy datapath does not forward: %v", err)
+	}
+
+	// Healthy traffic: swaps lose nothing.
+	for _, mode := range []string{"neigh", "legacy"} {
+		done := make(chan [2]int, 1)
+		go func() {
+			s, r := pingLoss(t, l.Client, lab.BackendIP.String(), 300, "0.01")
+			done <- [2]int{s, r}
+		}()
+		time.Sleep(1 * time.Second)
+		swap(mode)
+		res := <-done
+		if res[0] != res[1] {
+			t.Errorf("swap to %s under traffic: %d of %d pings lost", mode, res[0]-res[1], res[0])
+		}
+		t.Logf("swap to %s under traffic: %d/%d pings answered", mode, res[1], res[0])
+	}
+	body := a.metrics(t)
+	for _, want := range []string{`neighwatch_datapath_mode{interface="n1",mode="legacy"} 1`, `neighwatch_datapath_decisions_total{decision="redirect"}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+
+	// The failure: the client moves behind the node's back.
+	oldMAC, _ := l.Client.MAC(lab.ClientIf)
+	if err := l.Node.SetNeigh(lab.NodeClientIf, lab.ClientIP, oldMAC, "stale"); err != nil {
+		t.Fatal(err)
+	}
+	newMAC := lab.HostMAC(5, 5)
+	if err := l.MoveClientMAC(newMAC); err != nil {
+		t.Fatal(err)
+	}
+	if s, r := pingLoss(t, l.Client, lab.BackendIP.String(), 20, "0.1"); r != 0 {
+		t.Fatalf("%d of %d pings answered through a stuck entry: the failure did not reproduce", r, s)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e, _ := findEntry(statusJSON(t, sock), lab.NodeClientIf, lab.ClientIP.String())
+		if e.Class == "stuck" && e.BypassPackets > 0 {
+			t.Logf("stuck with %d bypass packets", e.BypassPackets)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("entry not stuck with bypass packets: %+v", e)
+		}
+		_ = l.Client.Ping(lab.BackendIP, 1, "1")
+	}
+	swap("neigh")
+	start := time.Now()
+	for {
+		_, r := pingLoss(t, l.Client, lab.BackendIP.String(), 5, "0.2")
+		e, _ := findEntry(statusJSON(t, sock), lab.NodeClientIf, lab.ClientIP.String())
+		if r == 5 && e.LLAddr == newMAC.String() && e.Class == "ok" {
+			t.Logf("recovered %v after the swap: %s %s", time.Since(start).Round(100*time.Millisecond), e.State, e.LLAddr)
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("no recovery 20s after swapping to neigh: %+v\n%s", e, a.logs())
+		}
+	}
+}
