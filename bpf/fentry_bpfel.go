@@ -25,7 +25,8 @@ type fentryMkey struct {
 	_       structs.HostLayout
 	Ifindex uint32
 	Mac     [6]uint8
-	Pad     [2]uint8
+	Family  uint8
+	Pad     uint8
 }
 
 type fentryMval struct {
@@ -66,6 +67,7 @@ const (
 	fentryProgFeRedirectPeer  = "fe_redirect_peer"
 	fentryProgFeSkbFib        = "fe_skb_fib"
 	fentryProgFeXdpFib        = "fe_xdp_fib"
+	fentryVarMacBloom         = "mac_bloom"
 	fentryVarNetnsIno         = "netns_ino"
 	fentryVarStaleOnIf        = "stale_on_if"
 	fentryVarUnusedTpEvent    = "unused_tp_event"
@@ -140,6 +142,7 @@ type fentryMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fentryVariableSpecs struct {
+	MacBloom      *ebpf.VariableSpec `ebpf:"mac_bloom"`
 	NetnsIno      *ebpf.VariableSpec `ebpf:"netns_ino"`
 	StaleOnIf     *ebpf.VariableSpec `ebpf:"stale_on_if"`
 	UnusedTpEvent *ebpf.VariableSpec `ebpf:"unused_tp_event"`
@@ -194,6 +197,7 @@ func (m *fentryMaps) Close() error {
 //
 // It can be passed to loadFentryObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fentryVariables struct {
+	MacBloom      *ebpf.Variable `ebpf:"mac_bloom"`
 	NetnsIno      *ebpf.Variable `ebpf:"netns_ino"`
 	StaleOnIf     *ebpf.Variable `ebpf:"stale_on_if"`
 	UnusedTpEvent *ebpf.Variable `ebpf:"unused_tp_event"`

@@ -37,8 +37,11 @@ static __always_inline void track(struct neighbour *n, __u8 source, int dead)
 		if (!dead && old->state == nv.state && mac_eq(old->mac, nv.mac))
 			return;
 		if (old->state == NUD_STALE) {
-			struct mkey mk = {.ifindex = k.ifindex};
+			struct mkey mk = {.ifindex = k.ifindex, .family = k.family};
 			__builtin_memcpy(mk.mac, old->mac, 6);
+			__u32 slot = bloom_slot(k.ifindex, old->mac, k.family);
+			if (mac_bloom[slot])
+				__sync_fetch_and_add(&mac_bloom[slot], -1);
 			struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
 			if (mv) {
 				__sync_fetch_and_add(&mv->count, -1);
@@ -49,8 +52,10 @@ static __always_inline void track(struct neighbour *n, __u8 source, int dead)
 		}
 	}
 	if (!dead && nv.state == NUD_STALE) {
-		struct mkey mk = {.ifindex = k.ifindex};
+		struct mkey mk = {.ifindex = k.ifindex, .family = k.family};
 		__builtin_memcpy(mk.mac, nv.mac, 6);
+		__u32 slot = bloom_slot(k.ifindex, nv.mac, k.family);
+		__sync_fetch_and_add(&mac_bloom[slot], 1);
 		struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
 		if (mv) {
 			__sync_fetch_and_add(&mv->count, 1);
@@ -125,17 +130,29 @@ int BPF_PROG(tr_cleanup, struct neighbour *n, int rc)
 // reached by bpf_redirect() to egress as well as by the stack, and it gives
 // the egress device as an argument. skb->data points at the Ethernet header
 // there.
+//
+// Per packet, cheapest first: is the interface watched (a bit in a global
+// array), does its bucket hold any STALE entry (a global counter), is the
+// device in our namespace (two plain loads), then read the Ethernet header
+// and ask the counting filter whether (interface, MAC, family) may be
+// STALE; only then look it up. xmit_filter exists to measure what each
+// filter buys (BENCHMARKS.md): 3 = all (the default), 2 = no MAC filter,
+// 1 = watched check only, 0 = none (the naive hook).
+volatile const __u32 xmit_filter = 3;
+
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(tr_xmit, const struct sk_buff *skb, const struct net_device *dev)
 {
-	__u32 ifindex = BPF_CORE_READ(dev, ifindex);
-	if (!is_watched(ifindex))
+	// Direct loads: tp_btf arguments are typed pointers the verifier lets
+	// us read, no helper call on the hot path.
+	__u32 ifindex = dev->ifindex;
+	if (xmit_filter >= 1 && !is_watched(ifindex))
 		return 0;
-	if (stale_on_if[ifindex % STALE_BUCKETS] == 0)
+	if (xmit_filter >= 2 && stale_on_if[ifindex % STALE_BUCKETS] == 0)
 		return 0;
-	if (!in_netns((struct net_device *)dev))
+	if (netns_ino && dev->nd_net.net->ns.inum != netns_ino)
 		return 0;
-	unsigned char *data = BPF_CORE_READ(skb, data);
+	unsigned char *data = skb->data;
 	struct {
 		__u8 dst[6];
 		__u8 src[6];
@@ -143,26 +160,34 @@ int BPF_PROG(tr_xmit, const struct sk_buff *skb, const struct net_device *dev)
 	} eth;
 	if (bpf_probe_read_kernel(&eth, sizeof(eth), data))
 		return 0;
-	struct mkey mk = {.ifindex = ifindex};
+	struct nkey k = {.ifindex = ifindex};
+	if (eth.proto == bpf_htons(ETH_P_IP))
+		k.family = AF_INET;
+	else if (eth.proto == bpf_htons(ETH_P_IPV6))
+		k.family = AF_INET6;
+	else
+		return 0;
+	if (xmit_filter >= 3 && mac_bloom[bloom_slot(ifindex, eth.dst, k.family)] == 0)
+		return 0;
+	struct mkey mk = {.ifindex = ifindex, .family = k.family};
 	__builtin_memcpy(mk.mac, eth.dst, 6);
-	stat_inc(ST_XMIT_LOOKUPS);
+	stat_inc(k.family == AF_INET ? ST_XMIT_LOOKUPS : ST_XMIT_LOOKUPS6);
 	struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
 	if (!mv)
 		return 0;
 
-	// On-link traffic: the destination IP is the neighbour. Routed
-	// traffic: the MAC is the gateway's, blame its entry.
-	struct nkey k = {.ifindex = ifindex};
-	if (eth.proto == bpf_htons(ETH_P_IP)) {
-		k.family = AF_INET;
+	// On-link traffic: the destination IP is the neighbour, and it counts
+	// only if that entry is the STALE one. Routed traffic (no entry for the
+	// destination): the MAC is the gateway's, blame the STALE entry of
+	// that family with this MAC.
+	if (k.family == AF_INET)
 		bpf_probe_read_kernel(k.addr, 4, data + 14 + 16);
-	} else if (eth.proto == bpf_htons(ETH_P_IPV6)) {
-		k.family = AF_INET6;
+	else
 		bpf_probe_read_kernel(k.addr, 16, data + 14 + 24);
-	}
-	struct nval *nv = k.family ? bpf_map_lookup_elem(&neigh_mirror, &k) : NULL;
-	if (nv && nv->state == NUD_STALE && mac_eq(nv->mac, mk.mac)) {
-		count_hit(&k);
+	struct nval *nv = bpf_map_lookup_elem(&neigh_mirror, &k);
+	if (nv) {
+		if (nv->state == NUD_STALE && mac_eq(nv->mac, mk.mac))
+			count_hit(&k);
 		return 0;
 	}
 	k = mv->entry;

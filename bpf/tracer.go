@@ -56,6 +56,7 @@ type Tracer struct {
 	watched map[int]bool
 
 	hitEntries, mirrorEntries atomic.Int64
+	xmitLink                  link.Link
 }
 
 // HitKey names a neighbour entry in the tracer's maps.
@@ -70,6 +71,9 @@ type TracerOptions struct {
 	// NetNSIno is the inode number of the namespace whose neighbours the
 	// tracer mirrors (see NetNSInode); 0 means the caller's.
 	NetNSIno uint32
+	// xmitFilter is xmit_filter+1 (benchmarks only); 0 means the
+	// default, all filters.
+	xmitFilter uint32
 	// fentrySpec overrides the fentry object (tests make loading fail).
 	fentrySpec func() (*ebpf.CollectionSpec, error)
 }
@@ -102,6 +106,11 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	if err := spec.Variables["netns_ino"].Set(opts.NetNSIno); err != nil {
 		return nil, err
 	}
+	if opts.xmitFilter != 0 {
+		if err := spec.Variables["xmit_filter"].Set(opts.xmitFilter - 1); err != nil {
+			return nil, err
+		}
+	}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, fmt.Errorf("load tracer: %w", verifierDetail(err))
 	}
@@ -121,7 +130,7 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 		}
 	}
 	if t.Mode == TracerXmit {
-		if err := t.attach(t.objs.TrXmit, 0); err != nil {
+		if err := t.SetXmitAttached(true); err != nil {
 			t.Close()
 			return nil, err
 		}
@@ -183,6 +192,28 @@ func (t *Tracer) loadFentry(specFn func() (*ebpf.CollectionSpec, error)) error {
 		}
 	}
 	t.fentry = &objs
+	return nil
+}
+
+// SetXmitAttached attaches or detaches the transmit hook alone; the mirror
+// keeps running. Benchmarks use it to compare with and without the hook on
+// the same machine state.
+func (t *Tracer) SetXmitAttached(on bool) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if on == (t.xmitLink != nil) {
+		return nil
+	}
+	if !on {
+		err := t.xmitLink.Close()
+		t.xmitLink = nil
+		return err
+	}
+	l, err := link.AttachTracing(link.TracingOptions{Program: t.objs.TrXmit})
+	if err != nil {
+		return fmt.Errorf("attach transmit hook: %w", err)
+	}
+	t.xmitLink = l
 	return nil
 }
 
@@ -275,7 +306,7 @@ func (t *Tracer) Seed(entries []SeedEntry) (int, error) {
 		if e.State != 0x04 { // NUD_STALE
 			continue
 		}
-		mk := tracerMkey{Ifindex: uint32(e.Ifindex)}
+		mk := tracerMkey{Ifindex: uint32(e.Ifindex), Family: k.Family}
 		copy(mk.Mac[:], e.MAC)
 		var mv tracerMval
 		if err := t.objs.StaleMacs.Lookup(mk, &mv); err != nil {
@@ -294,8 +325,27 @@ func (t *Tracer) Seed(entries []SeedEntry) (int, error) {
 		if err := t.objs.StaleOnIf.Set(buckets); err != nil {
 			return n, err
 		}
+		var bloom [16384]uint32
+		if err := t.objs.MacBloom.Get(&bloom); err != nil {
+			return n, err
+		}
+		bloom[bloomSlot(uint32(e.Ifindex), e.MAC, k.Family)]++
+		if err := t.objs.MacBloom.Set(bloom); err != nil {
+			return n, err
+		}
 	}
 	return n, nil
+}
+
+// bloomSlot is bloom_slot() of tracer.h.
+func bloomSlot(ifindex uint32, mac net.HardwareAddr, family uint8) uint32 {
+	var x uint64
+	for _, b := range mac[:6] {
+		x = x<<8 | uint64(b)
+	}
+	x ^= uint64(ifindex)<<48 ^ uint64(family)<<56
+	x *= 0x9E3779B97F4A7C15
+	return uint32(x>>50) & (16384 - 1)
 }
 
 // Hits returns the bypass packets counted per entry since load, summed
@@ -321,6 +371,7 @@ func (t *Tracer) Hits() (map[HitKey]uint64, error) {
 // TracerStats are the tracer's own counters.
 type TracerStats struct {
 	HitsDropped, MirrorDropped, EventsDropped, XmitLookups uint64
+	XmitLookups6                                           uint64 // the IPv6 part of XmitLookups
 	HitEntries, HitCapacity                                int
 	MirrorEntries, MirrorCapacity                          int
 }
@@ -328,7 +379,7 @@ type TracerStats struct {
 // Stats reads the counters and how full the maps are.
 func (t *Tracer) Stats() (TracerStats, error) {
 	var s TracerStats
-	vals := make([]uint64, 4)
+	vals := make([]uint64, 5)
 	for i := range vals {
 		var per []uint64
 		if err := t.objs.TrStats.Lookup(uint32(i), &per); err != nil {
@@ -338,7 +389,9 @@ func (t *Tracer) Stats() (TracerStats, error) {
 			vals[i] += v
 		}
 	}
-	s.HitsDropped, s.MirrorDropped, s.EventsDropped, s.XmitLookups = vals[0], vals[1], vals[2], vals[3]
+	s.HitsDropped, s.MirrorDropped, s.EventsDropped = vals[0], vals[1], vals[2]
+	s.XmitLookups = vals[3] + vals[4]
+	s.XmitLookups6 = vals[4]
 	s.HitCapacity = int(t.objs.Hits.MaxEntries())
 	s.MirrorCapacity = int(t.objs.NeighMirror.MaxEntries())
 	s.HitEntries = int(t.hitEntries.Load())
@@ -411,6 +464,10 @@ func (t *Tracer) Close() error {
 		errs = append(errs, l.Close())
 	}
 	t.links = nil
+	if t.xmitLink != nil {
+		errs = append(errs, t.xmitLink.Close())
+		t.xmitLink = nil
+	}
 	if t.fentry != nil {
 		errs = append(errs, t.fentry.Close())
 	}

@@ -66,12 +66,15 @@ struct nval {
 	__u8 pad;
 };
 
-/* A STALE MAC on an interface: how many STALE entries use it, and one of
- * them (the one to blame for routed traffic: the gateway). */
+/* A STALE MAC on an interface, per family: how many STALE entries of that
+ * family use it, and one of them (the one to blame for routed traffic: the
+ * gateway). The family matters: a host's IPv6 link-local entry may be
+ * STALE while its IPv4 entry, same MAC, is fine. */
 struct mkey {
 	__u32 ifindex;
 	__u8 mac[6];
-	__u8 pad[2];
+	__u8 family;
+	__u8 pad;
 };
 
 struct mval {
@@ -106,12 +109,14 @@ enum tr_stat {
 	ST_HITS_DROPPED = 0,	/* hit not recorded: the hits map was full */
 	ST_MIRROR_DROPPED,	/* transition not mirrored: the mirror was full */
 	ST_EVENTS_DROPPED,	/* ring buffer full */
-	ST_XMIT_LOOKUPS,	/* packets that reached the STALE-MAC lookup */
+	ST_XMIT_LOOKUPS,	/* IPv4 packets that reached the STALE-MAC lookup */
+	ST_XMIT_LOOKUPS6,	/* IPv6 packets that did */
 	ST_MAX,
 };
 
 #define WATCH_BITS_WORDS 1024 /* ifindex < 65536 by bitmap, the rest by hash */
 #define STALE_BUCKETS 4096
+#define MAC_BLOOM_SLOTS 16384
 
 /* The network namespace (inode number) whose neighbours are mirrored:
  * ifindexes are only unique inside one. Set at load; 0 means any. */
@@ -123,6 +128,9 @@ __u64 watched_bits[WATCH_BITS_WORDS];
 /* Per interface bucket: STALE entries mirrored there. Zero means no packet
  * on that interface can hit, and the hook returns before any lookup. */
 __u32 stale_on_if[STALE_BUCKETS];
+/* A counting filter of STALE (interface, MAC, family) triples: a zero slot
+ * proves the packet's destination is no STALE entry without a hash lookup. */
+__u32 mac_bloom[MAC_BLOOM_SLOTS];
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -175,9 +183,23 @@ static __always_inline int is_watched(__u32 ifindex)
 {
 	if (watch_all)
 		return 1;
-	if (ifindex < WATCH_BITS_WORDS * 64)
-		return (watched_bits[ifindex / 64] >> (ifindex % 64)) & 1;
+	if (ifindex < WATCH_BITS_WORDS * 64) {
+		__u32 word = ifindex / 64;
+		// Hide the bound from clang so it keeps the mask, which
+		// restates the bound for the verifier.
+		asm volatile("" : "+r"(word));
+		return (watched_bits[word & (WATCH_BITS_WORDS - 1)] >> (ifindex & 63)) & 1;
+	}
 	return bpf_map_lookup_elem(&watched_big, &ifindex) != NULL;
+}
+
+static __always_inline __u32 bloom_slot(__u32 ifindex, const __u8 *mac, __u8 family)
+{
+	__u64 x = ((__u64)mac[0] << 40) | ((__u64)mac[1] << 32) | ((__u64)mac[2] << 24) |
+		  ((__u64)mac[3] << 16) | ((__u64)mac[4] << 8) | mac[5];
+	x ^= ((__u64)ifindex << 48) ^ ((__u64)family << 56);
+	x *= 0x9E3779B97F4A7C15ULL; /* Fibonacci hashing */
+	return (__u32)(x >> 50) & (MAC_BLOOM_SLOTS - 1);
 }
 
 static __always_inline int in_netns(struct net_device *dev)

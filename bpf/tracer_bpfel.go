@@ -17,7 +17,8 @@ type tracerMkey struct {
 	_       structs.HostLayout
 	Ifindex uint32
 	Mac     [6]uint8
-	Pad     [2]uint8
+	Family  uint8
+	Pad     uint8
 }
 
 type tracerMval struct {
@@ -68,11 +69,13 @@ const (
 	tracerProgTrTimerHandler  = "tr_timer_handler"
 	tracerProgTrUpdateDone    = "tr_update_done"
 	tracerProgTrXmit          = "tr_xmit"
+	tracerVarMacBloom         = "mac_bloom"
 	tracerVarNetnsIno         = "netns_ino"
 	tracerVarStaleOnIf        = "stale_on_if"
 	tracerVarUnusedTpEvent    = "unused_tp_event"
 	tracerVarWatchAll         = "watch_all"
 	tracerVarWatchedBits      = "watched_bits"
+	tracerVarXmitFilter       = "xmit_filter"
 )
 
 // loadTracer returns the embedded CollectionSpec for tracer.
@@ -141,11 +144,13 @@ type tracerMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tracerVariableSpecs struct {
+	MacBloom      *ebpf.VariableSpec `ebpf:"mac_bloom"`
 	NetnsIno      *ebpf.VariableSpec `ebpf:"netns_ino"`
 	StaleOnIf     *ebpf.VariableSpec `ebpf:"stale_on_if"`
 	UnusedTpEvent *ebpf.VariableSpec `ebpf:"unused_tp_event"`
 	WatchAll      *ebpf.VariableSpec `ebpf:"watch_all"`
 	WatchedBits   *ebpf.VariableSpec `ebpf:"watched_bits"`
+	XmitFilter    *ebpf.VariableSpec `ebpf:"xmit_filter"`
 }
 
 // tracerObjects contains all objects after they have been loaded into the kernel.
@@ -191,11 +196,13 @@ func (m *tracerMaps) Close() error {
 //
 // It can be passed to loadTracerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tracerVariables struct {
+	MacBloom      *ebpf.Variable `ebpf:"mac_bloom"`
 	NetnsIno      *ebpf.Variable `ebpf:"netns_ino"`
 	StaleOnIf     *ebpf.Variable `ebpf:"stale_on_if"`
 	UnusedTpEvent *ebpf.Variable `ebpf:"unused_tp_event"`
 	WatchAll      *ebpf.Variable `ebpf:"watch_all"`
 	WatchedBits   *ebpf.Variable `ebpf:"watched_bits"`
+	XmitFilter    *ebpf.Variable `ebpf:"xmit_filter"`
 }
 
 // tracerPrograms contains all programs after they have been loaded into the kernel.

@@ -1,0 +1,328 @@
+package bpf
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/neighwatch/neighwatch/internal/bench/progs"
+	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/pkt"
+	"golang.org/x/sys/unix"
+)
+
+// fwdBench is the forwarding benchmark's lab: frames are injected into the
+// node's backend-facing veth (n1) with XDP live frames and leave through
+// n0 towards the client, where a tcx program drops them.
+type fwdBench struct {
+	l       *lab.Lab
+	n0, n1  int
+	frame   []byte
+	xdp     *progs.Objects
+	dp      *Datapath
+	tracers map[string]*Tracer
+	empty   link.Link // an empty program on the transmit tracepoint
+}
+
+func newFwdBench(b *testing.B) *fwdBench {
+	if ok, why := lab.Privileged(); !ok {
+		b.Skip(why)
+	}
+	f := &fwdBench{l: lab.New(b, "fwb"), tracers: map[string]*Tracer{}}
+	l := f.l
+	var err error
+	if f.n0, err = l.Node.Ifindex(lab.NodeClientIf); err != nil {
+		b.Fatal(err)
+	}
+	if f.n1, err = l.Node.Ifindex(lab.NodeBackendIf); err != nil {
+		b.Fatal(err)
+	}
+	cmac, _ := l.Client.MAC(lab.ClientIf)
+	n1mac, _ := l.Node.MAC(lab.NodeBackendIf)
+	// No IPv6 on the path: router solicitations would create STALE
+	// link-local entries at random moments and make rounds differ.
+	for _, ns := range []struct {
+		n   lab.NS
+		dev string
+	}{{l.Client, lab.ClientIf}, {l.Node, lab.NodeClientIf}, {l.Node, lab.NodeBackendIf}} {
+		if err := ns.n.Sysctl("net.ipv6.conf."+ns.dev+".disable_ipv6", "1"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// A permanent entry keeps the neighbour state still for the whole run.
+	if err := l.Node.SetNeigh(lab.NodeClientIf, lab.ClientIP, cmac, "permanent"); err != nil {
+		b.Fatal(err)
+	}
+	f.frame = pkt.UDP4(n1mac, net.HardwareAddr{2, 0, 0, 0, 0xb0, 1}, lab.BackendIP, lab.ClientIP, 64, 0, 18) // 60 bytes
+	if f.xdp, err = progs.Load(); err != nil {
+		b.Fatal(err)
+	}
+	var tmpl [42]byte
+	copy(tmpl[:], f.frame)
+	if err := f.xdp.Tmpl.Set(tmpl); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.xdp.Close() })
+	c0, _ := l.Client.Ifindex(lab.ClientIf)
+	var drop link.Link
+	if err := l.Client.Do(func() error {
+		var err error
+		drop, err = link.AttachTCX(link.TCXOptions{Interface: c0, Program: f.xdp.TcDropBench, Attach: ebpf.AttachTCXIngress})
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { drop.Close() })
+	if f.dp, err = LoadDatapath(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.dp.Close() })
+	ino, _ := NetNSInode("/run/netns/" + l.Node.Name)
+	for name, filter := range map[string]uint32{"full": 4, "no-mac-filter": 3, "watched-only": 2, "naive": 1} {
+		tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, NetNSIno: ino, xmitFilter: filter})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { tr.Close() })
+		if err := tr.SetXmitAttached(false); err != nil {
+			b.Fatal(err)
+		}
+		if err := tr.SetWatched([]int{f.n0, f.n1}, false); err != nil {
+			b.Fatal(err)
+		}
+		f.tracers[name] = tr
+	}
+	return f
+}
+
+// setup puts the node in one configuration: datapath mode ("" = kernel
+// forwarding) and tracer variant ("" = none).
+func (f *fwdBench) setup(b *testing.B, mode Mode, tracer string) {
+	for name, tr := range f.tracers {
+		if err := tr.SetXmitAttached(name == tracer); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if f.empty != nil {
+		f.empty.Close()
+		f.empty = nil
+	}
+	var err error
+	switch tracer {
+	case "empty-tp_btf":
+		f.empty, err = link.AttachTracing(link.TracingOptions{Program: f.xdp.EmptyTpBtf})
+	case "empty-raw_tp":
+		f.empty, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "net_dev_start_xmit", Program: f.xdp.EmptyRawTp})
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	cur := f.dp.Mode(f.n1)
+	switch {
+	case mode == "" && cur != "":
+		if err := f.dp.Detach(f.n1); err != nil {
+			b.Fatal(err)
+		}
+	case mode != "" && cur == "":
+		if err := f.l.Node.Do(func() error { return f.dp.Attach(f.n1, mode) }); err != nil {
+			b.Fatal(err)
+		}
+	case mode != "" && cur != mode:
+		if err := f.dp.SetMode(f.n1, mode); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// inject sends n frames into n1 from one pinned CPU and returns packets per
+// second. Every frame must come out at the client's drop program.
+func (f *fwdBench) inject(b *testing.B, n uint32) float64 {
+	// struct xdp_md: data, data_end (must equal the frame's length),
+	// data_meta, ingress_ifindex, rx_queue_index, egress_ifindex.
+	ctx := make([]byte, 24)
+	binary.NativeEndian.PutUint32(ctx[4:], uint32(len(f.frame)))
+	binary.NativeEndian.PutUint32(ctx[12:], uint32(f.n1))
+	var before, after uint64
+	_ = f.xdp.Dropped.Get(&before)
+	var d time.Duration
+	err := f.l.Node.Do(func() error {
+		var set unix.CPUSet
+		set.Set(0)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return err
+		}
+		start := time.Now()
+		_, err := f.xdp.XdpPass.Run(&ebpf.RunOptions{Data: f.frame, Repeat: n, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES, Context: ctx})
+		d = time.Since(start)
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = f.xdp.Dropped.Get(&after)
+	if got := after - before; got < uint64(n)*99/100 {
+		b.Fatalf("only %d of %d injected frames were forwarded to the client", got, n)
+	}
+	return float64(n) / d.Seconds()
+}
+
+type series map[string][]float64
+
+func (s series) add(k string, v float64) { s[k] = append(s[k], v) }
+
+func stats(v []float64) (med, lo, hi float64) {
+	x := append([]float64(nil), v...)
+	sort.Float64s(x)
+	return x[len(x)/2], x[0], x[len(x)-1]
+}
+
+// BenchmarkForwarding measures injected forwarding throughput (64-byte UDP
+// frames, one core) for kernel forwarding, the legacy and neigh datapaths,
+// each with and without the xmit tracer, and the tracer's filter steps.
+// Each benchmark iteration is one round that runs every configuration once
+// on the same machine state; ratios are taken per round and reported as
+// medians with their range. Run it as
+//
+//	go test ./bpf -run '^$' -bench Forwarding -benchtime 15x
+func BenchmarkForwarding(b *testing.B) {
+	f := newFwdBench(b)
+	const frames = 1_000_000
+	type cfg struct {
+		name   string
+		mode   Mode
+		tracer string // a tracer variant, or "empty-tp_btf" / "empty-raw_tp"
+		stale  bool   // a STALE entry (other MAC) sits on the egress interface
+	}
+	cfgs := []cfg{
+		{"kernel", "", "", false}, {"kernel+tracer", "", "full", false},
+		{"legacy", ModeLegacy, "", false}, {"legacy+tracer", ModeLegacy, "full", false},
+		{"neigh", ModeNeigh, "", false}, {"neigh+tracer", ModeNeigh, "full", false},
+		{"legacy+naive", ModeLegacy, "naive", false}, {"legacy+watched-only", ModeLegacy, "watched-only", false},
+		{"legacy+no-mac-filter", ModeLegacy, "no-mac-filter", false},
+		{"legacy+empty-tp_btf", ModeLegacy, "empty-tp_btf", false}, {"legacy+empty-raw_tp", ModeLegacy, "empty-raw_tp", false},
+		{"legacy/stale-on-egress", ModeLegacy, "", true}, {"legacy+tracer/stale-on-egress", ModeLegacy, "full", true},
+	}
+	f.setup(b, ModeLegacy, "")
+	f.inject(b, frames) // warm up
+	pps := series{}
+	ratios := series{}
+	staleIP := "10.0.1.99"
+	b.ResetTimer()
+	for r := 0; r < b.N; r++ {
+		for _, c := range cfgs {
+			if c.stale {
+				if err := f.l.Node.SetNeigh(lab.NodeClientIf, mustAddr(staleIP), net.HardwareAddr{2, 0, 0, 0, 9, 9}, "stale"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			f.setup(b, c.mode, c.tracer)
+			pps.add(c.name, f.inject(b, frames))
+			if c.stale {
+				f.l.Node.MustIP(b, "neigh", "del", staleIP, "dev", lab.NodeClientIf)
+			}
+		}
+		last := func(k string) float64 { return pps[k][len(pps[k])-1] }
+		ratios.add("neigh/legacy", last("neigh")/last("legacy"))
+		ratios.add("legacy/kernel", last("legacy")/last("kernel"))
+		for _, base := range []string{"kernel", "legacy", "neigh"} {
+			ratios.add(base+" tracer/none", last(base+"+tracer")/last(base))
+		}
+		ratios.add("legacy naive/none", last("legacy+naive")/last("legacy"))
+		ratios.add("legacy watched-only/none", last("legacy+watched-only")/last("legacy"))
+		ratios.add("legacy no-mac-filter/none", last("legacy+no-mac-filter")/last("legacy"))
+		ratios.add("legacy empty tp_btf hook/none", last("legacy+empty-tp_btf")/last("legacy"))
+		ratios.add("legacy empty raw_tp hook/none", last("legacy+empty-raw_tp")/last("legacy"))
+		ratios.add("legacy tracer/none, STALE on egress", last("legacy+tracer/stale-on-egress")/last("legacy/stale-on-egress"))
+	}
+	b.StopTimer()
+	var out strings.Builder
+	fmt.Fprintf(&out, "rounds=%d frames/round/config=%d\n", b.N, frames)
+	for _, c := range cfgs {
+		m, lo, hi := stats(pps[c.name])
+		fmt.Fprintf(&out, "  %-32s median %5.3f Mpps  (min %5.3f, max %5.3f)\n", c.name, m/1e6, lo/1e6, hi/1e6)
+	}
+	keys := make([]string, 0, len(ratios))
+	for k := range ratios {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		m, lo, hi := stats(ratios[k])
+		fmt.Fprintf(&out, "  ratio %-36s median %.3f  (min %.3f, max %.3f)\n", k, m, lo, hi)
+	}
+	b.Log("\n" + out.String())
+	if p := os.Getenv("NEIGHWATCH_BENCH_OUT"); p != "" {
+		_ = os.WriteFile(p, []byte(out.String()), 0o644)
+	}
+	m, _, _ := stats(ratios["neigh/legacy"])
+	b.ReportMetric(m, "neigh/legacy")
+	m, _, _ = stats(ratios["legacy tracer/none"])
+	b.ReportMetric(m, "legacy-tracer/none")
+	m, _, _ = stats(pps["legacy"])
+	b.ReportMetric(m, "legacy-pps")
+}
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+func mustNetip(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// BenchmarkDecision measures the datapath per packet with prog.Run
+// (BPF_PROG_TEST_RUN, 10,000 repeats per call) for each decision.
+func BenchmarkDecision(b *testing.B) {
+	if ok, why := lab.Privileged(); !ok {
+		b.Skip(why)
+	}
+	l := lab.New(b, "dcb")
+	cmac, _ := l.Client.MAC(lab.ClientIf)
+	if err := l.Node.SetNeigh(lab.NodeClientIf, lab.ClientIP, cmac, "stale"); err != nil {
+		b.Fatal(err)
+	}
+	l.Node.MustIP(b, "route", "add", "blackhole", "10.9.9.0/24")
+	n1, _ := l.Node.Ifindex(lab.NodeBackendIf)
+	n1mac, _ := l.Node.MAC(lab.NodeBackendIf)
+	src := net.HardwareAddr{2, 0, 0, 0, 0xb0, 1}
+	dp, err := LoadDatapath()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dp.Close()
+	cases := []struct {
+		name  string
+		frame []byte
+	}{
+		{"redirect(legacy)|redirect_neigh(neigh)", pkt.UDP4(n1mac, src, lab.BackendIP, lab.ClientIP, 64, 0, 18)},
+		{"no_neigh", pkt.UDP4(n1mac, src, lab.BackendIP, mustNetip("10.0.1.3"), 64, 0, 18)},
+		{"ipv6", pkt.UDP6(n1mac, src, lab.BackendIP6, lab.ClientIP6, 64, 18)},
+		{"pass_local", pkt.UDP4(n1mac, src, lab.BackendIP, lab.NodeBackendIP, 64, 0, 18)},
+		{"pass_fib_other", pkt.UDP4(n1mac, src, lab.BackendIP, mustNetip("10.9.9.9"), 64, 0, 18)},
+		{"pass_ttl", pkt.UDP4(n1mac, src, lab.BackendIP, lab.ClientIP, 1, 0, 18)},
+	}
+	const repeat = 10_000
+	for _, mode := range []Mode{ModeLegacy, ModeNeigh} {
+		for _, c := range cases {
+			b.Run(string(mode)+"/"+c.name, func(b *testing.B) {
+				var total time.Duration
+				for i := 0; i < b.N; i++ {
+					err := l.Node.Do(func() error {
+						start := time.Now()
+						_, err := dp.Program(mode).Run(&ebpf.RunOptions{Data: c.frame, Repeat: repeat, Context: skbCtx(n1)})
+						total += time.Since(start)
+						return err
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(total.Nanoseconds())/float64(b.N*repeat), "ns/pkt")
+			})
+		}
+	}
+}
