@@ -463,3 +463,39 @@ func (t *Table) ApplyTracepoint(k Key, from, to State, when time.Time) bool {
 	t.apply(&u, CauseTracepoint, now)
 	return true
 }
+
+// Candidates returns copies of the stuck entries and, with staleLong, of
+// every stale-long entry too, classified as of now.
+func (t *Table) Candidates(staleLong bool) []Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.advance(t.now().UnixNano())
+	if !staleLong {
+		out := make([]Entry, 0, len(t.stuck))
+		for _, e := range t.stuck {
+			out = append(out, *e)
+		}
+		return out
+	}
+	var out []Entry
+	for _, s := range t.ifaces {
+		for f := range s.long {
+			for _, e := range s.long[f] {
+				out = append(out, *e)
+			}
+		}
+	}
+	return out
+}
+
+// Publish sends an event to the table's subscribers (other parts of the
+// agent report through the same stream).
+func (t *Table) Publish(ev Event) {
+	if ev.Interface == "" {
+		ev.Interface = t.linkName(ev.Ifindex)
+	}
+	t.events.publish(ev)
+}
+
+// LinkName returns the name the table knows for an interface.
+func (t *Table) LinkName(ifindex int32) string { return t.linkName(ifindex) }

@@ -165,12 +165,13 @@ type Cause string
 
 // Causes of events.
 const (
-	CauseNetlink    Cause = "netlink"    // an RTM_NEWNEIGH/RTM_DELNEIGH notification
-	CauseResync     Cause = "resync"     // found different by a fresh dump
-	CauseLink       Cause = "link"       // the interface went away or out of scope
-	CauseTracepoint Cause = "tracepoint" // a neighbour tracepoint (silent transitions)
-	CauseARP        Cause = "arp"        // ARP evidence: mismatch or conflict
-	CauseClassify   Cause = "classify"   // the entry changed class with time
+	CauseNetlink    Cause = "netlink"     // an RTM_NEWNEIGH/RTM_DELNEIGH notification
+	CauseResync     Cause = "resync"      // found different by a fresh dump
+	CauseLink       Cause = "link"        // the interface went away or out of scope
+	CauseTracepoint Cause = "tracepoint"  // a neighbour tracepoint (silent transitions)
+	CauseARP        Cause = "arp"         // ARP evidence: mismatch or conflict
+	CauseClassify   Cause = "classify"    // the entry changed class with time
+	CauseRemediate  Cause = "remediation" // neighwatch acted on the entry
 )
 
 // Entry is the mirror of one kernel neighbour entry plus what neighwatch

@@ -1,0 +1,171 @@
+package remediate
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/ndp"
+	"github.com/mdlayher/packet"
+	"github.com/neighwatch/neighwatch/monitor"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// NetActor acts on the kernel of the namespace it runs in.
+type NetActor struct {
+	h *netlink.Handle
+}
+
+var _ Actor = (*NetActor)(nil)
+
+// NewNetActor opens a netlink handle in the current namespace.
+func NewNetActor() (*NetActor, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("open netlink handle for remediation: %w", err)
+	}
+	return &NetActor{h: h}, nil
+}
+
+// Close releases the handle.
+func (a *NetActor) Close() { a.h.Close() }
+
+func ifaceOf(e *monitor.Entry) (*net.Interface, error) {
+	ifi, err := net.InterfaceByIndex(int(e.Ifindex))
+	if err != nil {
+		return nil, fmt.Errorf("interface %d of %s is gone: %w", e.Ifindex, e.Addr, err)
+	}
+	return ifi, nil
+}
+
+// sourceIPv4 picks the interface address in the target's subnet, else the
+// first IPv4 address, as the kernel's arp_solicit would.
+func sourceIPv4(ifi *net.Interface, target netip.Addr) (netip.Addr, error) {
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	var first netip.Addr
+	for _, a := range addrs {
+		p, err := netip.ParsePrefix(a.String())
+		if err != nil || !p.Addr().Is4() {
+			continue
+		}
+		if p.Contains(target) {
+			return p.Addr(), nil
+		}
+		if !first.IsValid() {
+			first = p.Addr()
+		}
+	}
+	if !first.IsValid() {
+		return netip.Addr{}, fmt.Errorf("interface %s has no IPv4 address to send ARP probes from", ifi.Name)
+	}
+	return first, nil
+}
+
+// Probe sends one ARP request (IPv4) or Neighbor Solicitation (IPv6):
+// phase 0 unicast to the entry's MAC as the kernel's own probe would,
+// phase 1 broadcast / solicited-node multicast, which reaches the host
+// wherever it now lives. The host's unicast reply makes the kernel set the
+// entry REACHABLE, with the new MAC if it moved.
+func (a *NetActor) Probe(e *monitor.Entry, phase int) error {
+	ifi, err := ifaceOf(e)
+	if err != nil {
+		return err
+	}
+	if e.Addr.Is4() {
+		return probeARP(ifi, e, phase)
+	}
+	return probeNDP(ifi, e, phase)
+}
+
+func probeARP(ifi *net.Interface, e *monitor.Entry, phase int) error {
+	src, err := sourceIPv4(ifi, e.Addr)
+	if err != nil {
+		return err
+	}
+	conn, err := packet.Listen(ifi, packet.Raw, unix.ETH_P_ARP, nil)
+	if err != nil {
+		return fmt.Errorf("open ARP socket on %s: %w", ifi.Name, err)
+	}
+	defer conn.Close()
+	c, err := arp.New(ifi, conn)
+	if err != nil {
+		return fmt.Errorf("ARP client on %s: %w", ifi.Name, err)
+	}
+	dst := ethernet.Broadcast
+	if phase == 0 {
+		dst = e.HardwareAddr()
+	}
+	p, err := arp.NewPacket(arp.OperationRequest, ifi.HardwareAddr, src, net.HardwareAddr{0, 0, 0, 0, 0, 0}, e.Addr)
+	if err != nil {
+		return err
+	}
+	if err := c.WriteTo(p, dst); err != nil {
+		return fmt.Errorf("send ARP request for %s on %s: %w", e.Addr, ifi.Name, err)
+	}
+	return nil
+}
+
+func probeNDP(ifi *net.Interface, e *monitor.Entry, phase int) error {
+	conn, _, err := ndp.Listen(ifi, ndp.LinkLocal)
+	if err != nil {
+		return fmt.Errorf("open NDP socket on %s: %w", ifi.Name, err)
+	}
+	defer conn.Close()
+	dst := e.Addr
+	if phase == 1 {
+		if dst, err = ndp.SolicitedNodeMulticast(e.Addr); err != nil {
+			return err
+		}
+	}
+	m := &ndp.NeighborSolicitation{
+		TargetAddress: e.Addr,
+		Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: ifi.HardwareAddr}},
+	}
+	if err := conn.WriteTo(m, nil, dst.WithZone(ifi.Name)); err != nil {
+		return fmt.Errorf("send Neighbor Solicitation for %s on %s: %w", e.Addr, ifi.Name, err)
+	}
+	return nil
+}
+
+func (a *NetActor) neigh(e *monitor.Entry) *netlink.Neigh {
+	fam := unix.AF_INET
+	if e.Addr.Is6() {
+		fam = unix.AF_INET6
+	}
+	return &netlink.Neigh{LinkIndex: int(e.Ifindex), Family: fam, IP: net.IP(e.Addr.AsSlice()), State: int(e.State)}
+}
+
+// Kick asks the kernel to re-resolve the entry (RTM_NEWNEIGH, NTF_USE): it
+// runs neigh_event_send(), STALE -> DELAY -> PROBE. The kernel's unicast
+// probes go to the old MAC, so a host that moved is not found unless
+// mcast_resolicit is set; see docs/remediation.md.
+func (a *NetActor) Kick(e *monitor.Entry) error {
+	n := a.neigh(e)
+	n.Flags = unix.NTF_USE
+	if err := a.h.NeighSet(n); err != nil {
+		return fmt.Errorf("kick %s on %d: %w", e.Addr, e.Ifindex, kernelRefusal(err))
+	}
+	return nil
+}
+
+// Flush deletes the entry.
+func (a *NetActor) Flush(e *monitor.Entry) error {
+	if err := a.h.NeighDel(a.neigh(e)); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("flush %s on %d: %w", e.Addr, e.Ifindex, kernelRefusal(err))
+	}
+	return nil
+}
+
+func kernelRefusal(err error) error {
+	if errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("%w (needs CAP_NET_ADMIN)", err)
+	}
+	return err
+}

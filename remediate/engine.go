@@ -1,0 +1,616 @@
+package remediate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/neighwatch/neighwatch/monitor"
+	"golang.org/x/time/rate"
+)
+
+// Outcome is what verification saw after an action.
+type Outcome string
+
+// Outcomes.
+const (
+	OutcomeFixed    Outcome = "fixed"   // REACHABLE at the same MAC
+	OutcomeMoved    Outcome = "moved"   // REACHABLE (or updated) at a new MAC
+	OutcomeFlushed  Outcome = "flushed" // deleted; the next lookup resolves afresh
+	OutcomeFailed   Outcome = "failed"  // the action failed, or the entry went FAILED
+	OutcomeNoChange Outcome = "no-change"
+	OutcomeDryRun   Outcome = "dry-run" // would have acted
+)
+
+// Outcomes lists them, for pre-created metric series.
+func Outcomes() []Outcome {
+	return []Outcome{OutcomeFixed, OutcomeMoved, OutcomeFlushed, OutcomeFailed, OutcomeNoChange, OutcomeDryRun}
+}
+
+// Strategies lists every strategy.
+func Strategies() []Strategy {
+	return []Strategy{StrategyProbe, StrategyKick, StrategySwap, StrategyFlush}
+}
+
+// Actor performs actions on the kernel; the real one is NetActor.
+type Actor interface {
+	// Probe sends one probe: phase 0 unicast to the entry's MAC, phase 1
+	// broadcast (ARP) or solicited-node multicast (NDP).
+	Probe(e *monitor.Entry, phase int) error
+	// Kick sends RTM_NEWNEIGH with NTF_USE.
+	Kick(e *monitor.Entry) error
+	// Flush deletes the entry.
+	Flush(e *monitor.Entry) error
+}
+
+// Swapper swaps an interface's datapath to bpf_redirect_neigh; the agent
+// provides it when --datapath.mode=auto.
+type Swapper interface {
+	// CanSwap reports whether the interface runs the legacy datapath in
+	// auto mode.
+	CanSwap(ifindex int32) bool
+	Swap(ifindex int32) error
+}
+
+// Config configures the engine.
+type Config struct {
+	Mode       Mode
+	Scope      Scope
+	Strategies []Strategy
+	Filter     Filter
+	// Rate is the global action rate (per second), PerInterfaceRate the
+	// rate on one interface. One action sends at most two probe packets.
+	Rate, PerInterfaceRate float64
+	Burst                  int
+	MaxConcurrent          int
+	QueueSize              int
+	// VerifyTimeout bounds the wait for a probe's answer; KernelTimeout the
+	// wait after kick and swap, which go through the kernel's DELAY and
+	// PROBE timers.
+	VerifyTimeout, KernelTimeout time.Duration
+	// ProbeGap is the wait for an answer to the unicast probe before the
+	// broadcast one.
+	ProbeGap               time.Duration
+	BackoffMin, BackoffMax time.Duration
+	SweepInterval          time.Duration
+	Logger                 *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.Rate <= 0 {
+		c.Rate = 10
+	}
+	if c.PerInterfaceRate <= 0 {
+		c.PerInterfaceRate = c.Rate
+	}
+	if c.Burst <= 0 {
+		c.Burst = 1
+	}
+	if c.MaxConcurrent <= 0 {
+		c.MaxConcurrent = 4
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = 1024
+	}
+	if c.VerifyTimeout <= 0 {
+		c.VerifyTimeout = 2 * time.Second
+	}
+	if c.KernelTimeout <= 0 {
+		c.KernelTimeout = 10 * time.Second
+	}
+	if c.ProbeGap <= 0 {
+		c.ProbeGap = 300 * time.Millisecond
+	}
+	if c.BackoffMin <= 0 {
+		c.BackoffMin = 30 * time.Second
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 10 * time.Minute
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(c.Strategies) == 0 {
+		c.Strategies = []Strategy{StrategyProbe, StrategyKick, StrategyFlush}
+	}
+}
+
+// Counters are the engine's counters.
+type Counters struct {
+	actions     [4][6]atomic.Uint64 // by strategy, outcome
+	RateLimited atomic.Uint64       // actions that waited for a token
+	Dropped     atomic.Uint64       // candidates not queued: queue full
+	Skipped     sync.Map            // reason -> *atomic.Uint64
+	Swaps       atomic.Uint64
+	fix         histogram
+}
+
+func strategyIdx(s Strategy) int {
+	for i, x := range Strategies() {
+		if x == s {
+			return i
+		}
+	}
+	return 0
+}
+
+func outcomeIdx(o Outcome) int {
+	for i, x := range Outcomes() {
+		if x == o {
+			return i
+		}
+	}
+	return 0
+}
+
+// Actions returns how many actions of a strategy had an outcome.
+func (c *Counters) Actions(s Strategy, o Outcome) uint64 {
+	return c.actions[strategyIdx(s)][outcomeIdx(o)].Load()
+}
+
+func (c *Counters) skip(reason string) {
+	v, _ := c.Skipped.LoadOrStore(reason, new(atomic.Uint64))
+	v.(*atomic.Uint64).Add(1)
+}
+
+// FixBuckets are the upper bounds of the detection-to-fix histogram.
+var FixBuckets = []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600}
+
+// histogram is a fixed-bucket histogram (the metrics package exposes it).
+type histogram struct {
+	mu     sync.Mutex
+	counts []uint64
+	sum    float64
+	n      uint64
+}
+
+func (h *histogram) observe(v float64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.counts == nil {
+		h.counts = make([]uint64, len(FixBuckets))
+	}
+	for i, b := range FixBuckets {
+		if v <= b {
+			h.counts[i]++
+		}
+	}
+	h.sum += v
+	h.n++
+}
+
+// FixHistogram returns cumulative bucket counts, the sum and the count.
+func (c *Counters) FixHistogram() (map[float64]uint64, float64, uint64) {
+	c.fix.mu.Lock()
+	defer c.fix.mu.Unlock()
+	out := make(map[float64]uint64, len(FixBuckets))
+	for i, b := range FixBuckets {
+		if c.fix.counts != nil {
+			out[b] = c.fix.counts[i]
+		} else {
+			out[b] = 0
+		}
+	}
+	return out, c.fix.sum, c.fix.n
+}
+
+// Engine is the remediation loop.
+type Engine struct {
+	cfg     Config
+	mode    atomic.Value // Mode
+	table   *monitor.Table
+	actor   Actor
+	swapper Swapper
+	log     *slog.Logger
+	C       Counters
+
+	queue  chan monitor.Key
+	global *rate.Limiter
+
+	mu        sync.Mutex
+	pending   map[monitor.Key]bool
+	backoff   map[monitor.Key]backoffState
+	firstSeen map[monitor.Key]time.Time
+	perIf     map[int32]*rate.Limiter
+	waiters   map[monitor.Key][]chan monitor.Event
+}
+
+type backoffState struct {
+	until time.Time
+	next  time.Duration
+}
+
+// New builds an engine over a table. swapper may be nil.
+func New(cfg Config, t *monitor.Table, actor Actor, swapper Swapper) *Engine {
+	cfg.defaults()
+	e := &Engine{
+		cfg: cfg, table: t, actor: actor, swapper: swapper, log: cfg.Logger,
+		queue:     make(chan monitor.Key, cfg.QueueSize),
+		global:    rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
+		pending:   make(map[monitor.Key]bool),
+		backoff:   make(map[monitor.Key]backoffState),
+		firstSeen: make(map[monitor.Key]time.Time),
+		perIf:     make(map[int32]*rate.Limiter),
+		waiters:   make(map[monitor.Key][]chan monitor.Event),
+	}
+	e.mode.Store(cfg.Mode)
+	return e
+}
+
+// Mode returns the current mode.
+func (e *Engine) Mode() Mode { return e.mode.Load().(Mode) }
+
+// SetMode changes the mode at runtime.
+func (e *Engine) SetMode(m Mode) Mode {
+	old := e.mode.Swap(m).(Mode)
+	if old != m {
+		e.log.Info("remediation mode changed", "from", old, "to", m)
+		if m != ModeOff {
+			// A new mode deserves a fresh look at everything backed off
+			// in the old one (dry-run backs off too).
+			e.mu.Lock()
+			e.backoff = make(map[monitor.Key]backoffState)
+			e.mu.Unlock()
+		}
+	}
+	return old
+}
+
+// Config returns the configuration in force.
+func (e *Engine) Config() Config { return e.cfg }
+
+// QueueLen returns the queued candidates.
+func (e *Engine) QueueLen() int { return len(e.queue) }
+
+// Run sweeps for candidates and acts on them until ctx ends.
+func (e *Engine) Run(ctx context.Context) error {
+	sub := e.table.Events().Subscribe(4096)
+	defer sub.Close()
+	var wg sync.WaitGroup
+	for range e.cfg.MaxConcurrent {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case k := <-e.queue:
+					e.handle(ctx, k)
+					e.mu.Lock()
+					delete(e.pending, k)
+					e.mu.Unlock()
+				}
+			}
+		}()
+	}
+	tick := time.NewTicker(e.cfg.SweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return nil
+		case ev := <-sub.C:
+			e.dispatch(ev)
+		case <-tick.C:
+			e.sweep()
+		}
+	}
+}
+
+// dispatch hands an event to whoever verifies that entry.
+func (e *Engine) dispatch(ev monitor.Event) {
+	k := monitor.Key{Ifindex: ev.Ifindex, Addr: ev.IP}
+	e.mu.Lock()
+	ws := e.waiters[k]
+	e.mu.Unlock()
+	for _, w := range ws {
+		select {
+		case w <- ev:
+		default:
+		}
+	}
+}
+
+func (e *Engine) sweep() {
+	mode := e.Mode()
+	if mode == ModeOff {
+		return
+	}
+	now := time.Now()
+	cands := e.table.Candidates(e.cfg.Scope == ScopeAllStale)
+	for i := range cands {
+		c := &cands[i]
+		d := Decide(c, e.table.LinkName(c.Ifindex), mode, e.cfg.Scope, &e.cfg.Filter)
+		if !d.Act {
+			e.C.skip(d.Reason)
+			continue
+		}
+		e.mu.Lock()
+		if e.pending[c.Key] || now.Before(e.backoff[c.Key].until) {
+			e.mu.Unlock()
+			continue
+		}
+		if _, ok := e.firstSeen[c.Key]; !ok {
+			e.firstSeen[c.Key] = now
+		}
+		select {
+		case e.queue <- c.Key:
+			e.pending[c.Key] = true
+		default:
+			e.C.Dropped.Add(1)
+		}
+		e.mu.Unlock()
+	}
+	// Forget entries that are no longer candidates.
+	live := make(map[monitor.Key]bool, len(cands))
+	for i := range cands {
+		live[cands[i].Key] = true
+	}
+	e.mu.Lock()
+	for k := range e.firstSeen {
+		if !live[k] && !e.pending[k] {
+			delete(e.firstSeen, k)
+		}
+	}
+	for k, b := range e.backoff {
+		if !live[k] && now.After(b.until) {
+			delete(e.backoff, k)
+		}
+	}
+	e.mu.Unlock()
+}
+
+func (e *Engine) limiter(ifindex int32) *rate.Limiter {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l := e.perIf[ifindex]
+	if l == nil {
+		l = rate.NewLimiter(rate.Limit(e.cfg.PerInterfaceRate), e.cfg.Burst)
+		e.perIf[ifindex] = l
+	}
+	return l
+}
+
+// wait takes one token from the global and the interface bucket.
+func (e *Engine) wait(ctx context.Context, ifindex int32) error {
+	waited := false
+	for _, l := range []*rate.Limiter{e.global, e.limiter(ifindex)} {
+		r := l.Reserve()
+		if !r.OK() {
+			return errors.New("rate limiter refused")
+		}
+		if d := r.Delay(); d > 0 {
+			waited = true
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				r.Cancel()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
+	if waited {
+		e.C.RateLimited.Add(1)
+	}
+	return nil
+}
+
+// applicable says whether a strategy can act on an entry now.
+func (e *Engine) applicable(s Strategy, en *monitor.Entry) bool {
+	switch s {
+	case StrategySwap:
+		return e.swapper != nil && en.BypassInState > 0 && e.swapper.CanSwap(en.Ifindex)
+	}
+	return true
+}
+
+func (e *Engine) handle(ctx context.Context, k monitor.Key) {
+	en, ok := e.table.Lookup(k)
+	if !ok {
+		return
+	}
+	mode := e.Mode()
+	d := Decide(&en, e.table.LinkName(k.Ifindex), mode, e.cfg.Scope, &e.cfg.Filter)
+	if !d.Act {
+		return
+	}
+	if mode == ModeDryRun {
+		for _, s := range e.cfg.Strategies {
+			if e.applicable(s, &en) {
+				e.record(&en, s, OutcomeDryRun, d.Reason, nil)
+				break
+			}
+		}
+		e.backOff(k)
+		return
+	}
+	for _, s := range e.cfg.Strategies {
+		if !e.applicable(s, &en) {
+			continue
+		}
+		if err := e.wait(ctx, k.Ifindex); err != nil {
+			return
+		}
+		if e.Mode() != ModeOn { // switched while we waited
+			return
+		}
+		cur, ok := e.table.Lookup(k)
+		if !ok || Decide(&cur, e.table.LinkName(k.Ifindex), ModeOn, e.cfg.Scope, &e.cfg.Filter).Reason == SkipNotStale {
+			return // it recovered on its own
+		}
+		out, err := e.act(ctx, &cur, s)
+		e.record(&cur, s, out, d.Reason, err)
+		switch out {
+		case OutcomeFixed, OutcomeMoved, OutcomeFlushed:
+			e.mu.Lock()
+			first, ok := e.firstSeen[k]
+			delete(e.firstSeen, k)
+			delete(e.backoff, k)
+			e.mu.Unlock()
+			if ok {
+				e.C.fix.observe(time.Since(first).Seconds())
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		en = cur
+	}
+	e.backOff(k)
+}
+
+func (e *Engine) backOff(k monitor.Key) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b := e.backoff[k]
+	if b.next == 0 {
+		b.next = e.cfg.BackoffMin
+	}
+	b.until = time.Now().Add(b.next)
+	b.next = min(2*b.next, e.cfg.BackoffMax)
+	e.backoff[k] = b
+}
+
+// watch registers for events of one entry; call the returned func to stop.
+func (e *Engine) watch(k monitor.Key) (<-chan monitor.Event, func()) {
+	ch := make(chan monitor.Event, 64)
+	e.mu.Lock()
+	e.waiters[k] = append(e.waiters[k], ch)
+	e.mu.Unlock()
+	return ch, func() {
+		e.mu.Lock()
+		ws := e.waiters[k]
+		for i, w := range ws {
+			if w == ch {
+				ws = append(ws[:i], ws[i+1:]...)
+				break
+			}
+		}
+		if len(ws) == 0 {
+			delete(e.waiters, k)
+		} else {
+			e.waiters[k] = ws
+		}
+		e.mu.Unlock()
+	}
+}
+
+// act runs one strategy and verifies its outcome against the table.
+func (e *Engine) act(ctx context.Context, en *monitor.Entry, s Strategy) (Outcome, error) {
+	ch, stop := e.watch(en.Key)
+	defer stop()
+	oldMAC := en.LLAddr
+	switch s {
+	case StrategyProbe:
+		if err := e.actor.Probe(en, 0); err != nil {
+			return OutcomeFailed, err
+		}
+		if o, done := e.await(ctx, ch, en.Key, oldMAC, e.cfg.ProbeGap, false); done {
+			return o, nil
+		}
+		if err := e.actor.Probe(en, 1); err != nil {
+			return OutcomeFailed, err
+		}
+		o, _ := e.await(ctx, ch, en.Key, oldMAC, e.cfg.VerifyTimeout, true)
+		return o, nil
+	case StrategyKick:
+		if err := e.actor.Kick(en); err != nil {
+			return OutcomeFailed, err
+		}
+		o, _ := e.await(ctx, ch, en.Key, oldMAC, e.cfg.KernelTimeout, true)
+		return o, nil
+	case StrategySwap:
+		if err := e.swapper.Swap(en.Ifindex); err != nil {
+			return OutcomeFailed, err
+		}
+		e.C.Swaps.Add(1)
+		o, _ := e.await(ctx, ch, en.Key, oldMAC, e.cfg.KernelTimeout, true)
+		return o, nil
+	case StrategyFlush:
+		if err := e.actor.Flush(en); err != nil {
+			return OutcomeFailed, err
+		}
+		if _, ok := e.table.Lookup(en.Key); !ok {
+			return OutcomeFlushed, nil
+		}
+		o, _ := e.await(ctx, ch, en.Key, oldMAC, e.cfg.VerifyTimeout, true)
+		return o, nil
+	}
+	return OutcomeFailed, fmt.Errorf("unknown strategy %q", s)
+}
+
+// await waits for the entry to be repaired. done is false when the wait
+// ran out and final is false (the caller has another step to try).
+func (e *Engine) await(ctx context.Context, ch <-chan monitor.Event, k monitor.Key, oldMAC string, d time.Duration, final bool) (Outcome, bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		if o, ok := e.judge(k, oldMAC); ok {
+			return o, true
+		}
+		select {
+		case <-ctx.Done():
+			return OutcomeNoChange, true
+		case <-ch:
+		case <-t.C:
+			if !final {
+				return OutcomeNoChange, false
+			}
+			if o, ok := e.judge(k, oldMAC); ok {
+				return o, true
+			}
+			if cur, ok := e.table.Lookup(k); ok && cur.State == monitor.StateFailed {
+				return OutcomeFailed, true
+			}
+			return OutcomeNoChange, true
+		}
+	}
+}
+
+// judge reads the entry's state: repaired, moved, gone, or not yet.
+func (e *Engine) judge(k monitor.Key, oldMAC string) (Outcome, bool) {
+	cur, ok := e.table.Lookup(k)
+	switch {
+	case !ok:
+		return OutcomeFlushed, true
+	case cur.LLAddr != "" && cur.LLAddr != oldMAC && cur.State.Valid():
+		return OutcomeMoved, true
+	case cur.State == monitor.StateReachable || cur.State == monitor.StatePermanent:
+		return OutcomeFixed, true
+	}
+	return "", false
+}
+
+func (e *Engine) record(en *monitor.Entry, s Strategy, o Outcome, reason string, err error) {
+	e.C.actions[strategyIdx(s)][outcomeIdx(o)].Add(1)
+	name := e.table.LinkName(en.Ifindex)
+	cur, _ := e.table.Lookup(en.Key)
+	detail := fmt.Sprintf("strategy=%s outcome=%s reason=%s", s, o, reason)
+	if err != nil {
+		detail += " error=" + err.Error()
+	}
+	lvl := slog.LevelInfo
+	if o == OutcomeFailed || o == OutcomeNoChange {
+		lvl = slog.LevelWarn
+	}
+	e.log.Log(context.Background(), lvl, "remediation", "interface", name, "ip", en.Addr, "lladdr", net.HardwareAddr(en.LLAddr),
+		"strategy", s, "outcome", o, "reason", reason, "err", err)
+	e.table.Publish(monitor.Event{
+		Time: time.Now(), Ifindex: en.Ifindex, Interface: name, Family: en.Family(), IP: en.Addr,
+		From: en.State, To: cur.State, OldLLAddr: net.HardwareAddr(en.LLAddr), LLAddr: net.HardwareAddr(cur.LLAddr),
+		Cause: monitor.CauseRemediate, Kind: "remediation", Class: cur.Class(), Detail: detail,
+	})
+}

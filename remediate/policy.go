@@ -1,0 +1,182 @@
+package remediate
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+
+	"github.com/neighwatch/neighwatch/monitor"
+)
+
+// Mode is the auto-remediation switch.
+type Mode string
+
+// Modes.
+const (
+	ModeOff    Mode = "off"
+	ModeDryRun Mode = "dry-run" // decide and report, touch nothing
+	ModeOn     Mode = "on"
+)
+
+// ParseMode checks a --remediation value.
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case ModeOff, ModeDryRun, ModeOn:
+		return Mode(s), nil
+	}
+	return "", fmt.Errorf("remediation mode %q: want off, dry-run or on", s)
+}
+
+// Scope says which entries are candidates.
+type Scope string
+
+// Scopes.
+const (
+	ScopeStuck    Scope = "stuck"     // stale-long with evidence
+	ScopeAllStale Scope = "all-stale" // every stale-long entry (hosts without the tracer)
+)
+
+// ParseScope checks a --remediation.scope value.
+func ParseScope(s string) (Scope, error) {
+	switch Scope(s) {
+	case ScopeStuck, ScopeAllStale:
+		return Scope(s), nil
+	}
+	return "", fmt.Errorf("remediation scope %q: want stuck or all-stale", s)
+}
+
+// Strategy is one way to repair an entry.
+type Strategy string
+
+// Strategies.
+const (
+	StrategyProbe Strategy = "probe" // ARP request / Neighbor Solicitation, unicast then multicast
+	StrategyKick  Strategy = "kick"  // RTM_NEWNEIGH with NTF_USE: the kernel re-resolves
+	StrategySwap  Strategy = "swap"  // datapath legacy -> neigh on the entry's interface
+	StrategyFlush Strategy = "flush" // delete the entry
+)
+
+// ParseStrategies parses a comma-separated list.
+func ParseStrategies(s string) ([]Strategy, error) {
+	var out []Strategy
+	seen := map[Strategy]bool{}
+	for _, p := range strings.Split(s, ",") {
+		st := Strategy(strings.TrimSpace(p))
+		switch st {
+		case StrategyProbe, StrategyKick, StrategySwap, StrategyFlush:
+		case "":
+			continue
+		default:
+			return nil, fmt.Errorf("remediation strategy %q: want probe, kick, swap or flush", st)
+		}
+		if seen[st] {
+			return nil, fmt.Errorf("remediation strategy %q listed twice", st)
+		}
+		seen[st] = true
+		out = append(out, st)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no remediation strategy in %q", s)
+	}
+	return out, nil
+}
+
+// Filter limits remediation to interfaces and prefixes.
+type Filter struct {
+	Interfaces, ExcludeInterfaces []*regexp.Regexp
+	AllowCIDRs, DenyCIDRs         []netip.Prefix
+}
+
+// Skip reasons: why an entry is not acted on.
+const (
+	SkipNotStale     = "not-stale"
+	SkipNotLong      = "not-stale-long"
+	SkipNoEvidence   = "no-evidence"
+	SkipPermanent    = "permanent"
+	SkipNoARP        = "noarp"
+	SkipManaged      = "managed"
+	SkipExternLearn  = "extern-learn"
+	SkipInterface    = "interface-filtered"
+	SkipCIDR         = "cidr-filtered"
+	SkipModeOff      = "mode-off"
+	SkipNoLinkLayer  = "no-lladdr"
+	SkipLoopbackAddr = "special-address"
+)
+
+// Decision is the policy's verdict on one entry.
+type Decision struct {
+	Act    bool
+	Reason string // why it acts (evidence) or why not (a Skip reason)
+}
+
+// Decide is the pure policy: entry, its interface name, mode, scope and
+// filters in; act or skip with a reason out. Entries the kernel or another
+// agent owns (PERMANENT, NOARP, managed, extern_learn) are never touched,
+// whatever the scope.
+func Decide(e *monitor.Entry, ifname string, mode Mode, scope Scope, f *Filter) Decision {
+	switch {
+	case mode == ModeOff:
+		return Decision{Reason: SkipModeOff}
+	case e.State == monitor.StatePermanent:
+		return Decision{Reason: SkipPermanent}
+	case e.State == monitor.StateNoARP:
+		return Decision{Reason: SkipNoARP}
+	case e.FlagsExt&monitor.FlagExtManaged != 0:
+		return Decision{Reason: SkipManaged}
+	case e.Flags&monitor.FlagExtLearned != 0:
+		return Decision{Reason: SkipExternLearn}
+	case e.State != monitor.StateStale:
+		return Decision{Reason: SkipNotStale}
+	case e.LLAddr == "":
+		return Decision{Reason: SkipNoLinkLayer}
+	case !e.Addr.IsGlobalUnicast() && !e.Addr.IsLinkLocalUnicast():
+		return Decision{Reason: SkipLoopbackAddr}
+	}
+	if f != nil {
+		if !monitor.Selected(ifname, f.Interfaces, f.ExcludeInterfaces) {
+			return Decision{Reason: SkipInterface}
+		}
+		if !cidrAllowed(e.Addr, f.AllowCIDRs, f.DenyCIDRs) {
+			return Decision{Reason: SkipCIDR}
+		}
+	}
+	switch e.Class() {
+	case monitor.ClassStuck:
+		return Decision{Act: true, Reason: evidence(e)}
+	case monitor.ClassStaleLong:
+		if scope == ScopeAllStale {
+			return Decision{Act: true, Reason: "stale-long"}
+		}
+		return Decision{Reason: SkipNoEvidence}
+	}
+	return Decision{Reason: SkipNotLong}
+}
+
+func evidence(e *monitor.Entry) string {
+	var why []string
+	if e.Mismatch {
+		why = append(why, "arp-mismatch")
+	}
+	if e.BypassInState > 0 {
+		why = append(why, "bypass-traffic")
+	}
+	return "stuck:" + strings.Join(why, "+")
+}
+
+func cidrAllowed(a netip.Addr, allow, deny []netip.Prefix) bool {
+	for _, p := range deny {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	if len(allow) == 0 {
+		return true
+	}
+	for _, p := range allow {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
