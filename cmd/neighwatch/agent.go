@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"regexp"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/neighwatch/neighwatch/internal/agent"
 	"github.com/neighwatch/neighwatch/metrics"
 	"github.com/neighwatch/neighwatch/monitor"
+	"github.com/neighwatch/neighwatch/remediate"
 )
 
 // DefaultMetricsListen is the agent's default metrics address. Port 9947
@@ -50,6 +53,30 @@ func (r *regexList) Set(v string) error {
 	return nil
 }
 
+type prefixList []netip.Prefix
+
+func (l *prefixList) String() string {
+	var s []string
+	for _, p := range *l {
+		s = append(s, p.String())
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *prefixList) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		pf, err := netip.ParsePrefix(p)
+		if err != nil {
+			return fmt.Errorf("bad prefix %q: want CIDR notation like 10.0.0.0/8", p)
+		}
+		*l = append(*l, pf.Masked())
+	}
+	return nil
+}
+
 type stringList []string
 
 func (l *stringList) String() string { return strings.Join(*l, ",") }
@@ -80,7 +107,22 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	tracerInterval := fs.Duration("tracer.interval", time.Second, "how often tracer hit counts reach the table")
 	var dpIfaces stringList
 	fs.Var(&dpIfaces, "datapath.interfaces", "comma-separated interfaces to attach the eBPF forwarding datapath to (tcx ingress)")
-	dpMode := fs.String("datapath.mode", "legacy", "datapath mode: legacy (bpf_redirect) or neigh (bpf_redirect_neigh)")
+	dpMode := fs.String("datapath.mode", "legacy", "datapath mode: legacy (bpf_redirect), neigh (bpf_redirect_neigh), or auto (legacy, swapped to neigh by remediation where stuck entries get bypass traffic)")
+	remMode := fs.String("remediation", "dry-run", "auto-remediation: off, dry-run (decide and report, touch nothing) or on; change at runtime with 'neighwatch remediation'")
+	remScope := fs.String("remediation.scope", "stuck", "entries to act on: stuck (stale-long with evidence) or all-stale (every stale-long entry)")
+	remStrategies := fs.String("remediation.strategies", "", "strategies in order, from probe, kick, swap, flush (default probe,kick,flush; swap,probe,kick,flush with --datapath.mode=auto)")
+	remRate := fs.Float64("remediation.rate", 10, "actions per second, all interfaces together (an action sends at most two probe packets)")
+	remIfRate := fs.Float64("remediation.interface-rate", 5, "actions per second on one interface")
+	remConc := fs.Int("remediation.concurrency", 4, "actions in flight at once")
+	remQueue := fs.Int("remediation.queue", 1024, "candidates waiting for a worker; more are dropped and counted")
+	remVerify := fs.Duration("remediation.verify-timeout", 2*time.Second, "how long to wait for a probe's answer before the next strategy")
+	remKernel := fs.Duration("remediation.kernel-timeout", 10*time.Second, "how long to wait for the kernel's re-resolution after kick or swap")
+	var remIf, remExIf regexList
+	fs.Var(&remIf, "remediation.interfaces", "comma-separated regexes of interfaces remediation may act on (default: all watched)")
+	fs.Var(&remExIf, "remediation.exclude-interfaces", "comma-separated regexes of interfaces remediation leaves alone")
+	var remAllow, remDeny prefixList
+	fs.Var(&remAllow, "remediation.allow-cidrs", "comma-separated prefixes remediation may act on (default: all)")
+	fs.Var(&remDeny, "remediation.deny-cidrs", "comma-separated prefixes remediation leaves alone")
 	level := fs.String("log.level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log.format", "text", "log format: text or json")
 	if err := parse(fs, args); err != nil {
@@ -94,9 +136,34 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return errUsage{fmt.Errorf("--tracer: %w", err)}
 	}
+	auto := *dpMode == "auto"
+	if auto {
+		*dpMode = string(bpf.ModeLegacy)
+	}
 	mode, err := bpf.ParseMode(*dpMode)
 	if err != nil {
-		return errUsage{fmt.Errorf("--datapath.mode: %w", err)}
+		return errUsage{fmt.Errorf("--datapath.mode: %w (or auto)", err)}
+	}
+	rmode, err := remediate.ParseMode(*remMode)
+	if err != nil {
+		return errUsage{fmt.Errorf("--remediation: %w", err)}
+	}
+	rscope, err := remediate.ParseScope(*remScope)
+	if err != nil {
+		return errUsage{fmt.Errorf("--remediation.scope: %w", err)}
+	}
+	if *remStrategies == "" {
+		*remStrategies = "probe,kick,flush"
+		if auto {
+			*remStrategies = "swap," + *remStrategies
+		}
+	}
+	strategies, err := remediate.ParseStrategies(*remStrategies)
+	if err != nil {
+		return errUsage{fmt.Errorf("--remediation.strategies: %w", err)}
+	}
+	if *remRate <= 0 || *remIfRate <= 0 || *remConc <= 0 || *remQueue <= 0 {
+		return errUsage{errors.New("--remediation.rate, .interface-rate, .concurrency and .queue must be positive")}
 	}
 	cfg := agent.Config{
 		Include: include, Exclude: exclude,
@@ -112,7 +179,18 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		TracerInterval:     *tracerInterval,
 		DatapathInterfaces: dpIfaces,
 		DatapathMode:       mode,
-		Logger:             log,
+		DatapathAuto:       auto,
+		Remediation: remediate.Config{
+			Mode: rmode, Scope: rscope, Strategies: strategies,
+			Filter:           remediate.Filter{Interfaces: remIf, ExcludeInterfaces: remExIf, AllowCIDRs: remAllow, DenyCIDRs: remDeny},
+			Rate:             *remRate,
+			PerInterfaceRate: *remIfRate,
+			MaxConcurrent:    *remConc,
+			QueueSize:        *remQueue,
+			VerifyTimeout:    *remVerify,
+			KernelTimeout:    *remKernel,
+		},
+		Logger: log,
 	}
 	if err := cfg.Validate(); err != nil {
 		return errUsage{err}

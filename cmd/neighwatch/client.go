@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -122,4 +123,44 @@ func runDatapath(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\n", name, m)
 	}
 	return tw.Flush()
+}
+
+// runRemediation: `neighwatch remediation status` shows the engine,
+// `neighwatch remediation off|dry-run|on` switches it at runtime.
+func runRemediation(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("remediation", flag.ContinueOnError)
+	sock := fs.String("control.socket", DefaultControlSocket, "the agent's control socket")
+	asJSON := fs.Bool("json", false, "print JSON")
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return errUsage{fmt.Errorf("remediation: %v", err)}
+	}
+	if fs.NArg() != 1 {
+		return errUsage{errors.New("remediation: want one of off, dry-run, on, status")}
+	}
+	c := control.NewClient(*sock)
+	var st control.RemediationStatus
+	switch arg := fs.Arg(0); arg {
+	case "status":
+		if err := c.Get(ctx, "/v1/remediation", &st); err != nil {
+			return err
+		}
+	case "off", "dry-run", "on":
+		if err := c.Post(ctx, "/v1/remediation", control.RemediationRequest{Mode: arg}, &st); err != nil {
+			return err
+		}
+	default:
+		return errUsage{fmt.Errorf("remediation: unknown %q: want off, dry-run, on or status", arg)}
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(st)
+	}
+	fmt.Fprintf(stdout, "mode %s, scope %s, strategies %s, rate %.3g/s (per interface %.3g/s), queued %d, rate-limited %d, dropped %d\n",
+		st.Mode, st.Scope, strings.Join(st.Strategies, ","), st.Rate, st.InterfaceRate, st.Queue, st.RateLimited, st.Dropped)
+	for s, outs := range st.Actions {
+		for o, n := range outs {
+			fmt.Fprintf(stdout, "  %s %s: %d\n", s, o, n)
+		}
+	}
+	return nil
 }

@@ -24,6 +24,7 @@ commands:
   status    print the running agent's neighbour table
   events    follow the running agent's events
   datapath  show or swap the eBPF datapath mode of an interface
+  remediation off|dry-run|on|status   switch or show auto-remediation at runtime
   version   print the version
 
 Run 'neighwatch <command> --help' for a command's flags.
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runStatus(ctx, args[1:], stdout, stderr)
 	case "events":
 		return runEvents(ctx, args[1:], stdout, stderr)
+	case "remediation":
+		return runRemediation(ctx, args[1:], stdout)
 	case "datapath":
 		return runDatapath(ctx, args[1:], stdout)
 	case "version", "--version":
@@ -69,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	return errUsage{fmt.Errorf("unknown command %q (want agent, status, events, datapath or version)", args[0])}
+	return errUsage{fmt.Errorf("unknown command %q (want agent, status, events, datapath, remediation or version)", args[0])}
 }
 
 // parse parses flags, turning flag errors into one-line usage errors.

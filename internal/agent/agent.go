@@ -15,6 +15,7 @@ import (
 	"github.com/neighwatch/neighwatch/internal/control"
 	"github.com/neighwatch/neighwatch/metrics"
 	"github.com/neighwatch/neighwatch/monitor"
+	"github.com/neighwatch/neighwatch/remediate"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
@@ -37,7 +38,11 @@ type Config struct {
 	// DatapathInterfaces get the forwarding datapath in DatapathMode.
 	DatapathInterfaces []string
 	DatapathMode       bpf.Mode
-	Logger             *slog.Logger
+	// DatapathAuto starts in DatapathMode (legacy) and lets remediation
+	// swap an interface to neigh.
+	DatapathAuto bool
+	Remediation  remediate.Config
+	Logger       *slog.Logger
 	// OnListen, if set, is told the metrics address once it is bound
 	// (tests use port 0).
 	OnListen func(addr net.Addr)
@@ -108,7 +113,27 @@ func Run(ctx context.Context, cfg Config) error {
 			return 0
 		}
 	})
-	reg, err := metrics.NewRegistry(coll, readyGauge, metrics.NewBPFCollector(eb))
+	rcfg := cfg.Remediation
+	rcfg.Logger = log.With("component", "remediation")
+	var actor remediate.Actor
+	if na, err := remediate.NewNetActor(); err != nil {
+		log.Warn("remediation cannot act, it only reports (dry-run)", "err", err)
+		rcfg.Mode = remediate.ModeDryRun
+	} else {
+		defer na.Close()
+		actor = na
+	}
+	if rcfg.Mode == remediate.ModeOn && (!hasCap(caps, capNetAdmin) || !hasCap(caps, capNetRaw)) {
+		log.Warn("remediation switched to dry-run: acting needs CAP_NET_ADMIN and CAP_NET_RAW (run as root)")
+		rcfg.Mode = remediate.ModeDryRun
+	}
+	var swapper remediate.Swapper
+	if cfg.DatapathAuto {
+		swapper = eb
+	}
+	engine := remediate.New(rcfg, mon.Table(), actor, swapper)
+	log.Info("remediation", "mode", rcfg.Mode, "scope", rcfg.Scope, "strategies", fmt.Sprint(engine.Config().Strategies), "rate", engine.Config().Rate)
+	reg, err := metrics.NewRegistry(coll, readyGauge, metrics.NewBPFCollector(eb), metrics.NewRemediationCollector(engine))
 	if err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
@@ -116,6 +141,14 @@ func Run(ctx context.Context, cfg Config) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return mon.Run(ctx) })
 	g.Go(func() error { return eb.run(ctx, mon, cfg.TracerInterval, log) })
+	g.Go(func() error {
+		select {
+		case <-mon.Ready():
+		case <-ctx.Done():
+			return nil
+		}
+		return engine.Run(ctx)
+	})
 
 	// Metrics, health and readiness.
 	mux := http.NewServeMux()
@@ -176,6 +209,27 @@ func Run(ctx context.Context, cfg Config) error {
 				log.Info("datapath mode changed", "interface", req.Interface, "mode", m, "by", "control socket")
 				control.WriteJSON(w, http.StatusOK, eb.DatapathModes())
 			})
+			h.Handle("GET /v1/remediation", func(w http.ResponseWriter, _ *http.Request) {
+				control.WriteJSON(w, http.StatusOK, remediationStatus(engine))
+			})
+			h.Handle("POST /v1/remediation", func(w http.ResponseWriter, r *http.Request) {
+				var req control.RemediationRequest
+				if err := control.ReadJSON(r, &req); err != nil {
+					control.WriteError(w, http.StatusBadRequest, err)
+					return
+				}
+				m, err := remediate.ParseMode(req.Mode)
+				if err != nil {
+					control.WriteError(w, http.StatusBadRequest, err)
+					return
+				}
+				if m == remediate.ModeOn && actor == nil {
+					control.WriteError(w, http.StatusConflict, errors.New("remediation cannot act in this agent (see its log); only off and dry-run are possible"))
+					return
+				}
+				engine.SetMode(m)
+				control.WriteJSON(w, http.StatusOK, remediationStatus(engine))
+			})
 			csrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 			g.Go(func() error {
 				if err := csrv.Serve(cl); !errors.Is(err, http.ErrServerClosed) {
@@ -206,4 +260,27 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	return g.Wait()
+}
+
+func remediationStatus(e *remediate.Engine) control.RemediationStatus {
+	c := e.Config()
+	st := control.RemediationStatus{
+		Mode: string(e.Mode()), Scope: string(c.Scope), Rate: c.Rate, InterfaceRate: c.PerInterfaceRate,
+		Queue: e.QueueLen(), RateLimited: e.C.RateLimited.Load(), Dropped: e.C.Dropped.Load(),
+		Actions: map[string]map[string]uint64{},
+	}
+	for _, s := range c.Strategies {
+		st.Strategies = append(st.Strategies, string(s))
+	}
+	for _, s := range remediate.Strategies() {
+		for _, o := range remediate.Outcomes() {
+			if n := e.C.Actions(s, o); n > 0 {
+				if st.Actions[string(s)] == nil {
+					st.Actions[string(s)] = map[string]uint64{}
+				}
+				st.Actions[string(s)][string(o)] = n
+			}
+		}
+	}
+	return st
 }

@@ -22,6 +22,26 @@ type ebpfParts struct {
 
 	mu      sync.Mutex
 	dpNames map[int]string // ifindex -> name of interfaces with the datapath
+	auto    bool           // --datapath.mode=auto: remediation may swap to neigh
+	log     *slog.Logger
+}
+
+// CanSwap implements remediate.Swapper: the interface runs the legacy
+// datapath and the operator allowed swaps (--datapath.mode=auto).
+func (e *ebpfParts) CanSwap(ifindex int32) bool {
+	return e.auto && e.dp != nil && e.dp.Mode(int(ifindex)) == bpf.ModeLegacy
+}
+
+// Swap implements remediate.Swapper.
+func (e *ebpfParts) Swap(ifindex int32) error {
+	if err := e.dp.SetMode(int(ifindex), bpf.ModeNeigh); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	name := e.dpNames[int(ifindex)]
+	e.mu.Unlock()
+	e.log.Warn("datapath swapped to neigh (bpf_redirect_neigh) because a stuck entry receives bypass traffic", "interface", name)
+	return nil
 }
 
 var _ interface {
@@ -89,7 +109,7 @@ func (e *ebpfParts) SetDatapathMode(name string, m bpf.Mode) error {
 // if it cannot run, the agent says why in one line and goes on. The
 // datapath was asked for explicitly, so failing to attach it is an error.
 func startEBPF(cfg Config, caps uint64, log *slog.Logger) (*ebpfParts, error) {
-	e := &ebpfParts{dpNames: make(map[int]string)}
+	e := &ebpfParts{dpNames: make(map[int]string), auto: cfg.DatapathAuto, log: log}
 	bpfOK := hasCap(caps, capSysAdmin) || (hasCap(caps, capBPF) && hasCap(caps, capPerfmon))
 	if (cfg.Tracer != bpf.TracerOff || len(cfg.DatapathInterfaces) > 0) && bpfOK {
 		// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
@@ -116,7 +136,7 @@ func startEBPF(cfg Config, caps uint64, log *slog.Logger) (*ebpfParts, error) {
 				return nil, err
 			}
 			e.dpNames[ifi.Index] = name
-			log.Info("datapath attached", "interface", name, "mode", cfg.DatapathMode, "skip_neigh", dp.SkipNeigh)
+			log.Info("datapath attached", "interface", name, "mode", cfg.DatapathMode, "auto_swap", cfg.DatapathAuto, "skip_neigh", dp.SkipNeigh)
 		}
 		e.dp = dp
 	}

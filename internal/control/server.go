@@ -146,3 +146,21 @@ func ReadJSON(r *http.Request, v any) error {
 	}
 	return nil
 }
+
+// RemediationRequest sets the remediation mode.
+type RemediationRequest struct {
+	Mode string `json:"mode"`
+}
+
+// RemediationStatus is `neighwatch remediation status`.
+type RemediationStatus struct {
+	Mode          string                       `json:"mode"`
+	Scope         string                       `json:"scope"`
+	Strategies    []string                     `json:"strategies"`
+	Rate          float64                      `json:"rate"`
+	InterfaceRate float64                      `json:"interface_rate"`
+	Queue         int                          `json:"queue"`
+	RateLimited   uint64                       `json:"rate_limited"`
+	Dropped       uint64                       `json:"dropped"`
+	Actions       map[string]map[string]uint64 `json:"actions"`
+}
