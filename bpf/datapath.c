@@ -55,6 +55,12 @@ struct {
 // kernels that refuse the flag (before 6.5).
 volatile const __u32 neigh_lookup_flags = 0;
 
+// The egress interface each ingress interface last redirected to with
+// bpf_redirect(), indexed by ingress ifindex modulo 1024. Written only when
+// it changes, so the cache line stays shared. Remediation reads it to know
+// which datapath feeds a stuck entry's interface.
+__u32 last_egress[1024];
+
 static __always_inline void count(__u32 d)
 {
 	__u64 *v = bpf_map_lookup_elem(&dp_decisions, &d);
@@ -154,6 +160,9 @@ static __always_inline int forward(struct __sk_buff *skb, const int neigh_mode)
 			count(DP_REDIRECT_FAILED);
 			return TC_ACT_SHOT;
 		}
+		__u32 *le = &last_egress[skb->ingress_ifindex & 1023];
+		if (*le != fib.ifindex)
+			*le = fib.ifindex;
 		count(DP_REDIRECT);
 		return TC_ACT_REDIRECT;
 	}

@@ -200,6 +200,24 @@ func (d *Datapath) Detach(ifindex int) error {
 	return a.link.Close()
 }
 
+// FeedsInto returns the attached interfaces whose legacy datapath last
+// redirected packets to egress.
+func (d *Datapath) FeedsInto(egress int) ([]int, error) {
+	var last [1024]uint32
+	if err := d.objs.LastEgress.Get(&last); err != nil {
+		return nil, fmt.Errorf("read datapath paths: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []int
+	for in := range d.links {
+		if last[in%len(last)] == uint32(egress) {
+			out = append(out, in)
+		}
+	}
+	return out, nil
+}
+
 // Counts returns the decision counters summed over CPUs.
 func (d *Datapath) Counts() (map[Decision]uint64, error) {
 	out := make(map[Decision]uint64, numDecisions)

@@ -20,6 +20,7 @@ const (
 	datapathProgDpLegacy        = "dp_legacy"
 	datapathProgDpNeigh         = "dp_neigh"
 	datapathProgProbeSkipNeigh  = "probe_skip_neigh"
+	datapathVarLastEgress       = "last_egress"
 	datapathVarNeighLookupFlags = "neigh_lookup_flags"
 )
 
@@ -81,6 +82,7 @@ type datapathMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathVariableSpecs struct {
+	LastEgress       *ebpf.VariableSpec `ebpf:"last_egress"`
 	NeighLookupFlags *ebpf.VariableSpec `ebpf:"neigh_lookup_flags"`
 }
 
@@ -117,6 +119,7 @@ func (m *datapathMaps) Close() error {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathVariables struct {
+	LastEgress       *ebpf.Variable `ebpf:"last_egress"`
 	NeighLookupFlags *ebpf.Variable `ebpf:"neigh_lookup_flags"`
 }
 

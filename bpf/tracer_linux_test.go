@@ -174,6 +174,11 @@ func testLegacyBypass(t *testing.T, tm TracerMode) {
 		e, _ = s.mon.Table().Lookup(k)
 		return e.Class() == monitor.ClassStuck
 	})
+	n0, _ := s.Node.Ifindex(lab.NodeClientIf)
+	n1, _ := s.Node.Ifindex(lab.NodeBackendIf)
+	if feeds, err := s.dp.FeedsInto(n0); err != nil || len(feeds) != 1 || feeds[0] != n1 {
+		t.Errorf("FeedsInto(n0) = %v, %v; want [n1=%d]", feeds, err, n1)
+	}
 	counts, _ := s.dp.Counts()
 	if counts[Redirect] < 20 {
 		t.Errorf("legacy datapath redirected %d packets, want >= 20", counts[Redirect])

@@ -606,7 +606,7 @@ func (e *Engine) record(en *monitor.Entry, s Strategy, o Outcome, reason string,
 	if o == OutcomeFailed || o == OutcomeNoChange {
 		lvl = slog.LevelWarn
 	}
-	e.log.Log(context.Background(), lvl, "remediation", "interface", name, "ip", en.Addr, "lladdr", net.HardwareAddr(en.LLAddr),
+	e.log.Log(context.Background(), lvl, "remediation", "interface", name, "ip", en.Addr, "lladdr", net.HardwareAddr(en.LLAddr).String(),
 		"strategy", s, "outcome", o, "reason", reason, "err", err)
 	e.table.Publish(monitor.Event{
 		Time: time.Now(), Ifindex: en.Ifindex, Interface: name, Family: en.Family(), IP: en.Addr,

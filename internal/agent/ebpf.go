@@ -26,21 +26,47 @@ type ebpfParts struct {
 	log     *slog.Logger
 }
 
-// CanSwap implements remediate.Swapper: the interface runs the legacy
-// datapath and the operator allowed swaps (--datapath.mode=auto).
-func (e *ebpfParts) CanSwap(ifindex int32) bool {
-	return e.auto && e.dp != nil && e.dp.Mode(int(ifindex)) == bpf.ModeLegacy
+// legacyFeeding returns the interfaces whose legacy datapath forwards to
+// egress (the stuck entry's interface); when the datapath has no record of
+// it, every interface still in legacy mode.
+func (e *ebpfParts) legacyFeeding(egress int32) []int {
+	if !e.auto || e.dp == nil {
+		return nil
+	}
+	feeds, err := e.dp.FeedsInto(int(egress))
+	if err != nil || len(feeds) == 0 {
+		feeds = nil
+		for i := range e.dp.Attached() {
+			feeds = append(feeds, i)
+		}
+	}
+	var out []int
+	for _, i := range feeds {
+		if e.dp.Mode(i) == bpf.ModeLegacy {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
-// Swap implements remediate.Swapper.
-func (e *ebpfParts) Swap(ifindex int32) error {
-	if err := e.dp.SetMode(int(ifindex), bpf.ModeNeigh); err != nil {
-		return err
+// CanSwap implements remediate.Swapper: some interface whose legacy
+// datapath feeds the stuck entry's interface may be swapped
+// (--datapath.mode=auto).
+func (e *ebpfParts) CanSwap(egress int32) bool { return len(e.legacyFeeding(egress)) > 0 }
+
+// Swap implements remediate.Swapper: each interface feeding egress moves
+// to bpf_redirect_neigh, atomically.
+func (e *ebpfParts) Swap(egress int32) error {
+	for _, in := range e.legacyFeeding(egress) {
+		if err := e.dp.SetMode(in, bpf.ModeNeigh); err != nil {
+			return err
+		}
+		e.mu.Lock()
+		name := e.dpNames[in]
+		e.mu.Unlock()
+		e.log.Warn("datapath swapped to neigh (bpf_redirect_neigh): it forwards to an interface with a stuck entry that receives bypass traffic",
+			"interface", name, "egress_ifindex", egress)
 	}
-	e.mu.Lock()
-	name := e.dpNames[int(ifindex)]
-	e.mu.Unlock()
-	e.log.Warn("datapath swapped to neigh (bpf_redirect_neigh) because a stuck entry receives bypass traffic", "interface", name)
 	return nil
 }
 

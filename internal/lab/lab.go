@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Addresses of the lab. Interface names are the same in every lab: each
@@ -434,4 +435,48 @@ func (n NS) Do(fn func() error) error {
 	}
 	runtime.UnlockOSThread()
 	return ferr
+}
+
+// RaiseGCThresh raises the host-wide neighbour GC thresholds (they live in
+// the initial namespace and apply to all) to at least n, and restores them
+// when the test ends. Tests that change them hold a file lock meanwhile,
+// so they never run beside each other, even across packages.
+func RaiseGCThresh(tb testing.TB, n int) {
+	tb.Helper()
+	lock, err := os.OpenFile("/run/neighwatch-gcthresh.lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		lock.Close()
+		tb.Fatal(err)
+	}
+	saved := map[string][]byte{}
+	keys := []string{"gc_thresh3", "gc_thresh2", "gc_thresh1"} // raise the top first
+	path := func(fam, k string) string { return "/proc/sys/net/" + fam + "/neigh/default/" + k }
+	restore := func() {
+		for _, fam := range []string{"ipv4", "ipv6"} {
+			for i := len(keys) - 1; i >= 0; i-- { // lower the bottom first
+				if v, ok := saved[path(fam, keys[i])]; ok {
+					_ = os.WriteFile(path(fam, keys[i]), v, 0o644)
+				}
+			}
+		}
+		unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+		lock.Close()
+	}
+	tb.Cleanup(restore)
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		for _, k := range keys {
+			p := path(fam, k)
+			v, err := os.ReadFile(p)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			saved[p] = v
+			if err := os.WriteFile(p, []byte(fmt.Sprint(n)), 0o644); err != nil {
+				tb.Fatalf("raise %s: %v", p, err)
+			}
+		}
+	}
 }

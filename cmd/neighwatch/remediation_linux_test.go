@@ -1,0 +1,357 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mdlayher/packet"
+	"github.com/neighwatch/neighwatch/internal/lab"
+	"golang.org/x/sys/unix"
+)
+
+// movedClient is problem.md's failure on a lab: the node's entry for the
+// client is STALE at the old MAC and the client moved behind the node's
+// back. ipv6 selects the IPv6 version.
+type movedClient struct {
+	*lab.Lab
+	ip             netip.Addr
+	backend        netip.Addr
+	oldMAC, newMAC net.HardwareAddr
+	agent          *agentProc // for its log when something fails
+}
+
+func newMovedClient(t *testing.T, prefix string, ipv6 bool) *movedClient {
+	t.Helper()
+	l := lab.New(t, prefix)
+	m := &movedClient{Lab: l, ip: lab.ClientIP, backend: lab.BackendIP}
+	if ipv6 {
+		m.ip, m.backend = lab.ClientIP6, lab.BackendIP6
+	}
+	if err := l.PinClientToNode(); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if m.oldMAC, err = l.Client.MAC(lab.ClientIf); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Node.SetNeigh(lab.NodeClientIf, m.ip, m.oldMAC, "stale"); err != nil {
+		t.Fatal(err)
+	}
+	// Let the backend know the node, so replies do not wait on resolution.
+	if err := l.Backend.Ping(lab.NodeBackendIP, 1, "2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Backend.Ping(lab.NodeBackendIP6, 1, "2"); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func (m *movedClient) move(t *testing.T) {
+	t.Helper()
+	m.newMAC = lab.HostMAC(61, 1)
+	if err := m.MoveClientMAC(m.newMAC); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitTraffic pings until replies come back or d passes; it returns how
+// long that took.
+func (m *movedClient) waitTraffic(t *testing.T, d time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < d {
+		if err := m.Client.Ping(m.backend, 1, "1"); err == nil {
+			return time.Since(start)
+		}
+	}
+	logs := ""
+	if m.agent != nil {
+		logs = m.agent.logs()
+	}
+	t.Fatalf("no traffic client <-> backend within %v; node: %v\n%s", d, m.kernelEntryOrErr(), logs)
+	return 0
+}
+
+func (m *movedClient) kernelEntryOrErr() any {
+	e, err := m.Node.Entry(lab.NodeClientIf, m.ip)
+	if err != nil {
+		return err
+	}
+	return e
+}
+
+func (m *movedClient) kernelEntry(t *testing.T) lab.NeighJSON {
+	t.Helper()
+	e, err := m.Node.Entry(lab.NodeClientIf, m.ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func metricValue(body, series string) string {
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, series+" ") {
+			return strings.TrimPrefix(l, series+" ")
+		}
+	}
+	return ""
+}
+
+const staleThreshold = 2 * time.Second
+
+func remediationArgs(extra ...string) []string {
+	return append([]string{"--tracer", "xmit", "--tracer.interval", "200ms", "--stale-threshold", staleThreshold.String(),
+		"--datapath.interfaces", lab.NodeBackendIf, "--remediation.verify-timeout", "1s"}, extra...)
+}
+
+// TestRemediationProbeRepairsMovedClient: the failure, legacy datapath,
+// remediation on with probe. Traffic must work again within the stale
+// threshold + 3 s and the metrics record one moved action. The IPv6
+// version is repaired by NDP probes.
+func TestRemediationProbeRepairsMovedClient(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	for _, v6 := range []bool{false, true} {
+		name := "ipv4-arp"
+		if v6 {
+			name = "ipv6-ndp"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m := newMovedClient(t, "rpr", v6)
+			sock := sockPath(t)
+			a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "legacy", "--remediation", "on", "--remediation.strategies", "probe")...)
+			m.move(t)
+			took := m.waitTraffic(t, staleThreshold+3*time.Second)
+			e := m.kernelEntry(t)
+			if !strings.EqualFold(e.LLAddr, m.newMAC.String()) {
+				t.Errorf("kernel entry at %s, want the new MAC %s", e.LLAddr, m.newMAC)
+			}
+			body := a.metrics(t)
+			if v := metricValue(body, `neighwatch_remediation_actions_total{outcome="moved",strategy="probe"}`); v != "1" {
+				t.Errorf("moved probe actions = %q, want 1\n%s", v, grep(body, "remediation_actions_total"))
+			}
+			if v := metricValue(body, `neighwatch_remediation_detection_to_fix_seconds_count`); v != "1" {
+				t.Errorf("detection-to-fix count = %q, want 1", v)
+			}
+			t.Logf("traffic back after %v; kernel entry %v %s", took.Round(100*time.Millisecond), e.State, e.LLAddr)
+			checkMetricsLint(t, body)
+		})
+	}
+}
+
+// TestRemediationSwapsDatapath: --datapath.mode=auto; the stuck entry with
+// bypass traffic makes remediation swap the interface to neigh, and the
+// kernel then re-resolves the client.
+func TestRemediationSwapsDatapath(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	m := newMovedClient(t, "rsw", false)
+	for k, v := range map[string]string{
+		"net.ipv4.neigh." + lab.NodeClientIf + ".delay_first_probe_time": "1",
+		"net.ipv4.neigh." + lab.NodeClientIf + ".retrans_time_ms":        "300",
+	} {
+		if err := m.Node.Sysctl(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sock := sockPath(t)
+	a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "auto", "--remediation", "on", "--remediation.strategies", "swap")...)
+	m.agent = a
+	m.move(t)
+	took := m.waitTraffic(t, 15*time.Second)
+	body := a.metrics(t)
+	for _, want := range []string{
+		`neighwatch_datapath_mode{interface="n1",mode="neigh"} 1`,
+		`neighwatch_datapath_swaps_total 1`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if !strings.Contains(a.logs(), "datapath swapped to neigh") {
+		t.Errorf("the swap was not logged")
+	}
+	t.Logf("traffic back %v after the move", took.Round(100*time.Millisecond))
+}
+
+// TestRemediationDryRunThenOn: dry-run counts would-be actions and leaves
+// the kernel alone; 'neighwatch remediation on' repairs without a restart.
+func TestRemediationDryRunThenOn(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	m := newMovedClient(t, "rdr", false)
+	sock := sockPath(t)
+	a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "legacy", "--remediation", "dry-run", "--remediation.strategies", "probe")...)
+	m.move(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_ = m.Client.Ping(m.backend, 1, "1") // keep bypass traffic flowing
+		if metricValue(a.metrics(t), `neighwatch_remediation_actions_total{outcome="dry-run",strategy="probe"}`) == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no dry-run action counted\n%s", grep(a.metrics(t), "remediation"))
+		}
+	}
+	time.Sleep(2 * time.Second)
+	if e := m.kernelEntry(t); e.State[0] != "STALE" || !strings.EqualFold(e.LLAddr, m.oldMAC.String()) {
+		t.Fatalf("dry-run changed the kernel entry: %v %s", e.State, e.LLAddr)
+	}
+	out, err := exec.Command(binPath, "remediation", "--control.socket", sock, "on").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "mode on") {
+		t.Fatalf("neighwatch remediation on: %v\n%s", err, out)
+	}
+	m.waitTraffic(t, 10*time.Second)
+	if v := metricValue(a.metrics(t), `neighwatch_remediation_mode{mode="on"}`); v != "1" {
+		t.Errorf("mode metric on = %q", v)
+	}
+	out, _ = exec.Command(binPath, "remediation", "--control.socket", sock, "status").CombinedOutput()
+	if !strings.Contains(string(out), "probe moved: 1") {
+		t.Errorf("remediation status:\n%s", out)
+	}
+}
+
+// TestRemediationLeavesOwnedEntries: with all-stale, on and flush (the
+// bluntest strategy), PERMANENT, NOARP, managed and extern_learn entries
+// stay, while a plain STALE entry beside them is flushed.
+func TestRemediationLeavesOwnedEntries(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	l := lab.New(t, "rown")
+	mac := "02:00:00:00:00:aa"
+	l.Node.MustIP(t, "neigh", "add", "10.0.1.60", "lladdr", mac, "dev", lab.NodeClientIf, "nud", "permanent")
+	l.Node.MustIP(t, "neigh", "add", "10.0.1.61", "lladdr", mac, "dev", lab.NodeClientIf, "nud", "noarp")
+	l.Node.MustIP(t, "neigh", "add", "10.0.1.62", "lladdr", mac, "dev", lab.NodeClientIf, "extern_learn")
+	l.Node.MustIP(t, "neigh", "add", "10.0.1.63", "dev", lab.NodeClientIf, "managed")
+	l.Node.MustIP(t, "neigh", "add", "10.0.1.64", "lladdr", mac, "dev", lab.NodeClientIf, "nud", "stale")
+	sock := sockPath(t)
+	a := startAgent(t, l.Node, sock, "--stale-threshold", "1s", "--remediation", "on", "--remediation.scope", "all-stale",
+		"--remediation.strategies", "flush", "--tracer", "off")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := l.Node.Entry(lab.NodeClientIf, netip.MustParseAddr("10.0.1.64")); errors.Is(err, lab.ErrNoEntry) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plain STALE entry was not flushed\n%s", a.logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // several more sweeps
+	for _, ip := range []string{"10.0.1.60", "10.0.1.61", "10.0.1.62", "10.0.1.63"} {
+		if _, err := l.Node.Entry(lab.NodeClientIf, netip.MustParseAddr(ip)); err != nil {
+			t.Errorf("%s was touched: %v", ip, err)
+		}
+	}
+	for _, ip := range []string{"10.0.1.60", "10.0.1.61", "10.0.1.62", "10.0.1.63"} {
+		if strings.Contains(grep(a.logs(), "component=remediation"), "ip="+ip+" ") {
+			t.Errorf("remediation acted on %s:\n%s", ip, grep(a.logs(), "component=remediation"))
+		}
+	}
+}
+
+// arpRequestsFrom counts, per second, the ARP requests src sends on an
+// interface of ns, until stop is closed.
+func arpRequestsFrom(t *testing.T, ns lab.NS, dev string, src net.HardwareAddr, stop chan struct{}) <-chan []time.Time {
+	t.Helper()
+	ifindex, err := ns.Ifindex(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conn *packet.Conn
+	if err := ns.Do(func() error {
+		var err error
+		// ETH_P_ALL: only "all" taps see outgoing frames.
+		conn, err = packet.Listen(&net.Interface{Index: ifindex, Name: dev}, packet.Raw, unix.ETH_P_ALL, nil)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan []time.Time, 1)
+	go func() {
+		<-stop
+		conn.Close()
+	}()
+	go func() {
+		var times []time.Time
+		buf := make([]byte, 1500)
+		for {
+			n, _, err := conn.ReadFrom(buf)
+			if err != nil {
+				out <- times
+				return
+			}
+			if n >= 42 && binary.BigEndian.Uint16(buf[12:14]) == unix.ETH_P_ARP &&
+				net.HardwareAddr(buf[6:12]).String() == src.String() && binary.BigEndian.Uint16(buf[20:22]) == 1 {
+				times = append(times, time.Now())
+			}
+		}
+	}()
+	return out
+}
+
+// TestRemediationRateBound: 10,000 STALE entries in scope (all-stale,
+// probe): the ARP requests the node sends per second never exceed what
+// --remediation.rate allows, and status answers meanwhile.
+func TestRemediationRateBound(t *testing.T) {
+	lab.Require(t)
+	lab.RaiseGCThresh(t, 40000)
+	l := lab.New(t, "rrt")
+	const n, ratePerSec = 10000, 20
+	lines := make([]string, n)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("neigh add %s lladdr %s dev %s nud stale", lab.HostIP(50, i), lab.HostMAC(i, 7), lab.NodeClientIf)
+	}
+	if err := l.Node.Batch(lines); err != nil {
+		t.Fatal(err)
+	}
+	nodeMAC, _ := l.Node.MAC(lab.NodeClientIf)
+	stop := make(chan struct{})
+	got := arpRequestsFrom(t, l.Node, lab.NodeClientIf, nodeMAC, stop)
+	sock := sockPath(t)
+	a := startAgent(t, l.Node, sock, "--stale-threshold", "1s", "--remediation", "on", "--remediation.scope", "all-stale",
+		"--remediation.strategies", "probe", "--remediation.rate", fmt.Sprint(ratePerSec), "--remediation.interface-rate", fmt.Sprint(ratePerSec),
+		"--remediation.verify-timeout", "200ms", "--remediation.concurrency", "16", "--tracer", "off")
+	window := 6 * time.Second
+	end := time.Now().Add(window)
+	for time.Now().Before(end) {
+		start := time.Now()
+		entries := statusJSON(t, sock)
+		if d := time.Since(start); d > 5*time.Second || len(entries) < n {
+			t.Errorf("status took %v for %d entries", d, len(entries))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	close(stop)
+	times := <-got
+	// One action sends at most two probes; the bucket allows rate per
+	// second plus a burst of one.
+	limit := 2 * (ratePerSec + 1)
+	worst := 0
+	for i := range times {
+		k := 0
+		for j := i; j < len(times) && times[j].Sub(times[i]) < time.Second; j++ {
+			k++
+		}
+		worst = max(worst, k)
+	}
+	if len(times) < ratePerSec {
+		t.Fatalf("only %d probes in %v: remediation did not run\n%s\n%s", len(times), window, grep(a.metrics(t), "remediation"), a.logs())
+	}
+	if worst > limit {
+		t.Fatalf("%d ARP requests within one second, limit %d (rate %d/s, two probes per action)", worst, limit, ratePerSec)
+	}
+	body := a.metrics(t)
+	t.Logf("%d probes in %v, at most %d in any second (limit %d); dropped %s, rate-limited %s", len(times), window, worst, limit,
+		metricValue(body, "neighwatch_remediation_dropped_total"), metricValue(body, "neighwatch_remediation_rate_limited_total"))
+}
