@@ -74,6 +74,8 @@ type TracerOptions struct {
 	// xmitFilter is xmit_filter+1 (benchmarks only); 0 means the
 	// default, all filters.
 	xmitFilter uint32
+	// vmlinux is the kernel BTF file (tests point it elsewhere).
+	vmlinux string
 	// fentrySpec overrides the fentry object (tests make loading fail).
 	fentrySpec func() (*ebpf.CollectionSpec, error)
 }
@@ -85,7 +87,10 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	if opts.Mode == TracerOff || opts.Mode == "" {
 		return nil, errors.New("tracer mode is off")
 	}
-	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+	if opts.vmlinux == "" {
+		opts.vmlinux = "/sys/kernel/btf/vmlinux"
+	}
+	if _, err := os.Stat(opts.vmlinux); err != nil {
 		return nil, ErrNoBTF
 	}
 	if _, err := btf.LoadKernelSpec(); err != nil {

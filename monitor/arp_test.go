@@ -89,7 +89,7 @@ type fakeConn struct {
 
 func (c *fakeConn) ReadFrom(b []byte) (int, net.Addr, error) {
 	if len(c.frames) == 0 {
-		return 0, nil, errors.New("closed")
+		return 0, nil, net.ErrClosed
 	}
 	n := copy(b, c.frames[0])
 	c.frames = c.frames[1:]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -186,9 +187,19 @@ func (w *ARPWatcher) startLocked(idx int32, li *linkInfo) {
 func (w *ARPWatcher) read(idx int32, own net.HardwareAddr, l *arpListener, c *ARPCounters) {
 	defer close(l.done)
 	buf := make([]byte, 2048)
+	failures := 0
 	for {
 		n, _, err := l.conn.ReadFrom(buf)
 		if err != nil {
+			// A packet socket reports ENETDOWN once when its interface is
+			// or goes down, and works again when it comes up.
+			if errors.Is(err, unix.ENETDOWN) {
+				continue
+			}
+			if failures++; failures < 100 && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrClosed) {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
 			w.mu.Lock()
 			if w.listeners[idx] == l {
 				delete(w.listeners, idx)
@@ -197,6 +208,7 @@ func (w *ARPWatcher) read(idx int32, own net.HardwareAddr, l *arpListener, c *AR
 			l.conn.Close()
 			return
 		}
+		failures = 0
 		o, err := ParseARP(buf[:n], own)
 		if err != nil {
 			if !errors.Is(err, ErrOwnFrame) && !errors.Is(err, ErrNoSenderIP) {
