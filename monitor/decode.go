@@ -53,19 +53,12 @@ func DecodeNeigh(msgType uint16, b []byte) (Update, error) {
 	u.State = State(binary.NativeEndian.Uint16(b[8:10]))
 	u.Flags = b[10]
 	u.Type = b[11]
-	attrs := b[sizeofNdmsg:]
-	for len(attrs) >= sizeofRtattr {
-		l := int(binary.NativeEndian.Uint16(attrs[0:2]))
-		t := binary.NativeEndian.Uint16(attrs[2:4]) & nlaTypeMask
-		if l < sizeofRtattr || l > len(attrs) {
-			return u, fmt.Errorf("neighbour attribute %d has bad length %d", t, l)
-		}
-		v := attrs[sizeofRtattr:l]
+	err := walkAttrs(b[sizeofNdmsg:], func(t uint16, v []byte) error {
 		switch t {
 		case unix.NDA_DST:
 			a, ok := netip.AddrFromSlice(v)
 			if !ok {
-				return u, fmt.Errorf("neighbour address has %d bytes", len(v))
+				return fmt.Errorf("neighbour address has %d bytes", len(v))
 			}
 			u.Addr = a
 		case unix.NDA_LLADDR:
@@ -82,16 +75,37 @@ func DecodeNeigh(msgType uint16, b []byte) (Update, error) {
 				u.FlagsExt = binary.NativeEndian.Uint32(v[0:4])
 			}
 		}
-		next := (l + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1)
-		if next > len(attrs) {
-			break
-		}
-		attrs = attrs[next:]
+		return nil
+	})
+	if err != nil {
+		return u, err
 	}
 	if !u.Addr.IsValid() {
 		return u, errors.New("neighbour message without NDA_DST")
 	}
 	return u, nil
+}
+
+// walkAttrs calls fn for each route attribute (struct rtattr) in b, with
+// the type stripped of its flag bits. It stops at the first error, or at a
+// length that does not fit.
+func walkAttrs(b []byte, fn func(t uint16, v []byte) error) error {
+	for len(b) >= sizeofRtattr {
+		l := int(binary.NativeEndian.Uint16(b[0:2]))
+		t := binary.NativeEndian.Uint16(b[2:4]) & nlaTypeMask
+		if l < sizeofRtattr || l > len(b) {
+			return fmt.Errorf("attribute %d has bad length %d", t, l)
+		}
+		if err := fn(t, b[sizeofRtattr:l]); err != nil {
+			return err
+		}
+		next := (l + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1)
+		if next > len(b) {
+			return nil
+		}
+		b = b[next:]
+	}
+	return nil
 }
 
 // nlmsg is one netlink message inside a datagram.

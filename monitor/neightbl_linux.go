@@ -74,20 +74,13 @@ func DecodeNeighTable(b []byte) (TableParams, error) {
 		return p, fmt.Errorf("neighbour table message of %d bytes", len(b))
 	}
 	p.Family = Family(b[0])
-	attrs := b[4:]
 	u32 := func(v []byte) uint32 {
 		if len(v) < 4 {
 			return 0
 		}
 		return binary.NativeEndian.Uint32(v)
 	}
-	for len(attrs) >= sizeofRtattr {
-		l := int(binary.NativeEndian.Uint16(attrs[0:2]))
-		t := binary.NativeEndian.Uint16(attrs[2:4]) & nlaTypeMask
-		if l < sizeofRtattr || l > len(attrs) {
-			return p, fmt.Errorf("neighbour table attribute %d has bad length %d", t, l)
-		}
-		v := attrs[sizeofRtattr:l]
+	err := walkAttrs(b[4:], func(t uint16, v []byte) error {
 		switch t {
 		case ndtaName:
 			if n := len(v); n > 0 && v[n-1] == 0 {
@@ -125,11 +118,10 @@ func DecodeNeighTable(b []byte) (TableParams, error) {
 				}
 			}
 		}
-		next := (l + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1)
-		if next > len(attrs) {
-			break
-		}
-		attrs = attrs[next:]
+		return nil
+	})
+	if err != nil {
+		return p, fmt.Errorf("neighbour table message: %w", err)
 	}
 	return p, nil
 }

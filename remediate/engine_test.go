@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/neighwatch/neighwatch/internal/lab"
 	"github.com/neighwatch/neighwatch/monitor"
 	"golang.org/x/sys/unix"
 )
@@ -162,14 +163,7 @@ func TestEngineRateLimit(t *testing.T) {
 			starts = append(starts, fa.times[i])
 		}
 	}
-	maxInWindow := 0
-	for i := range starts {
-		n := 0
-		for j := i; j < len(starts) && starts[j].Sub(starts[i]) < time.Second; j++ {
-			n++
-		}
-		maxInWindow = max(maxInWindow, n)
-	}
+	maxInWindow := lab.MaxInWindow(starts, time.Second)
 	if maxInWindow > 21 || len(starts) < 20 {
 		t.Fatalf("%d actions in 1.5s, at most %d in one second; want 20..21 per second", len(starts), maxInWindow)
 	}

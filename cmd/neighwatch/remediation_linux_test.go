@@ -337,14 +337,7 @@ func TestRemediationRateBound(t *testing.T) {
 	// One action sends at most two probes; the bucket allows rate per
 	// second plus a burst of one.
 	limit := 2 * (ratePerSec + 1)
-	worst := 0
-	for i := range times {
-		k := 0
-		for j := i; j < len(times) && times[j].Sub(times[i]) < time.Second; j++ {
-			k++
-		}
-		worst = max(worst, k)
-	}
+	worst := lab.MaxInWindow(times, time.Second)
 	if len(times) < ratePerSec {
 		t.Fatalf("only %d probes in %v: remediation did not run\n%s\n%s", len(times), window, grep(a.metrics(t), "remediation"), a.logs())
 	}

@@ -480,3 +480,17 @@ func RaiseGCThresh(tb testing.TB, n int) {
 		}
 	}
 }
+
+// MaxInWindow returns the most events of sorted times that fall within
+// any window of length d: what a rate limit bounds.
+func MaxInWindow(times []time.Time, d time.Duration) int {
+	worst := 0
+	j := 0
+	for i := range times {
+		for times[i].Sub(times[j]) >= d {
+			j++
+		}
+		worst = max(worst, i-j+1)
+	}
+	return worst
+}
