@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -254,6 +255,7 @@ func TestMirrorSurvivesENOBUFS(t *testing.T) {
 	l := lab.New(t, "nob")
 	m := startMonitor(t, l.Node, monitor.Config{ReceiveBuffer: 4096})
 	fdsBefore := openFDs(t)
+	goBefore := runtime.NumGoroutine()
 	const hosts, rounds = 200, 100
 	states := []string{"stale", "permanent", "reachable", "noarp"}
 	var lines []string
@@ -284,6 +286,9 @@ func TestMirrorSurvivesENOBUFS(t *testing.T) {
 	// less than one descriptor per resync.
 	if fds := openFDs(t); fds > fdsBefore+20 {
 		t.Errorf("open descriptors grew from %d to %d over %d resyncs", fdsBefore, fds, m.Counters.ResyncENOBUFS.Load())
+	}
+	if g := runtime.NumGoroutine(); g > goBefore+20 {
+		t.Errorf("goroutines grew from %d to %d over %d resyncs", goBefore, g, m.Counters.ResyncENOBUFS.Load())
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,6 +98,38 @@ func (m *movedClient) kernelEntry(t *testing.T) lab.NeighJSON {
 	return e
 }
 
+// collectEvents runs 'neighwatch events --json' until the test ends; the
+// returned func gives what it printed so far.
+func collectEvents(t *testing.T, sock string) func() string {
+	t.Helper()
+	cmd := exec.Command(binPath, "events", "--json", "--control.socket", sock)
+	var buf syncBuffer
+	cmd.Stdout = &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	time.Sleep(200 * time.Millisecond) // subscribed
+	return buf.String
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 func metricValue(body, series string) string {
 	for _, l := range strings.Split(body, "\n") {
 		if strings.HasPrefix(l, series+" ") {
@@ -130,6 +163,8 @@ func TestRemediationProbeRepairsMovedClient(t *testing.T) {
 			m := newMovedClient(t, "rpr", v6)
 			sock := sockPath(t)
 			a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "legacy", "--remediation", "on", "--remediation.strategies", "probe")...)
+			m.agent = a
+			events := collectEvents(t, sock)
 			m.move(t)
 			took := m.waitTraffic(t, staleThreshold+3*time.Second)
 			e := m.kernelEntry(t)
@@ -144,7 +179,66 @@ func TestRemediationProbeRepairsMovedClient(t *testing.T) {
 				t.Errorf("detection-to-fix count = %q, want 1", v)
 			}
 			t.Logf("traffic back after %v; kernel entry %v %s", took.Round(100*time.Millisecond), e.State, e.LLAddr)
+			if !strings.Contains(grep(events(), `"cause":"remediation"`), "strategy=probe outcome=moved") {
+				t.Errorf("no remediation event with the outcome in the event stream")
+			}
+			if !strings.Contains(grep(a.logs(), "component=remediation"), "outcome=moved") {
+				t.Errorf("the action is not in the log")
+			}
 			checkMetricsLint(t, body)
+		})
+	}
+}
+
+// TestRemediationKick: kick (NTF_USE) repairs an entry stuck by bypass
+// traffic whose host did not move (the kernel's unicast probe reaches it).
+// When the host moved, the kernel's probes go to the old MAC and the entry
+// goes FAILED; only the next packet, which the legacy datapath then sends
+// through bpf_redirect_neigh (NO_NEIGH), resolves the host afresh (see
+// docs/remediation.md). The events must show that detour through FAILED.
+func TestRemediationKick(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	for _, moved := range []bool{false, true} {
+		name := "host-in-place"
+		if moved {
+			name = "host-moved"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m := newMovedClient(t, "rkk", false)
+			for k, v := range map[string]string{
+				"net.ipv4.neigh." + lab.NodeClientIf + ".delay_first_probe_time": "1",
+				"net.ipv4.neigh." + lab.NodeClientIf + ".retrans_time_ms":        "200",
+			} {
+				if err := m.Node.Sysctl(k, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sock := sockPath(t)
+			a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "legacy", "--remediation", "on",
+				"--remediation.strategies", "kick", "--remediation.kernel-timeout", "4s")...)
+			m.agent = a
+			events := collectEvents(t, sock)
+			if moved {
+				m.move(t)
+			}
+			want := `neighwatch_remediation_actions_total{outcome="fixed",strategy="kick"}`
+			if moved {
+				want = `neighwatch_remediation_actions_total{outcome="moved",strategy="kick"}`
+			}
+			deadline := time.Now().Add(15 * time.Second)
+			for metricValue(a.metrics(t), want) != "1" {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s not 1\n%s\n%s", want, grep(a.metrics(t), "remediation_actions_total"), grep(a.logs(), "remediation"))
+				}
+				_ = m.Client.Ping(m.backend, 1, "1") // bypass traffic keeps it stuck
+			}
+			failed := strings.Contains(grep(events(), `"ip":"10.0.1.2"`), `"to":"failed"`)
+			if failed != moved {
+				t.Errorf("entry went through FAILED: %v, want %v\n%s", failed, moved, grep(events(), `"ip":"10.0.1.2"`))
+			}
+			t.Logf("kernel entry after the kick: %v", m.kernelEntryOrErr())
 		})
 	}
 }

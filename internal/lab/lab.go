@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"runtime"
@@ -381,11 +382,11 @@ func (n NS) Entry(dev string, ip netip.Addr) (NeighJSON, error) {
 // and returns the status code and body.
 func (n NS) HTTPGet(url string) (int, string, error) {
 	var conn net.Conn
-	var err error
-	host := strings.TrimPrefix(url, "http://")
-	if i := strings.IndexByte(host, '/'); i >= 0 {
-		host = host[:i]
+	u, err := neturl.Parse(url)
+	if err != nil {
+		return 0, "", err
 	}
+	host := u.Host
 	err = n.Do(func() error {
 		var err error
 		conn, err = net.DialTimeout("tcp", host, 5*time.Second)

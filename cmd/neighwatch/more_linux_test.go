@@ -1,0 +1,112 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/neighwatch/neighwatch/internal/lab"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// TestMetricsBasicAuth: --web.config.file from exporter-toolkit guards
+// /metrics with basic auth.
+func TestMetricsBasicAuth(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	ns := lab.NewNS(t, "wba")
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(cfg, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := sockPath(t)
+	cmd := ns.Command(binPath, "agent", "--metrics.listen", metricsAddr, "--control.socket", sock, "--web.config.file", cfg)
+	a := &agentProc{ns: ns, sock: sock, done: make(chan error, 1), cmd: cmd}
+	cmd.Stderr, cmd.Stdout = a, a
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { a.done <- cmd.Wait() }()
+	t.Cleanup(func() { a.stop(t) })
+	var code int
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _, err = ns.HTTPGet("http://" + metricsAddr + "/metrics")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent not serving: %v\n%s", err, a.logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code != http.StatusUnauthorized {
+		t.Fatalf("/metrics without credentials: %d, want 401", code)
+	}
+	code, body, err := ns.HTTPGet("http://prom:s3cret@" + metricsAddr + "/metrics")
+	if err != nil || code != 200 || !strings.Contains(body, "neighwatch_build_info") {
+		t.Fatalf("/metrics with credentials: %d %v", code, err)
+	}
+	// The control socket is root-only.
+	fi, err := os.Stat(sock)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("control socket mode %v, %v; want 0600", fi.Mode(), err)
+	}
+}
+
+// TestKilledAgentLeavesNoDatapath: links are not pinned, so SIGKILL takes
+// the datapath with the process and the kernel forwards as before.
+func TestKilledAgentLeavesNoDatapath(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	l := lab.New(t, "kil")
+	sock := sockPath(t)
+	a := startAgent(t, l.Node, sock, "--datapath.interfaces", lab.NodeBackendIf, "--tracer", "xmit")
+	n1, err := l.Node.Ifindex(lab.NodeBackendIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The programs on n1's tcx ingress, asked of the kernel in the node.
+	attached := func() int {
+		var n int
+		if err := l.Node.Do(func() error {
+			res, err := link.QueryPrograms(link.QueryOptions{Target: n1, Attach: ebpf.AttachTCXIngress})
+			if err != nil {
+				return err
+			}
+			n = len(res.Programs)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if attached() != 1 {
+		t.Fatalf("%d programs on n1's tcx ingress, want the datapath", attached())
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.done
+	a.done <- nil
+	deadline := time.Now().Add(5 * time.Second)
+	for attached() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("datapath still attached 5s after SIGKILL")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := l.Client.Ping(lab.BackendIP, 2, "2"); err != nil {
+		t.Fatalf("kernel forwarding after the agent died: %v", err)
+	}
+}
