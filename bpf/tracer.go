@@ -167,8 +167,11 @@ func (t *Tracer) loadFentry(specFn func() (*ebpf.CollectionSpec, error)) error {
 		return err
 	}
 	var objs fentryObjects
+	// Share every map the two objects have in common: one mirror, one set
+	// of counters, and no second copy of the ring buffer.
 	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"neigh_mirror": t.objs.NeighMirror, "hits": t.objs.Hits, "tr_stats": t.objs.TrStats,
+		"stale_macs": t.objs.StaleMacs, "tp_events": t.objs.TpEvents, "watched_big": t.objs.WatchedBig,
 	}})
 	if err != nil {
 		if errors.Is(err, unix.EPERM) {

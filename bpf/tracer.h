@@ -135,6 +135,7 @@ __u32 mac_bloom[MAC_BLOOM_SLOTS];
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32);
 	__type(value, __u8);
 } watched_big SEC(".maps");
@@ -149,6 +150,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* usually few STALE MACs: allocate on demand */
 	__type(key, struct mkey);
 	__type(value, struct mval);
 } stale_macs SEC(".maps");

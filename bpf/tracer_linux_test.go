@@ -3,6 +3,7 @@ package bpf
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -277,4 +278,26 @@ func TestFentryFallback(t *testing.T) {
 		t.Fatal("xmit mode without a fallback reason")
 	}
 	t.Logf("this kernel: fentry mode %s, fallback reason: %v", tr2.Mode, tr2.Fallback)
+}
+
+// TestTracerBlamesTheGateway: routed traffic goes to the gateway's MAC with
+// a destination IP that has no entry of its own; the hits belong to the
+// gateway's entry.
+func TestTracerBlamesTheGateway(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	s := newStuckLab(t, "trg", ModeLegacy, TracerXmit)
+	// The client becomes the gateway to 10.0.9.0/24.
+	s.Node.MustIP(t, "route", "add", "10.0.9.0/24", "via", lab.ClientIP.String(), "dev", lab.NodeClientIf)
+	if err := s.Backend.Ping(netip.MustParseAddr("10.0.9.5"), 10, "1"); err == nil {
+		t.Fatal("routed pings answered")
+	}
+	k := s.clientKey(t)
+	waitUntil(t, 5*time.Second, "hits on the gateway's entry", func() bool {
+		e, _ := s.mon.Table().Lookup(k)
+		return e.BypassPackets >= 8
+	})
+	if _, ok := s.mon.Table().Lookup(monitor.Key{Ifindex: k.Ifindex, Addr: netip.MustParseAddr("10.0.9.5")}); ok {
+		t.Fatal("an entry for the routed destination exists: the test would not show attribution")
+	}
 }

@@ -7,7 +7,6 @@ pkgs=(
   clang llvm libbpf-dev bpftool   # eBPF programs (bpf2go)
   iproute2 iputils-ping iputils-arping tcpdump util-linux  # lab and tests
   prometheus                      # promtool: metrics and rules linting
-  ethtool
 )
 missing=()
 for p in "${pkgs[@]}"; do
