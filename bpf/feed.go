@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,33 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/neighwatch/neighwatch/monitor"
 )
+
+// seedFrom seeds the mirror from the table entry by entry, so a table of
+// 100,000 entries is never copied whole.
+func (t *Tracer) seedFrom(tb *monitor.Table) (int, error) {
+	keys := tb.Keys()
+	batch := make([]SeedEntry, 0, 1024)
+	n := 0
+	flush := func() error {
+		k, err := t.Seed(batch)
+		n += k
+		batch = batch[:0]
+		return err
+	}
+	for _, k := range keys {
+		e, ok := tb.Lookup(k)
+		if !ok {
+			continue
+		}
+		batch = append(batch, SeedEntry{Ifindex: int(e.Ifindex), Addr: e.Addr, State: uint8(e.State), MAC: []byte(e.LLAddr)})
+		if len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, flush()
+}
 
 // FeedCounters count what the feed did.
 type FeedCounters struct {
@@ -48,15 +76,16 @@ func (t *Tracer) Feed(ctx context.Context, m *monitor.Monitor, interval time.Dur
 		watched = idx
 	}
 	syncWatched()
-	entries, _ := m.Table().Snapshot()
-	seed := make([]SeedEntry, 0, len(entries))
-	for _, e := range entries {
-		seed = append(seed, SeedEntry{Ifindex: int(e.Ifindex), Addr: e.Addr, State: uint8(e.State), MAC: e.HardwareAddr()})
-	}
-	n, err := t.Seed(seed)
+	// Seeding makes short-lived garbage per entry; collect it more often
+	// than usual meanwhile so the heap does not double for it.
+	gc := debug.SetGCPercent(25)
+	n, err := t.seedFrom(m.Table())
+	debug.SetGCPercent(gc)
 	if err != nil {
 		log.Warn("tracer: seeding the in-kernel mirror failed; entries are mirrored from their next change", "err", err)
 	}
+	// Seeding a large table allocates for a moment; give it back.
+	debug.FreeOSMemory()
 	log.Info("tracer running", "mode", t.Mode, "seeded", n, "interfaces", len(watched))
 
 	go func() {
@@ -87,8 +116,7 @@ func (t *Tracer) Feed(ctx context.Context, m *monitor.Monitor, interval time.Dur
 	last := make(map[HitKey]uint64)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	t.refreshMapSizes()
-	lastSizes := time.Now()
+	lastSizes := time.Now() // the first count a minute in, not during start-up
 	for {
 		select {
 		case <-ctx.Done():
@@ -97,8 +125,8 @@ func (t *Tracer) Feed(ctx context.Context, m *monitor.Monitor, interval time.Dur
 		case <-tick.C:
 		}
 		syncWatched()
-		if time.Since(lastSizes) >= 10*time.Second {
-			t.refreshMapSizes()
+		if time.Since(lastSizes) >= time.Minute {
+			t.refreshMirrorSize()
 			lastSizes = time.Now()
 		}
 		hits, err := t.Hits()

@@ -297,9 +297,19 @@ func (k tracerNkey) hitKey() HitKey {
 
 // Seed fills the in-kernel mirror with entries the tracepoints have not
 // reported yet. The tracepoints are attached first, so an entry they have
-// already recorded is newer and is left alone.
+// already recorded is newer and is left alone. The per-interface counters
+// and the MAC filter are read once, updated in memory and written back
+// once; a tracepoint that changes them in between loses that change.
 func (t *Tracer) Seed(entries []SeedEntry) (int, error) {
-	n := 0
+	var buckets [4096]uint32
+	var bloom [16384]uint32
+	if err := t.objs.StaleOnIf.Get(&buckets); err != nil {
+		return 0, err
+	}
+	if err := t.objs.MacBloom.Get(&bloom); err != nil {
+		return 0, err
+	}
+	n, stale := 0, 0
 	for _, e := range entries {
 		k := nkeyOf(e.Ifindex, e.Addr)
 		v := tracerNval{State: e.State}
@@ -311,7 +321,7 @@ func (t *Tracer) Seed(entries []SeedEntry) (int, error) {
 			return n, fmt.Errorf("seed tracer mirror: %w", err)
 		}
 		n++
-		if e.State != 0x04 { // NUD_STALE
+		if e.State != 0x04 || len(e.MAC) < 6 { // NUD_STALE
 			continue
 		}
 		mk := tracerMkey{Ifindex: uint32(e.Ifindex), Family: k.Family}
@@ -325,24 +335,17 @@ func (t *Tracer) Seed(entries []SeedEntry) (int, error) {
 		if err := t.objs.StaleMacs.Put(mk, mv); err != nil {
 			return n, fmt.Errorf("seed STALE MACs: %w", err)
 		}
-		var buckets [4096]uint32
-		if err := t.objs.StaleOnIf.Get(&buckets); err != nil {
-			return n, err
-		}
 		buckets[e.Ifindex%len(buckets)]++
-		if err := t.objs.StaleOnIf.Set(buckets); err != nil {
-			return n, err
-		}
-		var bloom [16384]uint32
-		if err := t.objs.MacBloom.Get(&bloom); err != nil {
-			return n, err
-		}
 		bloom[bloomSlot(uint32(e.Ifindex), e.MAC, k.Family)]++
-		if err := t.objs.MacBloom.Set(bloom); err != nil {
-			return n, err
-		}
+		stale++
 	}
-	return n, nil
+	if stale == 0 {
+		return n, nil
+	}
+	if err := t.objs.StaleOnIf.Set(buckets); err != nil {
+		return n, err
+	}
+	return n, t.objs.MacBloom.Set(bloom)
 }
 
 // bloomSlot is bloom_slot() of tracer.h.
@@ -363,16 +366,19 @@ func (t *Tracer) Hits() (map[HitKey]uint64, error) {
 	var k tracerNkey
 	var per []uint64
 	it := t.objs.Hits.Iterate()
+	n := 0
 	for it.Next(&k, &per) {
 		var sum uint64
 		for _, v := range per {
 			sum += v
 		}
 		out[k.hitKey()] += sum
+		n++
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read tracer hits: %w", err)
 	}
+	t.hitEntries.Store(int64(n))
 	return out, nil
 }
 
@@ -407,10 +413,9 @@ func (t *Tracer) Stats() (TracerStats, error) {
 	return s, nil
 }
 
-// refreshMapSizes counts the entries of the hits and mirror maps. It walks
-// them, so the feed calls it off the scrape path.
-func (t *Tracer) refreshMapSizes() {
-	t.hitEntries.Store(int64(countKeys(t.objs.Hits)))
+// refreshMirrorSize counts the mirror's entries. It walks the map with a
+// syscall per key, so the feed calls it rarely and off the scrape path.
+func (t *Tracer) refreshMirrorSize() {
 	t.mirrorEntries.Store(int64(countKeys(t.objs.NeighMirror)))
 }
 

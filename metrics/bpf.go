@@ -29,7 +29,7 @@ func NewBPFCollector(src BPFSource) *BPFCollector {
 	return &BPFCollector{
 		src:         src,
 		mode:        desc("tracer_mode", "The running tracer mode (1 for the active one): off, xmit or fentry.", "mode"),
-		mapEntries:  desc("tracer_map_entries", "Entries in the tracer's maps, counted every 10s.", "map"),
+		mapEntries:  desc("tracer_map_entries", "Entries in the tracer's maps (hits: every tracer interval; mirror: every minute).", "map"),
 		mapCapacity: desc("tracer_map_capacity", "Capacity of the tracer's maps.", "map"),
 		dropped:     desc("tracer_dropped_total", "Tracer records lost: hits (map full), mirror updates, ring buffer events.", "kind"),
 		lookups:     desc("tracer_xmit_lookups_total", "Transmitted packets that passed the cheap filters and needed a STALE-MAC lookup."),

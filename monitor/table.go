@@ -499,3 +499,15 @@ func (t *Table) Publish(ev Event) {
 
 // LinkName returns the name the table knows for an interface.
 func (t *Table) LinkName(ifindex int32) string { return t.linkName(ifindex) }
+
+// Keys returns the key of every entry: a cheap way to walk a large table
+// entry by entry (with Lookup) without copying it whole.
+func (t *Table) Keys() []Key {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Key, 0, len(t.entries))
+	for k := range t.entries {
+		out = append(out, k)
+	}
+	return out
+}

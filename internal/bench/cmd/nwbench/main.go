@@ -259,12 +259,19 @@ func runAgent(nsx lab.NS, bin string, scrapes int) (agentResult, error) {
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
 	sc := bufio.NewScanner(stderr)
 	loaded := make(chan float64, 1)
+	settled := make(chan struct{})
 	go func() {
 		for sc.Scan() {
 			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "neighbour table loaded" {
+			if json.Unmarshal(sc.Bytes(), &m) != nil {
+				continue
+			}
+			switch m["msg"] {
+			case "neighbour table loaded":
 				took, _ := m["took"].(float64) // slog encodes durations in ns
 				loaded <- took / 1e9
+			case "tracer running", "tracer disabled":
+				close(settled)
 			}
 		}
 	}()
@@ -282,6 +289,12 @@ func runAgent(nsx lab.NS, bin string, scrapes int) (agentResult, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Scrape the steady state: after the tracer has seeded its mirror.
+	select {
+	case <-settled:
+	case <-time.After(30 * time.Second):
+	}
+	time.Sleep(time.Second)
 	res.HWMKB, res.RSSKB = procMem(cmd.Process.Pid)
 	for i := 0; i < scrapes; i++ {
 		t0 := time.Now()
