@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"log/slog"
+	"net"
 	"strconv"
 	"sync/atomic"
 
@@ -195,5 +196,5 @@ func macString(s string) string {
 	if s == "" {
 		return ""
 	}
-	return monitorHW(s)
+	return net.HardwareAddr(s).String()
 }

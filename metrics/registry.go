@@ -1,15 +1,11 @@
 package metrics
 
 import (
-	"net"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/common/version"
 )
-
-func monitorHW(s string) string { return net.HardwareAddr(s).String() }
 
 // NewRegistry returns a registry with the neighbour collector, build info,
 // and the Go and process collectors. Nothing is registered globally.

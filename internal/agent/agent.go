@@ -113,26 +113,12 @@ func Run(ctx context.Context, cfg Config) error {
 			return 0
 		}
 	})
-	rcfg := cfg.Remediation
-	rcfg.Logger = log.With("component", "remediation")
-	var actor remediate.Actor
-	if na, err := remediate.NewNetActor(); err != nil {
-		log.Warn("remediation cannot act, it only reports (dry-run)", "err", err)
-		rcfg.Mode = remediate.ModeDryRun
-	} else {
-		defer na.Close()
-		actor = na
+	rem, err := startRemediation(cfg, caps, mon, eb, log)
+	if err != nil {
+		return err
 	}
-	if rcfg.Mode == remediate.ModeOn && (!hasCap(caps, capNetAdmin) || !hasCap(caps, capNetRaw)) {
-		log.Warn("remediation switched to dry-run: acting needs CAP_NET_ADMIN and CAP_NET_RAW (run as root)")
-		rcfg.Mode = remediate.ModeDryRun
-	}
-	var swapper remediate.Swapper
-	if cfg.DatapathAuto {
-		swapper = eb
-	}
-	engine := remediate.New(rcfg, mon.Table(), actor, swapper)
-	log.Info("remediation", "mode", rcfg.Mode, "scope", rcfg.Scope, "strategies", fmt.Sprint(engine.Config().Strategies), "rate", engine.Config().Rate)
+	defer rem.Close()
+	engine := rem.engine
 	reg, err := metrics.NewRegistry(coll, readyGauge, metrics.NewBPFCollector(eb), metrics.NewRemediationCollector(engine))
 	if err != nil {
 		return fmt.Errorf("register metrics: %w", err)
@@ -188,48 +174,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			log.Warn("control socket disabled: status and events subcommands will not reach this agent", "err", err)
 		} else {
-			h := control.NewHandler(mon.Table())
-			h.Handle("GET /v1/datapath", func(w http.ResponseWriter, _ *http.Request) {
-				control.WriteJSON(w, http.StatusOK, eb.DatapathModes())
-			})
-			h.Handle("POST /v1/datapath", func(w http.ResponseWriter, r *http.Request) {
-				var req control.DatapathRequest
-				if err := control.ReadJSON(r, &req); err != nil {
-					control.WriteError(w, http.StatusBadRequest, err)
-					return
-				}
-				m, err := bpf.ParseMode(req.Mode)
-				if err == nil {
-					err = eb.SetDatapathMode(req.Interface, m)
-				}
-				if err != nil {
-					control.WriteError(w, http.StatusBadRequest, err)
-					return
-				}
-				log.Info("datapath mode changed", "interface", req.Interface, "mode", m, "by", "control socket")
-				control.WriteJSON(w, http.StatusOK, eb.DatapathModes())
-			})
-			h.Handle("GET /v1/remediation", func(w http.ResponseWriter, _ *http.Request) {
-				control.WriteJSON(w, http.StatusOK, remediationStatus(engine))
-			})
-			h.Handle("POST /v1/remediation", func(w http.ResponseWriter, r *http.Request) {
-				var req control.RemediationRequest
-				if err := control.ReadJSON(r, &req); err != nil {
-					control.WriteError(w, http.StatusBadRequest, err)
-					return
-				}
-				m, err := remediate.ParseMode(req.Mode)
-				if err != nil {
-					control.WriteError(w, http.StatusBadRequest, err)
-					return
-				}
-				if m == remediate.ModeOn && actor == nil {
-					control.WriteError(w, http.StatusConflict, errors.New("remediation cannot act in this agent (see its log); only off and dry-run are possible"))
-					return
-				}
-				engine.SetMode(m)
-				control.WriteJSON(w, http.StatusOK, remediationStatus(engine))
-			})
+			h := controlHandler(mon, eb, rem, log)
 			csrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 			g.Go(func() error {
 				if err := csrv.Serve(cl); !errors.Is(err, http.ErrServerClosed) {
@@ -260,6 +205,54 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	return g.Wait()
+}
+
+// controlHandler is the control API: the table and events, the datapath
+// modes, and the remediation switch.
+func controlHandler(mon *monitor.Monitor, eb *ebpfParts, rem *remediation, log *slog.Logger) *control.Handler {
+	h := control.NewHandler(mon.Table())
+	h.Handle("GET /v1/datapath", func(w http.ResponseWriter, _ *http.Request) {
+		control.WriteJSON(w, http.StatusOK, eb.DatapathModes())
+	})
+	h.Handle("POST /v1/datapath", func(w http.ResponseWriter, r *http.Request) {
+		var req control.DatapathRequest
+		if err := control.ReadJSON(r, &req); err != nil {
+			control.WriteError(w, http.StatusBadRequest, err)
+			return
+		}
+		m, err := bpf.ParseMode(req.Mode)
+		if err == nil {
+			err = eb.SetDatapathMode(req.Interface, m)
+		}
+		if err != nil {
+			control.WriteError(w, http.StatusBadRequest, err)
+			return
+		}
+		log.Info("datapath mode changed", "interface", req.Interface, "mode", m, "by", "control socket")
+		control.WriteJSON(w, http.StatusOK, eb.DatapathModes())
+	})
+	h.Handle("GET /v1/remediation", func(w http.ResponseWriter, _ *http.Request) {
+		control.WriteJSON(w, http.StatusOK, remediationStatus(rem.engine))
+	})
+	h.Handle("POST /v1/remediation", func(w http.ResponseWriter, r *http.Request) {
+		var req control.RemediationRequest
+		if err := control.ReadJSON(r, &req); err != nil {
+			control.WriteError(w, http.StatusBadRequest, err)
+			return
+		}
+		m, err := remediate.ParseMode(req.Mode)
+		if err != nil {
+			control.WriteError(w, http.StatusBadRequest, err)
+			return
+		}
+		if m == remediate.ModeOn && rem.cannotAct != nil {
+			control.WriteError(w, http.StatusConflict, fmt.Errorf("remediation cannot act in this agent: %w; only off and dry-run are possible", rem.cannotAct))
+			return
+		}
+		rem.engine.SetMode(m)
+		control.WriteJSON(w, http.StatusOK, remediationStatus(rem.engine))
+	})
+	return h
 }
 
 func remediationStatus(e *remediate.Engine) control.RemediationStatus {
