@@ -430,6 +430,31 @@ func countKeys(m *ebpf.Map) int {
 	return n
 }
 
+// RedirectHelpers names the helpers the fentry tracer counts, in the
+// order of fentry.c.
+var RedirectHelpers = []string{"bpf_redirect", "bpf_redirect_neigh", "bpf_redirect_peer"}
+
+// Redirects returns, in fentry mode, the redirects counted per helper and
+// whether the FIB lookup before them had resolved to a STALE entry
+// ([helper][0] other, [helper][1] stale). ok is false in xmit mode.
+func (t *Tracer) Redirects() (counts [3][2]uint64, ok bool, err error) {
+	if t.fentry == nil {
+		return counts, false, nil
+	}
+	for h := range counts {
+		for c := range counts[h] {
+			var per []uint64
+			if err := t.fentry.FeRedirects.Lookup(uint32(h*2+c), &per); err != nil {
+				return counts, true, fmt.Errorf("read fentry redirect counters: %w", err)
+			}
+			for _, v := range per {
+				counts[h][c] += v
+			}
+		}
+	}
+	return counts, true, nil
+}
+
 // SilentTransition is a transition the tracepoints saw and netlink never
 // reports.
 type SilentTransition struct {

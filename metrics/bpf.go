@@ -10,6 +10,9 @@ type BPFSource interface {
 	// TracerMode is "off", "xmit" or "fentry".
 	TracerMode() string
 	TracerStats() (bpf.TracerStats, bool)
+	// Redirects are the fentry tracer's counts by helper and next-hop
+	// state; ok is false in other modes.
+	Redirects() (counts [3][2]uint64, ok bool)
 	FeedCounters() *bpf.FeedCounters
 	DatapathCounts() (map[bpf.Decision]uint64, bool)
 	// DatapathModes maps interface names to their datapath mode.
@@ -21,7 +24,7 @@ type BPFCollector struct {
 	src                                    BPFSource
 	mode, mapEntries, mapCapacity, dropped *prometheus.Desc
 	lookups, transitions, hitsUnknown      *prometheus.Desc
-	decisions, dpMode                      *prometheus.Desc
+	decisions, dpMode, redirects           *prometheus.Desc
 }
 
 // NewBPFCollector returns the collector.
@@ -36,13 +39,14 @@ func NewBPFCollector(src BPFSource) *BPFCollector {
 		transitions: desc("tracer_transitions_total", "Silent transitions from the tracepoints: applied to the table, or already overtaken by netlink.", "result"),
 		hitsUnknown: desc("tracer_hits_unattributed_total", "Bypass packets counted for entries the table does not hold."),
 		decisions:   desc("datapath_decisions_total", "What the forwarding datapath did with each packet.", "decision"),
+		redirects:   desc("tracer_redirects_total", "fentry mode: redirect helper calls by helper and the state of the neighbour the FIB lookup before them resolved.", "helper", "nexthop"),
 		dpMode:      desc("datapath_mode", "The datapath mode attached to an interface (1 for the active one).", "interface", "mode"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *BPFCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.mode, c.mapEntries, c.mapCapacity, c.dropped, c.lookups, c.transitions, c.hitsUnknown, c.decisions, c.dpMode} {
+	for _, d := range []*prometheus.Desc{c.mode, c.mapEntries, c.mapCapacity, c.dropped, c.lookups, c.transitions, c.hitsUnknown, c.decisions, c.dpMode, c.redirects} {
 		ch <- d
 	}
 }
@@ -70,6 +74,12 @@ func (c *BPFCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- counter(c.transitions, float64(f.Transitions.Load()), "applied")
 		ch <- counter(c.transitions, float64(f.TransitionsStale.Load()), "overtaken")
 		ch <- counter(c.hitsUnknown, float64(f.HitsUnknown.Load()))
+	}
+	if counts, ok := c.src.Redirects(); ok {
+		for h, name := range bpf.RedirectHelpers {
+			ch <- counter(c.redirects, float64(counts[h][0]), name, "other")
+			ch <- counter(c.redirects, float64(counts[h][1]), name, "stale")
+		}
 	}
 	if counts, ok := c.src.DatapathCounts(); ok {
 		for _, d := range bpf.Decisions() {

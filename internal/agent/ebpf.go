@@ -91,6 +91,14 @@ func (e *ebpfParts) TracerStats() (bpf.TracerStats, bool) {
 
 func (e *ebpfParts) FeedCounters() *bpf.FeedCounters { return &e.feed }
 
+func (e *ebpfParts) Redirects() ([3][2]uint64, bool) {
+	if e.tracer == nil {
+		return [3][2]uint64{}, false
+	}
+	c, ok, err := e.tracer.Redirects()
+	return c, ok && err == nil
+}
+
 func (e *ebpfParts) DatapathCounts() (map[bpf.Decision]uint64, bool) {
 	if e.dp == nil {
 		return nil, false
