@@ -34,14 +34,8 @@ func newStuckLab(t *testing.T, prefix string, mode Mode, tmode TracerMode) *stuc
 		t.Fatal(err)
 	}
 	// Quick neighbour timers on the node so recovery fits in a test.
-	for k, v := range map[string]string{
-		"net.ipv4.neigh." + lab.NodeClientIf + ".delay_first_probe_time": "1",
-		"net.ipv4.neigh." + lab.NodeClientIf + ".retrans_time_ms":        "300",
-		"net.ipv4.neigh." + lab.NodeClientIf + ".base_reachable_time_ms": "30000",
-	} {
-		if err := l.Node.Sysctl(k, v); err != nil {
-			t.Fatal(err)
-		}
+	if err := l.Node.QuickNeighTimers(lab.NodeClientIf); err != nil {
+		t.Fatal(err)
 	}
 	old, err := l.Client.MAC(lab.ClientIf)
 	if err != nil {

@@ -22,7 +22,9 @@ func (f *fakeBPF) Redirects() ([3][2]uint64, bool) {
 func (f *fakeBPF) DatapathCounts() (map[bpf.Decision]uint64, bool) {
 	return map[bpf.Decision]uint64{bpf.Redirect: 9}, true
 }
-func (f *fakeBPF) DatapathModes() map[string]bpf.Mode { return map[string]bpf.Mode{"eth1": bpf.ModeNeigh} }
+func (f *fakeBPF) DatapathModes() map[string]bpf.Mode {
+	return map[string]bpf.Mode{"eth1": bpf.ModeNeigh}
+}
 
 func TestBPFCollector(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()

@@ -108,13 +108,8 @@ func TestDatapathSwapUnderTraffic(t *testing.T) {
 	if err := l.PinClientToNode(); err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range map[string]string{
-		"net.ipv4.neigh." + lab.NodeClientIf + ".delay_first_probe_time": "1",
-		"net.ipv4.neigh." + lab.NodeClientIf + ".retrans_time_ms":        "300",
-	} {
-		if err := l.Node.Sysctl(k, v); err != nil {
-			t.Fatal(err)
-		}
+	if err := l.Node.QuickNeighTimers(lab.NodeClientIf); err != nil {
+		t.Fatal(err)
 	}
 	sock := sockPath(t)
 	a := startAgent(t, l.Node, sock, "--tracer", "xmit", "--stale-threshold", "2s",

@@ -68,15 +68,7 @@ const metricsAddr = "127.0.0.1:9947" // each namespace has its own loopback
 func startAgent(t *testing.T, ns lab.NS, sock string, args ...string) *agentProc {
 	t.Helper()
 	full := append([]string{"agent", "--metrics.listen", metricsAddr, "--control.socket", sock, "--log.level", "debug"}, args...)
-	a := &agentProc{ns: ns, sock: sock, done: make(chan error, 1)}
-	a.cmd = ns.Command(binPath, full...)
-	a.cmd.Stderr = a
-	a.cmd.Stdout = a
-	if err := a.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { a.done <- a.cmd.Wait() }()
-	t.Cleanup(func() { a.stop(t) })
+	a := runAgentCmd(t, ns, sock, ns.Command(binPath, full...))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		code, _, err := ns.HTTPGet("http://" + metricsAddr + "/readyz")
@@ -94,6 +86,20 @@ func startAgent(t *testing.T, ns lab.NS, sock string, args ...string) *agentProc
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// runAgentCmd starts an agent command (run in ns) and stops it when the
+// test ends.
+func runAgentCmd(t *testing.T, ns lab.NS, sock string, cmd *exec.Cmd) *agentProc {
+	t.Helper()
+	a := &agentProc{ns: ns, sock: sock, done: make(chan error, 1), cmd: cmd}
+	cmd.Stderr, cmd.Stdout = a, a
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { a.done <- cmd.Wait() }()
+	t.Cleanup(func() { a.stop(t) })
+	return a
 }
 
 // stop sends SIGTERM and requires a clean exit.
@@ -357,15 +363,8 @@ func TestUnprivilegedAgent(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	_ = os.Chmod(dir, 0o777)
 	sock := filepath.Join(dir, "nw.sock")
-	cmd := ns.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
-		binPath, "agent", "--metrics.listen", metricsAddr, "--control.socket", sock)
-	a := &agentProc{ns: ns, sock: sock, done: make(chan error, 1), cmd: cmd}
-	cmd.Stderr, cmd.Stdout = a, a
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { a.done <- cmd.Wait() }()
-	t.Cleanup(func() { a.stop(t) })
+	a := runAgentCmd(t, ns, sock, ns.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+		binPath, "agent", "--metrics.listen", metricsAddr, "--control.socket", sock))
 	waitReady(t, a)
 	body := a.metrics(t)
 	if !strings.Contains(body, `neighwatch_neighbours{family="inet",interface="d0",state="stale"} 1`) {

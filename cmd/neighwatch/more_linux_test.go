@@ -30,14 +30,7 @@ func TestMetricsBasicAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := sockPath(t)
-	cmd := ns.Command(binPath, "agent", "--metrics.listen", metricsAddr, "--control.socket", sock, "--web.config.file", cfg)
-	a := &agentProc{ns: ns, sock: sock, done: make(chan error, 1), cmd: cmd}
-	cmd.Stderr, cmd.Stdout = a, a
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { a.done <- cmd.Wait() }()
-	t.Cleanup(func() { a.stop(t) })
+	a := runAgentCmd(t, ns, sock, ns.Command(binPath, "agent", "--metrics.listen", metricsAddr, "--control.socket", sock, "--web.config.file", cfg))
 	var code int
 	deadline := time.Now().Add(10 * time.Second)
 	for {

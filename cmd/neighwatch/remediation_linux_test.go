@@ -207,13 +207,8 @@ func TestRemediationKick(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			m := newMovedClient(t, "rkk", false)
-			for k, v := range map[string]string{
-				"net.ipv4.neigh." + lab.NodeClientIf + ".delay_first_probe_time": "1",
-				"net.ipv4.neigh." + lab.NodeClientIf + ".retrans_time_ms":        "200",
-			} {
-				if err := m.Node.Sysctl(k, v); err != nil {
-					t.Fatal(err)
-				}
+			if err := m.Node.QuickNeighTimers(lab.NodeClientIf); err != nil {
+				t.Fatal(err)
 			}
 			sock := sockPath(t)
 			a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "legacy", "--remediation", "on",
@@ -250,13 +245,8 @@ func TestRemediationSwapsDatapath(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
 	m := newMovedClient(t, "rsw", false)
-	for k, v := range map[string]string{
-		"net.ipv4.neigh." + lab.NodeClientIf + ".delay_first_probe_time": "1",
-		"net.ipv4.neigh." + lab.NodeClientIf + ".retrans_time_ms":        "300",
-	} {
-		if err := m.Node.Sysctl(k, v); err != nil {
-			t.Fatal(err)
-		}
+	if err := m.Node.QuickNeighTimers(lab.NodeClientIf); err != nil {
+		t.Fatal(err)
 	}
 	sock := sockPath(t)
 	a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "auto", "--remediation", "on", "--remediation.strategies", "swap")...)
