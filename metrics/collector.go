@@ -42,6 +42,7 @@ type Collector struct {
 	neighbours, staleLong, stuck, mismatched, oldestStale *prometheus.Desc
 	transitions, lladdrChanges, bypass                    *prometheus.Desc
 	arpPackets, arpMismatches, arpConflicts, arpMalformed *prometheus.Desc
+	ndpPackets                                            *prometheus.Desc
 	resyncs, nlErrors, nlMessages, eventsDropped          *prometheus.Desc
 	gcThresh, tblEntries, tblFulls, tblForcedGC           *prometheus.Desc
 	stuckInfo, stuckInfoDropped                           *prometheus.Desc
@@ -71,9 +72,10 @@ func NewCollector(src Source, stuckCap int, log *slog.Logger) *Collector {
 		lladdrChanges: desc("neighbour_lladdr_changes_total", "Changes of an entry's link-layer address.", "interface", "family"),
 		bypass:        desc("neighbour_bypass_packets_total", "Packets sent to STALE entries without passing the neighbour subsystem, as counted by the tracer.", "interface", "family"),
 		arpPackets:    desc("arp_packets_total", "ARP packets seen by the listeners.", "interface", "kind"),
-		arpMismatches: desc("arp_mismatches_total", "Times an ARP packet showed an entry's IP at a MAC other than the kernel's lladdr.", "interface"),
-		arpConflicts:  desc("arp_conflicts_total", "Times one IP answered from two MACs within the conflict window.", "interface"),
-		arpMalformed:  desc("arp_malformed_frames_total", "Frames on ARP listeners that did not parse as Ethernet/IPv4 ARP."),
+		ndpPackets:    desc("ndp_packets_total", "Neighbor Solicitations and Advertisements seen by the NDP listeners.", "interface", "kind"),
+		arpMismatches: desc("arp_mismatches_total", "Times an ARP or NDP packet showed an entry's IP at a MAC other than the kernel's lladdr.", "interface"),
+		arpConflicts:  desc("arp_conflicts_total", "Times one IP answered from two MACs within the conflict window (ARP or NDP).", "interface"),
+		arpMalformed:  desc("arp_malformed_frames_total", "Frames on ARP and NDP listeners that did not parse."),
 		resyncs:       desc("netlink_resyncs_total", "Full dumps that reconciled the table, by reason.", "reason"),
 		nlErrors:      desc("netlink_errors_total", "Netlink receive and decode errors, by kind.", "kind"),
 		nlMessages:    desc("netlink_messages_total", "Neighbour messages applied to the table."),
@@ -91,7 +93,7 @@ func NewCollector(src Source, stuckCap int, log *slog.Logger) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.neighbours, c.staleLong, c.stuck, c.mismatched, c.oldestStale,
-		c.transitions, c.lladdrChanges, c.bypass, c.arpPackets, c.arpMismatches, c.arpConflicts, c.arpMalformed,
+		c.transitions, c.lladdrChanges, c.bypass, c.arpPackets, c.ndpPackets, c.arpMismatches, c.arpConflicts, c.arpMalformed,
 		c.resyncs, c.nlErrors, c.nlMessages, c.eventsDropped, c.gcThresh, c.tblEntries, c.tblFulls, c.tblForcedGC,
 		c.stuckInfo, c.stuckInfoDropped} {
 		ch <- d
@@ -152,6 +154,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for _, k := range monitor.ARPKinds() {
 			ch <- counter(c.arpPackets, float64(ac.Packets[k].Load()), name, k.String())
+		}
+		for _, k := range monitor.NDPKinds() {
+			ch <- counter(c.ndpPackets, float64(ac.Packets[k].Load()), name, k.String())
 		}
 		ch <- counter(c.arpMismatches, float64(ac.Mismatches.Load()), name)
 		ch <- counter(c.arpConflicts, float64(ac.Conflicts.Load()), name)

@@ -11,18 +11,21 @@ import (
 	"github.com/mdlayher/ethernet"
 )
 
-// ARPKind is what an ARP packet says.
+// ARPKind is what an ARP or NDP packet says.
 type ARPKind uint8
 
-// ARP packet kinds as neighwatch counts them.
+// Packet kinds as neighwatch counts them.
 const (
-	ARPRequest    ARPKind = iota
-	ARPReply              // a reply that is not gratuitous
-	ARPGratuitous         // request or reply announcing the sender's own IP
+	ARPRequest        ARPKind = iota
+	ARPReply                  // a reply that is not gratuitous
+	ARPGratuitous             // request or reply announcing the sender's own IP
+	NDPSolicitation           // Neighbor Solicitation with a source link-layer address
+	NDPAdvertisement          // solicited Neighbor Advertisement
+	NDPUnsolicitedAdv         // unsolicited Neighbor Advertisement (IPv6's gratuitous ARP)
 	numARPKinds
 )
 
-var arpKindNames = [numARPKinds]string{"request", "reply", "gratuitous"}
+var arpKindNames = [numARPKinds]string{"request", "reply", "gratuitous", "solicitation", "advertisement", "unsolicited_advertisement"}
 
 func (k ARPKind) String() string {
 	if k < numARPKinds {
@@ -31,11 +34,14 @@ func (k ARPKind) String() string {
 	return "unknown"
 }
 
-// ARPKinds lists every kind, for pre-creating metric series.
+// ARPKinds lists the ARP kinds, for pre-creating metric series.
 func ARPKinds() []ARPKind { return []ARPKind{ARPRequest, ARPReply, ARPGratuitous} }
 
-// ARPObservation is the evidence one ARP packet gives: sender IP is at
-// sender MAC.
+// NDPKinds lists the NDP kinds.
+func NDPKinds() []ARPKind { return []ARPKind{NDPSolicitation, NDPAdvertisement, NDPUnsolicitedAdv} }
+
+// ARPObservation is the evidence one ARP or NDP packet gives: sender IP is
+// at sender MAC.
 type ARPObservation struct {
 	Kind      ARPKind
 	SenderIP  netip.Addr

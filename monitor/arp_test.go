@@ -114,11 +114,12 @@ func TestARPWatcherFeed(t *testing.T) {
 		{0xde, 0xad},
 		arpFrame(t, arp.OperationRequest, macB, "10.0.0.1", "10.0.0.1", zero), // moved: gratuitous from B
 	}}
-	l := &arpListener{conn: conn, done: make(chan struct{})}
+	l := &arpListener{conn: conn, done: make(chan struct{}), parse: ParseARP}
 	w := m.ARP
-	w.listeners[4] = l
+	k := listenerKey{ifindex: 4}
+	w.listeners[k] = l
 	w.counters[4] = &ARPCounters{}
-	w.read(4, ownMAC, l, w.counters[4])
+	w.read(k, ownMAC, l, w.counters[4])
 	c := w.counters[4]
 	if c.Packets[ARPRequest].Load() != 1 || c.Packets[ARPGratuitous].Load() != 1 || c.Packets[ARPReply].Load() != 0 {
 		t.Errorf("kinds: %d %d %d", c.Packets[0].Load(), c.Packets[1].Load(), c.Packets[2].Load())
@@ -132,7 +133,7 @@ func TestARPWatcherFeed(t *testing.T) {
 	if e, _ := m.table.Lookup(Key{4, ipA}); !e.Mismatch {
 		t.Error("entry not mismatched")
 	}
-	if !conn.closed || len(w.Listening()) != 0 {
+	if !conn.closed || len(w.Listening(false)) != 0 {
 		t.Error("failed listener not closed and removed")
 	}
 }

@@ -14,7 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ARPWatcher runs one ARP listener per watched Ethernet interface and keeps
+// ARPWatcher runs, per watched Ethernet interface, one ARP listener and one
+// NDP listener (Neighbor Solicitations and Advertisements), and keeps
 // arpwatch-style evidence: the last MAC seen for each sender IP.
 type ARPWatcher struct {
 	m       *Monitor
@@ -23,7 +24,7 @@ type ARPWatcher struct {
 	mu        sync.Mutex
 	running   bool
 	ctx       context.Context
-	listeners map[int32]*arpListener
+	listeners map[listenerKey]*arpListener
 	wanted    map[int32]*linkInfo
 	hosts     map[Key]arpHost
 	counters  map[int32]*ARPCounters
@@ -45,16 +46,22 @@ type arpHost struct {
 	at  int64
 }
 
+type listenerKey struct {
+	ifindex int32
+	ndp     bool
+}
+
 type arpListener struct {
-	conn net.PacketConn
-	done chan struct{}
+	conn  net.PacketConn
+	done  chan struct{}
+	parse func(frame []byte, own net.HardwareAddr) (ARPObservation, error)
 }
 
 func newARPWatcher(m *Monitor) *ARPWatcher {
 	return &ARPWatcher{
 		m:         m,
 		started:   make(chan struct{}),
-		listeners: make(map[int32]*arpListener),
+		listeners: make(map[listenerKey]*arpListener),
 		wanted:    make(map[int32]*linkInfo),
 		hosts:     make(map[Key]arpHost),
 		counters:  make(map[int32]*ARPCounters),
@@ -79,13 +86,16 @@ func (w *ARPWatcher) Counters() map[int32]*ARPCounters {
 	return out
 }
 
-// Listening returns the interfaces with a running listener.
-func (w *ARPWatcher) Listening() []int32 {
+// Listening returns the interfaces with a running ARP listener; ndp
+// selects the NDP listeners instead.
+func (w *ARPWatcher) Listening(ndp bool) []int32 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]int32, 0, len(w.listeners))
 	for k := range w.listeners {
-		out = append(out, k)
+		if k.ndp == ndp {
+			out = append(out, k.ifindex)
+		}
 	}
 	return out
 }
@@ -114,7 +124,7 @@ func (w *ARPWatcher) run(ctx context.Context) error {
 	w.mu.Lock()
 	w.running = false
 	ls := w.listeners
-	w.listeners = make(map[int32]*arpListener)
+	w.listeners = make(map[listenerKey]*arpListener)
 	w.mu.Unlock()
 	for _, l := range ls {
 		l.conn.Close()
@@ -138,53 +148,70 @@ func (w *ARPWatcher) linkChanged(idx int32, li *linkInfo) {
 				}
 			}
 		}
-		if l := w.listeners[idx]; l != nil {
-			delete(w.listeners, idx)
-			l.conn.Close()
+		for _, v6 := range []bool{false, true} {
+			k := listenerKey{idx, v6}
+			if l := w.listeners[k]; l != nil {
+				delete(w.listeners, k)
+				l.conn.Close()
+			}
 		}
 		return
 	}
 	w.wanted[idx] = li
-	if l := w.listeners[idx]; l != nil {
-		return
-	}
 	if w.running {
 		w.startLocked(idx, li)
 	}
 }
 
+// startLocked starts the listeners of an interface that are not running.
 func (w *ARPWatcher) startLocked(idx int32, li *linkInfo) {
 	if w.disabled != nil {
-		return
-	}
-	ifi := &net.Interface{Index: int(idx), Name: li.name, HardwareAddr: li.hw, MTU: li.mtu}
-	var conn net.PacketConn
-	err := inNetns(w.m.ns(), func() error {
-		c, err := packet.Listen(ifi, packet.Raw, unix.ETH_P_ARP, nil)
-		if err != nil {
-			return err
-		}
-		conn = c
-		return nil
-	})
-	if err != nil {
-		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			w.disabled = errors.New("ARP listeners need CAP_NET_RAW (run as root or grant the capability)")
-			w.m.log.Warn("ARP listener disabled: opening a packet socket was refused; mismatch detection is off", "interface", li.name, "err", err)
-			return
-		}
-		w.m.log.Warn("ARP listener not started", "interface", li.name, "err", err)
 		return
 	}
 	if w.counters[idx] == nil {
 		w.counters[idx] = &ARPCounters{}
 	}
-	l := &arpListener{conn: conn, done: make(chan struct{})}
-	w.listeners[idx] = l
-	go w.read(idx, li.hw, l, w.counters[idx])
+	ifi := &net.Interface{Index: int(idx), Name: li.name, HardwareAddr: li.hw, MTU: li.mtu}
+	for _, v6 := range []bool{false, true} {
+		k := listenerKey{idx, v6}
+		if w.listeners[k] != nil {
+			continue
+		}
+		proto, parse, what := unix.ETH_P_ARP, ParseARP, "ARP"
+		var cfg *packet.Config
+		if v6 {
+			filter, err := ndpFilter()
+			if err != nil {
+				w.m.log.Error("NDP socket filter does not assemble", "err", err)
+				continue
+			}
+			proto, parse, what, cfg = unix.ETH_P_IPV6, ParseNDP, "NDP", &packet.Config{Filter: filter}
+		}
+		var conn net.PacketConn
+		err := inNetns(w.m.ns(), func() error {
+			c, err := packet.Listen(ifi, packet.Raw, proto, cfg)
+			if err != nil {
+				return err
+			}
+			conn = c
+			return nil
+		})
+		if err != nil {
+			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+				w.disabled = errors.New("ARP and NDP listeners need CAP_NET_RAW (run as root or grant the capability)")
+				w.m.log.Warn("ARP listener disabled: opening a packet socket was refused; mismatch detection is off", "interface", li.name, "err", err)
+				return
+			}
+			w.m.log.Warn(what+" listener not started", "interface", li.name, "err", err)
+			continue
+		}
+		l := &arpListener{conn: conn, done: make(chan struct{}), parse: parse}
+		w.listeners[k] = l
+		go w.read(k, li.hw, l, w.counters[idx])
+	}
 }
 
-func (w *ARPWatcher) read(idx int32, own net.HardwareAddr, l *arpListener, c *ARPCounters) {
+func (w *ARPWatcher) read(k listenerKey, own net.HardwareAddr, l *arpListener, c *ARPCounters) {
 	defer close(l.done)
 	buf := make([]byte, 2048)
 	failures := 0
@@ -201,22 +228,22 @@ func (w *ARPWatcher) read(idx int32, own net.HardwareAddr, l *arpListener, c *AR
 				continue
 			}
 			w.mu.Lock()
-			if w.listeners[idx] == l {
-				delete(w.listeners, idx)
+			if w.listeners[k] == l {
+				delete(w.listeners, k)
 			}
 			w.mu.Unlock()
 			l.conn.Close()
 			return
 		}
 		failures = 0
-		o, err := ParseARP(buf[:n], own)
+		o, err := l.parse(buf[:n], own)
 		if err != nil {
-			if !errors.Is(err, ErrOwnFrame) && !errors.Is(err, ErrNoSenderIP) {
+			if !errors.Is(err, ErrOwnFrame) && !errors.Is(err, ErrNoSenderIP) && !errors.Is(err, ErrNoLinkLayer) {
 				w.Malformed.Add(1)
 			}
 			continue
 		}
-		w.Observe(idx, o, time.Now())
+		w.Observe(k.ifindex, o, time.Now())
 	}
 }
 
@@ -246,7 +273,7 @@ func (w *ARPWatcher) Observe(idx int32, o ARPObservation, now time.Time) {
 		c.Conflicts.Add(1)
 		if t.events.Active() {
 			t.events.publish(Event{
-				Time: now, Ifindex: idx, Interface: t.linkName(idx), Family: FamilyInet, IP: o.SenderIP,
+				Time: now, Ifindex: idx, Interface: t.linkName(idx), Family: familyOf(o.SenderIP), IP: o.SenderIP,
 				LLAddr: o.SenderMAC, OldLLAddr: net.HardwareAddr(prev.mac), Cause: CauseARP, Kind: "conflict",
 				Detail: "answered from " + net.HardwareAddr(prev.mac).String() + " and " + o.SenderMAC.String() + " within " + w.m.cfg.ConflictWindow.String(),
 			})

@@ -60,17 +60,22 @@ func TestARPListenersFollowLinks(t *testing.T) {
 	t.Parallel()
 	ns := lab.NewNS(t, "arl")
 	m := startMonitor(t, ns, monitor.Config{ARP: true})
-	base := len(m.ARP.Listening())
+	base := len(m.ARP.Listening(false))
+	base6 := len(m.ARP.Listening(true))
 	g0 := runtime.NumGoroutine()
 	for round := 0; round < 5; round++ {
 		for i := 0; i < 4; i++ {
 			ns.MustIP(t, "link", "add", fmt.Sprintf("a%d", i), "type", "veth", "peer", "name", fmt.Sprintf("z%d", i))
 		}
-		waitFor(t, 5*time.Second, "listeners on 8 new interfaces", func() bool { return len(m.ARP.Listening()) == base+8 })
+		waitFor(t, 5*time.Second, "listeners on 8 new interfaces", func() bool {
+			return len(m.ARP.Listening(false)) == base+8 && len(m.ARP.Listening(true)) == base6+8
+		})
 		for i := 0; i < 4; i++ {
 			ns.MustIP(t, "link", "del", fmt.Sprintf("a%d", i)) // takes its peer with it
 		}
-		waitFor(t, 5*time.Second, "listeners to stop", func() bool { return len(m.ARP.Listening()) == base })
+		waitFor(t, 5*time.Second, "listeners to stop", func() bool {
+			return len(m.ARP.Listening(false)) == base && len(m.ARP.Listening(true)) == base6
+		})
 	}
 	if m.ARP.Disabled() != nil {
 		t.Fatalf("listeners disabled: %v", m.ARP.Disabled())

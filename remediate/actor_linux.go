@@ -113,7 +113,15 @@ func probeARP(ifi *net.Interface, e *monitor.Entry, phase int) error {
 }
 
 func probeNDP(ifi *net.Interface, e *monitor.Entry, phase int) error {
-	conn, _, err := ndp.Listen(ifi, ndp.LinkLocal)
+	// The link-local address, as the kernel would use; while it is still
+	// tentative (a new interface), any other address of the interface.
+	var conn *ndp.Conn
+	var err error
+	for _, a := range []ndp.Addr{ndp.LinkLocal, ndp.UniqueLocal, ndp.Global} {
+		if conn, _, err = ndp.Listen(ifi, a); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("open NDP socket on %s: %w", ifi.Name, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdlayher/ndp"
 	"github.com/neighwatch/neighwatch/internal/control"
 	"github.com/neighwatch/neighwatch/internal/lab"
 )
@@ -447,4 +449,69 @@ func TestCLIErrors(t *testing.T) {
 			t.Errorf("neighwatch %v: error is not one line: %q", tc.args, msg)
 		}
 	}
+}
+
+// TestNDPMismatchBecomesStuck is the IPv6 version of the black-hole
+// signature: the client moves and announces itself with an unsolicited
+// Neighbor Advertisement that the node's kernel ignores
+// (drop_unsolicited_na=1) but the NDP listener sees.
+func TestNDPMismatchBecomesStuck(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	l := lab.New(t, "ndm")
+	if err := l.PinClientToNode(); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"net.ipv6.conf.all.drop_unsolicited_na", "net.ipv6.conf." + lab.NodeClientIf + ".drop_unsolicited_na"} {
+		if err := l.Node.Sysctl(k, "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldMAC, _ := l.Client.MAC(lab.ClientIf)
+	if err := l.Node.SetNeigh(lab.NodeClientIf, lab.ClientIP6, oldMAC, "stale"); err != nil {
+		t.Fatal(err)
+	}
+	sock := sockPath(t)
+	a := startAgent(t, l.Node, sock, "--stale-threshold", "3s", "--tracer", "off")
+	newMAC := lab.HostMAC(43, 9)
+	if err := l.MoveClientMAC(newMAC); err != nil {
+		t.Fatal(err)
+	}
+	err := l.Client.Do(func() error {
+		ifi, err := net.InterfaceByName(lab.ClientIf)
+		if err != nil {
+			return err
+		}
+		c, _, err := ndp.Listen(ifi, ndp.UniqueLocal) // the link-local address may still be tentative
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		na := &ndp.NeighborAdvertisement{Override: true, TargetAddress: lab.ClientIP6,
+			Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: newMAC}}}
+		return c.WriteTo(na, nil, netip.MustParseAddr("ff02::1").WithZone(lab.ClientIf))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var e control.Entry
+	for {
+		e, _ = findEntry(statusJSON(t, sock), lab.NodeClientIf, lab.ClientIP6.String())
+		if e.Class == "stuck" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("IPv6 entry not stuck after 10s: %+v\n%s", e, a.logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !e.Mismatch || e.SeenLLAddr != newMAC.String() || e.LLAddr != oldMAC.String() {
+		t.Errorf("status: mismatch=%v seen=%s lladdr=%s", e.Mismatch, e.SeenLLAddr, e.LLAddr)
+	}
+	body := a.metrics(t)
+	if v := metricValue(body, `neighwatch_ndp_packets_total{interface="n0",kind="unsolicited_advertisement"}`); v != "1" {
+		t.Errorf("unsolicited advertisements counted: %q, want 1", v)
+	}
+	checkMetricsLint(t, body)
 }
