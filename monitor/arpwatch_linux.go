@@ -52,9 +52,16 @@ type listenerKey struct {
 }
 
 type arpListener struct {
-	conn  net.PacketConn
-	done  chan struct{}
-	parse func(frame []byte, own net.HardwareAddr) (ARPObservation, error)
+	conn    net.PacketConn
+	done    chan struct{}
+	parse   func(frame []byte, own net.HardwareAddr) (ARPObservation, error)
+	closing atomic.Bool
+}
+
+// close stops the listener; its reader sees closing and exits at once.
+func (l *arpListener) close() {
+	l.closing.Store(true)
+	l.conn.Close()
 }
 
 func newARPWatcher(m *Monitor) *ARPWatcher {
@@ -127,7 +134,7 @@ func (w *ARPWatcher) run(ctx context.Context) error {
 	w.listeners = make(map[listenerKey]*arpListener)
 	w.mu.Unlock()
 	for _, l := range ls {
-		l.conn.Close()
+		l.close()
 		<-l.done
 	}
 	return nil
@@ -152,7 +159,7 @@ func (w *ARPWatcher) linkChanged(idx int32, li *linkInfo) {
 			k := listenerKey{idx, v6}
 			if l := w.listeners[k]; l != nil {
 				delete(w.listeners, k)
-				l.conn.Close()
+				l.close()
 			}
 		}
 		return
@@ -218,12 +225,15 @@ func (w *ARPWatcher) read(k listenerKey, own net.HardwareAddr, l *arpListener, c
 	for {
 		n, _, err := l.conn.ReadFrom(buf)
 		if err != nil {
+			if l.closing.Load() {
+				return
+			}
 			// A packet socket reports ENETDOWN once when its interface is
 			// or goes down, and works again when it comes up.
 			if errors.Is(err, unix.ENETDOWN) {
 				continue
 			}
-			if failures++; failures < 100 && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrClosed) {
+			if failures++; failures < 100 && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrClosed) && !errors.Is(err, unix.EBADF) {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
