@@ -121,6 +121,12 @@ func (f *fwdBench) setup(b *testing.B, mode Mode, tracer string) {
 		f.empty, err = link.AttachTracing(link.TracingOptions{Program: f.xdp.EmptyTpBtf})
 	case "empty-raw_tp":
 		f.empty, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "net_dev_start_xmit", Program: f.xdp.EmptyRawTp})
+	case "empty-tcx-egress":
+		err = f.l.Node.Do(func() error {
+			var err error
+			f.empty, err = link.AttachTCX(link.TCXOptions{Interface: f.n0, Program: f.xdp.EmptyTcxEgress, Attach: ebpf.AttachTCXEgress})
+			return err
+		})
 	}
 	if err != nil {
 		b.Fatal(err)
@@ -208,6 +214,7 @@ func BenchmarkForwarding(b *testing.B) {
 		{"legacy+naive", ModeLegacy, "naive", false}, {"legacy+watched-only", ModeLegacy, "watched-only", false},
 		{"legacy+no-mac-filter", ModeLegacy, "no-mac-filter", false},
 		{"legacy+empty-tp_btf", ModeLegacy, "empty-tp_btf", false}, {"legacy+empty-raw_tp", ModeLegacy, "empty-raw_tp", false},
+		{"legacy+empty-tcx-egress", ModeLegacy, "empty-tcx-egress", false},
 		{"legacy/stale-on-egress", ModeLegacy, "", true}, {"legacy+tracer/stale-on-egress", ModeLegacy, "full", true},
 	}
 	f.setup(b, ModeLegacy, "")
@@ -240,6 +247,7 @@ func BenchmarkForwarding(b *testing.B) {
 		ratios.add("legacy no-mac-filter/none", last("legacy+no-mac-filter")/last("legacy"))
 		ratios.add("legacy empty tp_btf hook/none", last("legacy+empty-tp_btf")/last("legacy"))
 		ratios.add("legacy empty raw_tp hook/none", last("legacy+empty-raw_tp")/last("legacy"))
+		ratios.add("legacy empty tcx egress/none", last("legacy+empty-tcx-egress")/last("legacy"))
 		ratios.add("legacy tracer/none, STALE on egress", last("legacy+tracer/stale-on-egress")/last("legacy/stale-on-egress"))
 	}
 	b.StopTimer()

@@ -16,12 +16,13 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	benchProgEmptyRawTp  = "empty_raw_tp"
-	benchProgEmptyTpBtf  = "empty_tp_btf"
-	benchProgTcDropBench = "tc_drop_bench"
-	benchProgXdpPass     = "xdp_pass"
-	benchVarDropped      = "dropped"
-	benchVarTmpl         = "tmpl"
+	benchProgEmptyRawTp     = "empty_raw_tp"
+	benchProgEmptyTcxEgress = "empty_tcx_egress"
+	benchProgEmptyTpBtf     = "empty_tp_btf"
+	benchProgTcDropBench    = "tc_drop_bench"
+	benchProgXdpPass        = "xdp_pass"
+	benchVarDropped         = "dropped"
+	benchVarTmpl            = "tmpl"
 )
 
 // loadBench returns the embedded CollectionSpec for bench.
@@ -66,10 +67,11 @@ type benchSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type benchProgramSpecs struct {
-	EmptyRawTp  *ebpf.ProgramSpec `ebpf:"empty_raw_tp"`
-	EmptyTpBtf  *ebpf.ProgramSpec `ebpf:"empty_tp_btf"`
-	TcDropBench *ebpf.ProgramSpec `ebpf:"tc_drop_bench"`
-	XdpPass     *ebpf.ProgramSpec `ebpf:"xdp_pass"`
+	EmptyRawTp     *ebpf.ProgramSpec `ebpf:"empty_raw_tp"`
+	EmptyTcxEgress *ebpf.ProgramSpec `ebpf:"empty_tcx_egress"`
+	EmptyTpBtf     *ebpf.ProgramSpec `ebpf:"empty_tp_btf"`
+	TcDropBench    *ebpf.ProgramSpec `ebpf:"tc_drop_bench"`
+	XdpPass        *ebpf.ProgramSpec `ebpf:"xdp_pass"`
 }
 
 // benchMapSpecs contains maps before they are loaded into the kernel.
@@ -124,15 +126,17 @@ type benchVariables struct {
 //
 // It can be passed to loadBenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type benchPrograms struct {
-	EmptyRawTp  *ebpf.Program `ebpf:"empty_raw_tp"`
-	EmptyTpBtf  *ebpf.Program `ebpf:"empty_tp_btf"`
-	TcDropBench *ebpf.Program `ebpf:"tc_drop_bench"`
-	XdpPass     *ebpf.Program `ebpf:"xdp_pass"`
+	EmptyRawTp     *ebpf.Program `ebpf:"empty_raw_tp"`
+	EmptyTcxEgress *ebpf.Program `ebpf:"empty_tcx_egress"`
+	EmptyTpBtf     *ebpf.Program `ebpf:"empty_tp_btf"`
+	TcDropBench    *ebpf.Program `ebpf:"tc_drop_bench"`
+	XdpPass        *ebpf.Program `ebpf:"xdp_pass"`
 }
 
 func (p *benchPrograms) Close() error {
 	return _BenchClose(
 		p.EmptyRawTp,
+		p.EmptyTcxEgress,
 		p.EmptyTpBtf,
 		p.TcDropBench,
 		p.XdpPass,

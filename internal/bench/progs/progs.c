@@ -64,3 +64,11 @@ int empty_raw_tp(void *ctx)
 {
 	return 0;
 }
+
+// An empty tcx egress program (TCX_NEXT = TC_ACT_UNSPEC): the floor of
+// counting at the egress hook instead of the transmit tracepoint.
+SEC("tc")
+int empty_tcx_egress(struct __sk_buff *skb)
+{
+	return TC_ACT_UNSPEC;
+}
