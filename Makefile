@@ -8,7 +8,7 @@ LDFLAGS  := -X github.com/neighwatch/neighwatch/metrics.Version=$(VERSION) \
 ARGS     ?=
 
 .PHONY: all deps build run test unit vet fmt-check generate check-generate \
-        checkrules bench lab-up lab-down clean
+        checkrules bench bench-root lab-up lab-down clean
 
 all: build
 
@@ -58,9 +58,20 @@ checkrules:
 		promtool test rules deploy/prometheus/alerts_test.yml; \
 	fi
 
-# Go benchmarks; see BENCHMARKS.md for the scripted runs.
+# Go benchmarks of the pure code; BENCHMARKS.md has the method of each run.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 10 ./monitor/ ./metrics/ | tee .bench/go-bench.txt
+	mkdir -p .bench
+	$(GO) test -run '^$$' -bench 'Apply|Stats|Decode' -benchmem -count 6 ./monitor/ | tee .bench/go-bench.txt
+
+# The privileged runs (root): 100k-entry sync/memory/scrape, event drain,
+# forwarding with and without the tracer, datapath decisions.
+bench-root: build
+	mkdir -p .bench
+	$(GO) build -o bin/nwbench ./internal/bench/cmd/nwbench
+	./bin/nwbench run --rounds 11 --entries 1000,100000 | tee .bench/sync-100k.txt
+	$(GO) test ./monitor -run '^$$' -bench DrainInterleaved -benchtime 7x | tee .bench/drain.txt
+	NEIGHWATCH_BENCH_OUT=.bench/forwarding.txt $(GO) test ./bpf -run '^$$' -bench Forwarding -benchtime 11x
+	$(GO) test ./bpf -run '^$$' -bench Decision -benchtime 2000x -count 5 | tee .bench/decision.txt
 
 lab-up:
 	$(GO) run ./internal/lab/cmd/nwlab up
