@@ -22,7 +22,7 @@ func NewRemediationCollector(e *remediate.Engine) *RemediationCollector {
 		rateLimited: desc("remediation_rate_limited_total", "Actions that waited for the global or per-interface rate limit."),
 		dropped:     desc("remediation_dropped_total", "Candidates not queued because the queue was full."),
 		queue:       desc("remediation_queue_length", "Candidates waiting for a worker."),
-		skipped:     desc("remediation_skipped_total", "Stale-long or stuck entries the policy left alone, by reason.", "reason"),
+		skipped:     desc("remediation_skipped", "Stale-long or stuck entries the last sweep left alone, by reason.", "reason"),
 		swaps:       desc("datapath_swaps_total", "Datapath swaps from legacy to neigh made by remediation."),
 	}
 }
@@ -55,9 +55,8 @@ func (c *RemediationCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- counter(c.rateLimited, float64(k.RateLimited.Load()))
 	ch <- counter(c.dropped, float64(k.Dropped.Load()))
 	ch <- gauge(c.queue, float64(c.e.QueueLen()))
-	k.Skipped.Range(func(key, v any) bool {
-		ch <- counter(c.skipped, float64(v.(interface{ Load() uint64 }).Load()), key.(string))
-		return true
-	})
+	for reason, n := range k.Skipped() {
+		ch <- gauge(c.skipped, float64(n), reason)
+	}
 	ch <- counter(c.swaps, float64(k.Swaps.Load()))
 }

@@ -464,24 +464,29 @@ func (t *Table) ApplyTracepoint(k Key, from, to State, when time.Time) bool {
 	return true
 }
 
-// Candidates returns copies of the stuck entries and, with staleLong, of
-// every stale-long entry too, classified as of now.
-func (t *Table) Candidates(staleLong bool) []Entry {
+// Walk calls fn, under the table's lock, for each stuck entry and, with
+// staleLong, for every stale-long entry, classified as of now. fn must not
+// call the table. Walk returns copies of the entries fn picked (returned
+// true for), so a caller can look at 100,000 entries and copy a few.
+func (t *Table) Walk(staleLong bool, fn func(e *Entry, ifname string) bool) []Entry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.advance(t.now().UnixNano())
+	var out []Entry
 	if !staleLong {
-		out := make([]Entry, 0, len(t.stuck))
 		for _, e := range t.stuck {
-			out = append(out, *e)
+			if fn(e, t.iface(e.Ifindex).name) {
+				out = append(out, *e)
+			}
 		}
 		return out
 	}
-	var out []Entry
 	for _, s := range t.ifaces {
 		for f := range s.long {
 			for _, e := range s.long[f] {
-				out = append(out, *e)
+				if fn(e, s.name) {
+					out = append(out, *e)
+				}
 			}
 		}
 	}

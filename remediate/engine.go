@@ -128,9 +128,11 @@ type Counters struct {
 	actions     [4][6]atomic.Uint64 // by strategy, outcome
 	RateLimited atomic.Uint64       // actions that waited for a token
 	Dropped     atomic.Uint64       // candidates not queued: queue full
-	Skipped     sync.Map            // reason -> *atomic.Uint64
 	Swaps       atomic.Uint64
 	fix         histogram
+
+	skipMu  sync.Mutex
+	skipped map[string]int // the last sweep's skipped candidates by reason
 }
 
 func strategyIdx(s Strategy) int {
@@ -156,9 +158,21 @@ func (c *Counters) Actions(s Strategy, o Outcome) uint64 {
 	return c.actions[strategyIdx(s)][outcomeIdx(o)].Load()
 }
 
-func (c *Counters) skip(reason string) {
-	v, _ := c.Skipped.LoadOrStore(reason, new(atomic.Uint64))
-	v.(*atomic.Uint64).Add(1)
+func (c *Counters) setSkipped(m map[string]int) {
+	c.skipMu.Lock()
+	c.skipped = m
+	c.skipMu.Unlock()
+}
+
+// Skipped returns, by reason, the candidates the last sweep left alone.
+func (c *Counters) Skipped() map[string]int {
+	c.skipMu.Lock()
+	defer c.skipMu.Unlock()
+	out := make(map[string]int, len(c.skipped))
+	for k, v := range c.skipped {
+		out[k] = v
+	}
+	return out
 }
 
 // FixBuckets are the upper bounds of the detection-to-fix histogram.
@@ -215,17 +229,21 @@ type Engine struct {
 	queue  chan monitor.Key
 	global *rate.Limiter
 
-	mu        sync.Mutex
-	pending   map[monitor.Key]bool
-	backoff   map[monitor.Key]backoffState
-	firstSeen map[monitor.Key]time.Time
-	perIf     map[int32]*rate.Limiter
-	waiters   map[monitor.Key][]chan monitor.Event
+	sweeps uint32 // only the Run goroutine touches it
+
+	mu      sync.Mutex
+	cands   map[monitor.Key]*candidate // every candidate seen, one lookup per sweep
+	perIf   map[int32]*rate.Limiter
+	waiters map[monitor.Key][]chan monitor.Event
 }
 
-type backoffState struct {
-	until time.Time
-	next  time.Duration
+// candidate is what the engine remembers of an entry that was a candidate.
+type candidate struct {
+	first   int64         // Unix ns when first seen as a candidate
+	until   int64         // backed off until (Unix ns)
+	next    time.Duration // the next backoff
+	pending bool          // queued or being acted on
+	seen    uint32        // last sweep that saw it
 }
 
 // New builds an engine over a table. swapper may be nil.
@@ -233,13 +251,11 @@ func New(cfg Config, t *monitor.Table, actor Actor, swapper Swapper) *Engine {
 	cfg.defaults()
 	e := &Engine{
 		cfg: cfg, table: t, actor: actor, swapper: swapper, log: cfg.Logger,
-		queue:     make(chan monitor.Key, cfg.QueueSize),
-		global:    rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
-		pending:   make(map[monitor.Key]bool),
-		backoff:   make(map[monitor.Key]backoffState),
-		firstSeen: make(map[monitor.Key]time.Time),
-		perIf:     make(map[int32]*rate.Limiter),
-		waiters:   make(map[monitor.Key][]chan monitor.Event),
+		queue:   make(chan monitor.Key, cfg.QueueSize),
+		global:  rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
+		cands:   make(map[monitor.Key]*candidate),
+		perIf:   make(map[int32]*rate.Limiter),
+		waiters: make(map[monitor.Key][]chan monitor.Event),
 	}
 	e.mode.Store(cfg.Mode)
 	return e
@@ -257,7 +273,9 @@ func (e *Engine) SetMode(m Mode) Mode {
 			// A new mode deserves a fresh look at everything backed off
 			// in the old one (dry-run backs off too).
 			e.mu.Lock()
-			e.backoff = make(map[monitor.Key]backoffState)
+			for _, c := range e.cands {
+				c.until, c.next = 0, 0
+			}
 			e.mu.Unlock()
 		}
 	}
@@ -286,7 +304,9 @@ func (e *Engine) Run(ctx context.Context) error {
 				case k := <-e.queue:
 					e.handle(ctx, k)
 					e.mu.Lock()
-					delete(e.pending, k)
+					if c := e.cands[k]; c != nil {
+						c.pending = false
+					}
 					e.mu.Unlock()
 				}
 			}
@@ -321,53 +341,58 @@ func (e *Engine) dispatch(ev monitor.Event) {
 	}
 }
 
+// sweep queues the candidates that fit in the queue. It walks the table in
+// place, one map lookup per candidate: with 100,000 stale-long entries it
+// copies only those it queues. Candidates that do not fit are counted as
+// dropped and looked at again at the next sweep; while the queue is full
+// there is nothing to sweep for.
 func (e *Engine) sweep() {
 	mode := e.Mode()
-	if mode == ModeOff {
+	room := cap(e.queue) - len(e.queue)
+	if mode == ModeOff || room == 0 {
 		return
 	}
-	now := time.Now()
-	cands := e.table.Candidates(e.cfg.Scope == ScopeAllStale)
-	for i := range cands {
-		c := &cands[i]
-		d := Decide(c, e.table.LinkName(c.Ifindex), mode, e.cfg.Scope, &e.cfg.Filter)
-		if !d.Act {
-			e.C.skip(d.Reason)
-			continue
-		}
-		e.mu.Lock()
-		if e.pending[c.Key] || now.Before(e.backoff[c.Key].until) {
-			e.mu.Unlock()
-			continue
-		}
-		if _, ok := e.firstSeen[c.Key]; !ok {
-			e.firstSeen[c.Key] = now
-		}
-		select {
-		case e.queue <- c.Key:
-			e.pending[c.Key] = true
-		default:
-			e.C.Dropped.Add(1)
-		}
-		e.mu.Unlock()
-	}
-	// Forget entries that are no longer candidates.
-	live := make(map[monitor.Key]bool, len(cands))
-	for i := range cands {
-		live[cands[i].Key] = true
-	}
+	now := time.Now().UnixNano()
+	e.sweeps++
+	sweep := e.sweeps
+	skipped := make(map[string]int)
+	var dropped uint64
 	e.mu.Lock()
-	for k := range e.firstSeen {
-		if !live[k] && !e.pending[k] {
-			delete(e.firstSeen, k)
+	picked := e.table.Walk(e.cfg.Scope == ScopeAllStale, func(en *monitor.Entry, ifname string) bool {
+		d := Decide(en, ifname, mode, e.cfg.Scope, &e.cfg.Filter)
+		if !d.Act {
+			skipped[d.Reason]++
+			return false
 		}
-	}
-	for k, b := range e.backoff {
-		if !live[k] && now.After(b.until) {
-			delete(e.backoff, k)
+		c := e.cands[en.Key]
+		if c == nil {
+			c = &candidate{first: now}
+			e.cands[en.Key] = c
+		}
+		c.seen = sweep
+		if c.pending || now < c.until {
+			return false
+		}
+		if room == 0 {
+			dropped++
+			return false
+		}
+		room--
+		c.pending = true
+		return true
+	})
+	// Forget entries that stopped being candidates (repaired, gone).
+	for k, c := range e.cands {
+		if c.seen != sweep && !c.pending && now >= c.until {
+			delete(e.cands, k)
 		}
 	}
 	e.mu.Unlock()
+	for i := range picked {
+		e.queue <- picked[i].Key // room was reserved above; only sweep sends
+	}
+	e.C.Dropped.Add(dropped)
+	e.C.setSkipped(skipped)
 }
 
 func (e *Engine) limiter(ifindex int32) *rate.Limiter {
@@ -427,8 +452,13 @@ func (e *Engine) handle(ctx context.Context, k monitor.Key) {
 		return
 	}
 	if mode == ModeDryRun {
+		// Dry-run takes tokens too: it reports what "on" would do, at
+		// the pace "on" would do it.
 		for _, s := range e.cfg.Strategies {
 			if e.applicable(s, &en) {
+				if err := e.wait(ctx, k.Ifindex); err != nil {
+					return
+				}
 				e.record(&en, s, OutcomeDryRun, d.Reason, nil)
 				break
 			}
@@ -455,13 +485,11 @@ func (e *Engine) handle(ctx context.Context, k monitor.Key) {
 		switch out {
 		case OutcomeFixed, OutcomeMoved, OutcomeFlushed:
 			e.mu.Lock()
-			first, ok := e.firstSeen[k]
-			delete(e.firstSeen, k)
-			delete(e.backoff, k)
-			e.mu.Unlock()
-			if ok {
-				e.C.fix.observe(time.Since(first).Seconds())
+			if c := e.cands[k]; c != nil {
+				e.C.fix.observe(time.Since(time.Unix(0, c.first)).Seconds())
+				c.first, c.until, c.next = time.Now().UnixNano(), 0, 0
 			}
+			e.mu.Unlock()
 			return
 		}
 		if ctx.Err() != nil {
@@ -475,13 +503,15 @@ func (e *Engine) handle(ctx context.Context, k monitor.Key) {
 func (e *Engine) backOff(k monitor.Key) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	b := e.backoff[k]
-	if b.next == 0 {
-		b.next = e.cfg.BackoffMin
+	c := e.cands[k]
+	if c == nil {
+		return
 	}
-	b.until = time.Now().Add(b.next)
-	b.next = min(2*b.next, e.cfg.BackoffMax)
-	e.backoff[k] = b
+	if c.next == 0 {
+		c.next = e.cfg.BackoffMin
+	}
+	c.until = time.Now().Add(c.next).UnixNano()
+	c.next = min(2*c.next, e.cfg.BackoffMax)
 }
 
 // watch registers for events of one entry; call the returned func to stop.
