@@ -13,7 +13,6 @@ type Broadcaster struct {
 	subs    map[*Subscription]struct{}
 	active  atomic.Bool
 	dropped atomic.Uint64
-	sent    atomic.Uint64
 }
 
 // Subscription is one subscriber's view of the event stream.
@@ -65,9 +64,6 @@ func (b *Broadcaster) Active() bool { return b.active.Load() }
 // Dropped returns the events lost by all subscribers together.
 func (b *Broadcaster) Dropped() uint64 { return b.dropped.Load() }
 
-// Sent returns the events delivered to subscribers.
-func (b *Broadcaster) Sent() uint64 { return b.sent.Load() }
-
 // Publish delivers ev to every subscriber that has room.
 func (b *Broadcaster) Publish(ev Event) { b.publish(ev) }
 
@@ -76,7 +72,6 @@ func (b *Broadcaster) publish(ev Event) {
 	for s := range b.subs {
 		select {
 		case s.c <- ev:
-			b.sent.Add(1)
 		default:
 			s.dropped.Add(1)
 			b.dropped.Add(1)

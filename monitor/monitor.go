@@ -394,7 +394,7 @@ func (m *Monitor) processDatagram(b []byte, seq uint32, dumping bool, batch *[]U
 			return nil
 		case unix.NLMSG_ERROR:
 			if len(msg.Body) >= 4 {
-				if code := int32(nativeUint32(msg.Body)); code != 0 && msg.Seq == seq {
+				if code := int32(binary.NativeEndian.Uint32(msg.Body)); code != 0 && msg.Seq == seq {
 					err = fmt.Errorf("neighbour dump refused: %w", unix.Errno(-code))
 				}
 			}
@@ -618,5 +618,3 @@ func (m *Monitor) runClassifier(ctx context.Context) error {
 		}
 	}
 }
-
-func nativeUint32(b []byte) uint32 { return binary.NativeEndian.Uint32(b) }

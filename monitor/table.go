@@ -55,9 +55,6 @@ func NewTable(threshold time.Duration, events *Broadcaster) *Table {
 	}
 }
 
-// Threshold returns the stale-long threshold.
-func (t *Table) Threshold() time.Duration { return time.Duration(t.threshold) }
-
 // Events returns the broadcaster the table publishes to.
 func (t *Table) Events() *Broadcaster { return t.events }
 
