@@ -295,3 +295,47 @@ func TestTracerBlamesTheGateway(t *testing.T) {
 		t.Fatal("an entry for the routed destination exists: the test would not show attribution")
 	}
 }
+
+// TestTracerWatchesLargeIfindex: interfaces with an index beyond the
+// watched bitmap (65536 and up, common on long-lived Kubernetes nodes) are
+// watched through the hash map; the mirror follows their entries.
+func TestTracerWatchesLargeIfindex(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	ns := lab.NewNS(t, "big")
+	const idx = 70001
+	ns.MustIP(t, "link", "add", "big0", "index", "70001", "type", "veth", "peer", "name", "big1")
+	ns.MustIP(t, "link", "set", "big0", "up")
+	ino, err := NetNSInode("/run/netns/" + ns.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, NetNSIno: ino})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.SetWatched([]int{idx}, false); err != nil {
+		t.Fatal(err)
+	}
+	ns.MustIP(t, "neigh", "add", "10.7.0.1", "lladdr", "02:00:00:00:07:01", "dev", "big0", "nud", "stale")
+	k := nkeyOf(idx, netip.MustParseAddr("10.7.0.1"))
+	var v tracerNval
+	waitUntil(t, 2*time.Second, "the entry in the mirror", func() bool {
+		return tr.objs.NeighMirror.Lookup(k, &v) == nil && v.State == 0x04
+	})
+	mk := tracerMkey{Ifindex: idx, Family: k.Family, Mac: [6]byte{2, 0, 0, 0, 7, 1}}
+	var mv tracerMval
+	if err := tr.objs.StaleMacs.Lookup(mk, &mv); err != nil || mv.Count != 1 {
+		t.Fatalf("STALE MAC not recorded for ifindex %d: %v %+v", idx, err, mv)
+	}
+	// Unwatched again: new entries there are not mirrored.
+	if err := tr.SetWatched(nil, false); err != nil {
+		t.Fatal(err)
+	}
+	ns.MustIP(t, "neigh", "add", "10.7.0.2", "lladdr", "02:00:00:00:07:02", "dev", "big0", "nud", "stale")
+	time.Sleep(200 * time.Millisecond)
+	if tr.objs.NeighMirror.Lookup(nkeyOf(idx, netip.MustParseAddr("10.7.0.2")), &v) == nil {
+		t.Fatal("an entry of an unwatched interface was mirrored")
+	}
+}
