@@ -115,6 +115,10 @@ func (e *ebpfParts) DatapathModes() map[string]bpf.Mode {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for idx, m := range e.dp.Attached() {
+		// Follow renames: the name as the kernel has it now.
+		if ifi, err := net.InterfaceByIndex(idx); err == nil && ifi.Name != e.dpNames[idx] {
+			e.dpNames[idx] = ifi.Name
+		}
 		out[e.dpNames[idx]] = m
 	}
 	return out
