@@ -543,43 +543,40 @@ func (e *Engine) act(ctx context.Context, en *monitor.Entry, s Strategy) (Outcom
 	ch, stop := e.watch(en.Key)
 	defer stop()
 	oldMAC := en.LLAddr
+	var do func() error
+	timeout := e.cfg.KernelTimeout // kick and swap wait for the kernel's timers
 	switch s {
 	case StrategyProbe:
+		// Unicast first; the broadcast one only if no answer came.
 		if err := e.actor.Probe(en, 0); err != nil {
 			return OutcomeFailed, err
 		}
 		if o, done := e.await(ctx, ch, en.Key, oldMAC, e.cfg.ProbeGap, false); done {
 			return o, nil
 		}
-		if err := e.actor.Probe(en, 1); err != nil {
-			return OutcomeFailed, err
-		}
-		o, _ := e.await(ctx, ch, en.Key, oldMAC, e.cfg.VerifyTimeout, true)
-		return o, nil
+		do = func() error { return e.actor.Probe(en, 1) }
+		timeout = e.cfg.VerifyTimeout
 	case StrategyKick:
-		if err := e.actor.Kick(en); err != nil {
-			return OutcomeFailed, err
-		}
-		o, _ := e.await(ctx, ch, en.Key, oldMAC, e.cfg.KernelTimeout, true)
-		return o, nil
+		do = func() error { return e.actor.Kick(en) }
 	case StrategySwap:
-		if err := e.swapper.Swap(en.Ifindex); err != nil {
-			return OutcomeFailed, err
+		do = func() error {
+			if err := e.swapper.Swap(en.Ifindex); err != nil {
+				return err
+			}
+			e.C.Swaps.Add(1)
+			return nil
 		}
-		e.C.Swaps.Add(1)
-		o, _ := e.await(ctx, ch, en.Key, oldMAC, e.cfg.KernelTimeout, true)
-		return o, nil
 	case StrategyFlush:
-		if err := e.actor.Flush(en); err != nil {
-			return OutcomeFailed, err
-		}
-		if _, ok := e.table.Lookup(en.Key); !ok {
-			return OutcomeFlushed, nil
-		}
-		o, _ := e.await(ctx, ch, en.Key, oldMAC, e.cfg.VerifyTimeout, true)
-		return o, nil
+		do = func() error { return e.actor.Flush(en) }
+		timeout = e.cfg.VerifyTimeout
+	default:
+		return OutcomeFailed, fmt.Errorf("unknown strategy %q", s)
 	}
-	return OutcomeFailed, fmt.Errorf("unknown strategy %q", s)
+	if err := do(); err != nil {
+		return OutcomeFailed, err
+	}
+	o, _ := e.await(ctx, ch, en.Key, oldMAC, timeout, true)
+	return o, nil
 }
 
 // await waits for the entry to be repaired. done is false when the wait

@@ -11,7 +11,9 @@ import (
 
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/metrics"
 	"github.com/neighwatch/neighwatch/monitor"
+	"github.com/neighwatch/neighwatch/remediate"
 )
 
 // ebpfParts holds the tracer and the datapath, whichever run.
@@ -70,9 +72,10 @@ func (e *ebpfParts) Swap(egress int32) error {
 	return nil
 }
 
-var _ interface {
-	TracerMode() string
-} = (*ebpfParts)(nil)
+var (
+	_ metrics.BPFSource = (*ebpfParts)(nil)
+	_ remediate.Swapper = (*ebpfParts)(nil)
+)
 
 func (e *ebpfParts) TracerMode() string {
 	if e.tracer == nil {
