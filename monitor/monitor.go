@@ -311,15 +311,25 @@ func (m *Monitor) session(ctx context.Context, initial bool, ready chan struct{}
 		sock.Close()
 	}()
 
-	var seq uint32 = 1
-	dumping := true
-	redump := false
-	m.resyncReq.Store(false)
-	m.table.beginSync(initial)
-	if err := sock.requestDump(seq); err != nil {
-		return fmt.Errorf("request neighbour dump: %w", err)
+	var seq uint32
+	var dumping, redump bool
+	var began time.Time
+	// startDump asks for a full dump; entries it does not confirm are
+	// deleted when it ends.
+	startDump := func(initial bool) error {
+		seq++
+		dumping = true
+		began = time.Now()
+		m.table.beginSync(initial)
+		if err := sock.requestDump(seq); err != nil {
+			return fmt.Errorf("request neighbour dump: %w", err)
+		}
+		return nil
 	}
-	began := time.Now()
+	m.resyncReq.Store(false)
+	if err := startDump(initial); err != nil {
+		return err
+	}
 	batch := make([]Update, 0, 256)
 	for {
 		b, err := sock.recv()
@@ -329,14 +339,8 @@ func (m *Monitor) session(ctx context.Context, initial bool, ready chan struct{}
 				if m.resyncReq.Swap(false) {
 					if dumping {
 						redump = true
-					} else {
-						seq++
-						dumping = true
-						began = time.Now()
-						m.table.beginSync(false)
-						if err := sock.requestDump(seq); err != nil {
-							return fmt.Errorf("request neighbour dump: %w", err)
-						}
+					} else if err := startDump(false); err != nil {
+						return err
 					}
 				}
 				continue
@@ -368,12 +372,8 @@ func (m *Monitor) session(ctx context.Context, initial bool, ready chan struct{}
 					m.Counters.ResyncInterrupt.Add(1)
 				}
 				redump = false
-				seq++
-				dumping = true
-				began = time.Now()
-				m.table.beginSync(false)
-				if err := sock.requestDump(seq); err != nil {
-					return fmt.Errorf("request neighbour dump: %w", err)
+				if err := startDump(false); err != nil {
+					return err
 				}
 			}
 		}
