@@ -222,15 +222,11 @@ func (d *Datapath) FeedsInto(egress int) ([]int, error) {
 func (d *Datapath) Counts() (map[Decision]uint64, error) {
 	out := make(map[Decision]uint64, numDecisions)
 	for i := Decision(0); i < numDecisions; i++ {
-		var per []uint64
-		if err := d.objs.DpDecisions.Lookup(uint32(i), &per); err != nil {
+		v, err := perCPUCounter(d.objs.DpDecisions, uint32(i))
+		if err != nil {
 			return nil, fmt.Errorf("read datapath counters: %w", err)
 		}
-		var sum uint64
-		for _, v := range per {
-			sum += v
-		}
-		out[i] = sum
+		out[i] = v
 	}
 	return out, nil
 }
@@ -248,6 +244,24 @@ func (d *Datapath) Close() error {
 	d.mu.Unlock()
 	errs = append(errs, d.objs.Close())
 	return errors.Join(errs...)
+}
+
+// perCPUCounter reads one slot of a per-CPU array of u64 counters, summed
+// over CPUs.
+func perCPUCounter(m *ebpf.Map, slot uint32) (uint64, error) {
+	var per []uint64
+	if err := m.Lookup(slot, &per); err != nil {
+		return 0, err
+	}
+	return sum(per), nil
+}
+
+func sum(vs []uint64) uint64 {
+	var s uint64
+	for _, v := range vs {
+		s += v
+	}
+	return s
 }
 
 // verifierDetail keeps the whole verifier log in the error.

@@ -368,11 +368,7 @@ func (t *Tracer) Hits() (map[HitKey]uint64, error) {
 	it := t.objs.Hits.Iterate()
 	n := 0
 	for it.Next(&k, &per) {
-		var sum uint64
-		for _, v := range per {
-			sum += v
-		}
-		out[k.hitKey()] += sum
+		out[k.hitKey()] += sum(per)
 		n++
 	}
 	if err := it.Err(); err != nil {
@@ -395,13 +391,11 @@ func (t *Tracer) Stats() (TracerStats, error) {
 	var s TracerStats
 	vals := make([]uint64, 5)
 	for i := range vals {
-		var per []uint64
-		if err := t.objs.TrStats.Lookup(uint32(i), &per); err != nil {
+		v, err := perCPUCounter(t.objs.TrStats, uint32(i))
+		if err != nil {
 			return s, err
 		}
-		for _, v := range per {
-			vals[i] += v
-		}
+		vals[i] = v
 	}
 	s.HitsDropped, s.MirrorDropped, s.EventsDropped = vals[0], vals[1], vals[2]
 	s.XmitLookups = vals[3] + vals[4]
@@ -443,13 +437,11 @@ func (t *Tracer) Redirects() (counts [3][2]uint64, ok bool, err error) {
 	}
 	for h := range counts {
 		for c := range counts[h] {
-			var per []uint64
-			if err := t.fentry.FeRedirects.Lookup(uint32(h*2+c), &per); err != nil {
+			v, err := perCPUCounter(t.fentry.FeRedirects, uint32(h*2+c))
+			if err != nil {
 				return counts, true, fmt.Errorf("read fentry redirect counters: %w", err)
 			}
-			for _, v := range per {
-				counts[h][c] += v
-			}
+			counts[h][c] = v
 		}
 	}
 	return counts, true, nil
