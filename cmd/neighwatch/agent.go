@@ -26,6 +26,17 @@ const DefaultMetricsListen = ":9947"
 // DefaultControlSocket is where the agent serves its control API.
 const DefaultControlSocket = "/run/neighwatch/neighwatch.sock"
 
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 type regexList []*regexp.Regexp
 
 func (r *regexList) String() string {
@@ -39,11 +50,7 @@ func (r *regexList) String() string {
 // Set takes a comma-separated list of regexes, each anchored to the whole
 // interface name.
 func (r *regexList) Set(v string) error {
-	for _, p := range strings.Split(v, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
+	for _, p := range splitList(v) {
 		re, err := regexp.Compile("^(?:" + p + ")$")
 		if err != nil {
 			return fmt.Errorf("bad interface regex %q: %v", p, err)
@@ -64,10 +71,7 @@ func (l *prefixList) String() string {
 }
 
 func (l *prefixList) Set(v string) error {
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p == "" {
-			continue
-		}
+	for _, p := range splitList(v) {
 		pf, err := netip.ParsePrefix(p)
 		if err != nil {
 			return fmt.Errorf("bad prefix %q: want CIDR notation like 10.0.0.0/8", p)
@@ -82,11 +86,7 @@ type stringList []string
 func (l *stringList) String() string { return strings.Join(*l, ",") }
 
 func (l *stringList) Set(v string) error {
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l = append(*l, p)
-		}
-	}
+	*l = append(*l, splitList(v)...)
 	return nil
 }
 
