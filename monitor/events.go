@@ -20,6 +20,7 @@ type Subscription struct {
 	C       <-chan Event
 	c       chan Event
 	b       *Broadcaster
+	keep    func(*Event) bool // nil: every event
 	dropped atomic.Uint64
 	once    sync.Once
 }
@@ -30,12 +31,16 @@ func NewBroadcaster() *Broadcaster {
 }
 
 // Subscribe registers a subscriber with a buffer of n events.
-func (b *Broadcaster) Subscribe(n int) *Subscription {
+func (b *Broadcaster) Subscribe(n int) *Subscription { return b.SubscribeFunc(n, nil) }
+
+// SubscribeFunc registers a subscriber that receives only the events keep
+// accepts; the others are neither sent nor counted as lost for it.
+func (b *Broadcaster) SubscribeFunc(n int, keep func(*Event) bool) *Subscription {
 	if n < 1 {
 		n = 1
 	}
 	c := make(chan Event, n)
-	s := &Subscription{C: c, c: c, b: b}
+	s := &Subscription{C: c, c: c, b: b, keep: keep}
 	b.mu.Lock()
 	b.subs[s] = struct{}{}
 	b.active.Store(true)
@@ -70,6 +75,9 @@ func (b *Broadcaster) Publish(ev Event) { b.publish(ev) }
 func (b *Broadcaster) publish(ev Event) {
 	b.mu.RLock()
 	for s := range b.subs {
+		if s.keep != nil && !s.keep(&ev) {
+			continue
+		}
 		select {
 		case s.c <- ev:
 		default:

@@ -174,6 +174,14 @@ func TestBroadcasterDropsForSlowSubscriber(t *testing.T) {
 	if slow.Dropped() != 8 || fast.Dropped() != 0 || b.Dropped() != 8 {
 		t.Fatalf("dropped: slow %d fast %d total %d", slow.Dropped(), fast.Dropped(), b.Dropped())
 	}
+	only := b.SubscribeFunc(1, func(ev *Event) bool { return ev.Detail == "mine" })
+	b.Publish(Event{Detail: "x"})
+	b.Publish(Event{Detail: "mine"})
+	b.Publish(Event{Detail: "x"})
+	if ev := <-only.C; ev.Detail != "mine" || only.Dropped() != 0 {
+		t.Fatalf("filtered subscriber got %q, dropped %d", ev.Detail, only.Dropped())
+	}
+	only.Close()
 	slow.Close()
 	slow.Close() // idempotent
 	fast.Close()

@@ -231,10 +231,9 @@ type Engine struct {
 
 	sweeps uint32 // only the Run goroutine touches it
 
-	mu      sync.Mutex
-	cands   map[monitor.Key]*candidate // every candidate seen, one lookup per sweep
-	perIf   map[int32]*rate.Limiter
-	waiters map[monitor.Key][]chan monitor.Event
+	mu    sync.Mutex
+	cands map[monitor.Key]*candidate // every candidate seen, one lookup per sweep
+	perIf map[int32]*rate.Limiter
 }
 
 // candidate is what the engine remembers of an entry that was a candidate.
@@ -251,11 +250,10 @@ func New(cfg Config, t *monitor.Table, actor Actor, swapper Swapper) *Engine {
 	cfg.defaults()
 	e := &Engine{
 		cfg: cfg, table: t, actor: actor, swapper: swapper, log: cfg.Logger,
-		queue:   make(chan monitor.Key, cfg.QueueSize),
-		global:  rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
-		cands:   make(map[monitor.Key]*candidate),
-		perIf:   make(map[int32]*rate.Limiter),
-		waiters: make(map[monitor.Key][]chan monitor.Event),
+		queue:  make(chan monitor.Key, cfg.QueueSize),
+		global: rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
+		cands:  make(map[monitor.Key]*candidate),
+		perIf:  make(map[int32]*rate.Limiter),
 	}
 	e.mode.Store(cfg.Mode)
 	return e
@@ -290,8 +288,6 @@ func (e *Engine) QueueLen() int { return len(e.queue) }
 
 // Run sweeps for candidates and acts on them until ctx ends.
 func (e *Engine) Run(ctx context.Context) error {
-	sub := e.table.Events().Subscribe(4096)
-	defer sub.Close()
 	var wg sync.WaitGroup
 	for range e.cfg.MaxConcurrent {
 		wg.Add(1)
@@ -319,24 +315,8 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			wg.Wait()
 			return nil
-		case ev := <-sub.C:
-			e.dispatch(ev)
 		case <-tick.C:
 			e.sweep()
-		}
-	}
-}
-
-// dispatch hands an event to whoever verifies that entry.
-func (e *Engine) dispatch(ev monitor.Event) {
-	k := monitor.Key{Ifindex: ev.Ifindex, Addr: ev.IP}
-	e.mu.Lock()
-	ws := e.waiters[k]
-	e.mu.Unlock()
-	for _, w := range ws {
-		select {
-		case w <- ev:
-		default:
 		}
 	}
 }
@@ -514,28 +494,14 @@ func (e *Engine) backOff(k monitor.Key) {
 	c.next = min(2*c.next, e.cfg.BackoffMax)
 }
 
-// watch registers for events of one entry; call the returned func to stop.
+// watch subscribes to the events of one entry while an action on it is
+// verified; nobody subscribes between actions, so the table builds no
+// events for the engine then. Call the returned func to stop.
 func (e *Engine) watch(k monitor.Key) (<-chan monitor.Event, func()) {
-	ch := make(chan monitor.Event, 64)
-	e.mu.Lock()
-	e.waiters[k] = append(e.waiters[k], ch)
-	e.mu.Unlock()
-	return ch, func() {
-		e.mu.Lock()
-		ws := e.waiters[k]
-		for i, w := range ws {
-			if w == ch {
-				ws = append(ws[:i], ws[i+1:]...)
-				break
-			}
-		}
-		if len(ws) == 0 {
-			delete(e.waiters, k)
-		} else {
-			e.waiters[k] = ws
-		}
-		e.mu.Unlock()
-	}
+	sub := e.table.Events().SubscribeFunc(16, func(ev *monitor.Event) bool {
+		return ev.Ifindex == k.Ifindex && ev.IP == k.Addr
+	})
+	return sub.C, sub.Close
 }
 
 // act runs one strategy and verifies its outcome against the table.
