@@ -30,7 +30,8 @@
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1fff
 
-// Decisions, mirrored in datapath.go.
+// Decisions, counted in dp_decisions; Go takes them from the generated
+// datapathDpDecision constants.
 enum dp_decision {
 	DP_PASS_NOT_IP = 0,	// not IPv4/IPv6 or truncated headers
 	DP_PASS_TTL,		// TTL or hop limit would expire
@@ -43,6 +44,9 @@ enum dp_decision {
 	DP_REDIRECT_FAILED,	// the redirect helper refused
 	DP_MAX,
 };
+
+// Keeps the enum in BTF for bpf2go -type: Go names the counters with it.
+const enum dp_decision *unused_dp_decision __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

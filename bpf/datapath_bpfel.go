@@ -12,6 +12,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type datapathDpDecision uint32
+
+const (
+	datapathDpDecisionDP_PASS_NOT_IP             datapathDpDecision = 0
+	datapathDpDecisionDP_PASS_TTL                datapathDpDecision = 1
+	datapathDpDecisionDP_PASS_FRAGMENT           datapathDpDecision = 2
+	datapathDpDecisionDP_PASS_LOCAL              datapathDpDecision = 3
+	datapathDpDecisionDP_PASS_FIB_OTHER          datapathDpDecision = 4
+	datapathDpDecisionDP_REDIRECT                datapathDpDecision = 5
+	datapathDpDecisionDP_REDIRECT_NEIGH          datapathDpDecision = 6
+	datapathDpDecisionDP_REDIRECT_NEIGH_NO_NEIGH datapathDpDecision = 7
+	datapathDpDecisionDP_REDIRECT_FAILED         datapathDpDecision = 8
+	datapathDpDecisionDP_MAX                     datapathDpDecision = 9
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -22,6 +37,7 @@ const (
 	datapathProgProbeSkipNeigh  = "probe_skip_neigh"
 	datapathVarLastEgress       = "last_egress"
 	datapathVarNeighLookupFlags = "neigh_lookup_flags"
+	datapathVarUnusedDpDecision = "unused_dp_decision"
 )
 
 // loadDatapath returns the embedded CollectionSpec for datapath.
@@ -84,6 +100,7 @@ type datapathMapSpecs struct {
 type datapathVariableSpecs struct {
 	LastEgress       *ebpf.VariableSpec `ebpf:"last_egress"`
 	NeighLookupFlags *ebpf.VariableSpec `ebpf:"neigh_lookup_flags"`
+	UnusedDpDecision *ebpf.VariableSpec `ebpf:"unused_dp_decision"`
 }
 
 // datapathObjects contains all objects after they have been loaded into the kernel.
@@ -121,6 +138,7 @@ func (m *datapathMaps) Close() error {
 type datapathVariables struct {
 	LastEgress       *ebpf.Variable `ebpf:"last_egress"`
 	NeighLookupFlags *ebpf.Variable `ebpf:"neigh_lookup_flags"`
+	UnusedDpDecision *ebpf.Variable `ebpf:"unused_dp_decision"`
 }
 
 // datapathPrograms contains all programs after they have been loaded into the kernel.

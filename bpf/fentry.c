@@ -14,13 +14,19 @@
 
 #include "tracer.h"
 
-// Helpers counted in fe_redirects, by next-hop state class.
-enum { H_REDIRECT = 0, H_REDIRECT_NEIGH, H_REDIRECT_PEER, H_MAX };
-enum { C_OTHER = 0, C_STALE, C_MAX };
+// fe_redirects counts redirect helper calls by helper and by the state of
+// the neighbour the FIB lookup before them resolved: slot
+// helper * NH_MAX + nexthop.
+enum fe_helper { H_REDIRECT = 0, H_REDIRECT_NEIGH, H_REDIRECT_PEER, H_MAX };
+enum fe_nexthop { NH_OTHER = 0, NH_STALE, NH_MAX };
+
+// Keep the enums in BTF for bpf2go -type.
+const enum fe_helper *unused_fe_helper __attribute__((unused));
+const enum fe_nexthop *unused_fe_nexthop __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, H_MAX * C_MAX);
+	__uint(max_entries, H_MAX * NH_MAX);
 	__type(key, __u32);
 	__type(value, __u64);
 } fe_redirects SEC(".maps");
@@ -39,19 +45,6 @@ struct {
 	__type(value, struct last_fib);
 } fe_last SEC(".maps");
 
-// struct bpf_fib_lookup as the uapi lays it out, the fields used.
-struct fib_params {
-	__u8 family;
-	__u8 l4_protocol;
-	__be16 sport;
-	__be16 dport;
-	__u16 tot_len;
-	__u32 ifindex;
-	__u32 flowinfo_or_tos;
-	__u32 src[4];
-	__u32 dst[4];
-};
-
 static __always_inline void after_fib(__u64 params, long ret)
 {
 	__u32 zero = 0;
@@ -61,14 +54,17 @@ static __always_inline void after_fib(__u64 params, long ret)
 	lf->valid = 0;
 	if (ret != 0) // BPF_FIB_LKUP_RET_SUCCESS
 		return;
-	struct fib_params p;
+	// The lookup has written its answer into the caller's struct
+	// bpf_fib_lookup: ifindex is the egress interface and ipv4_dst /
+	// ipv6_dst the next hop.
+	struct bpf_fib_lookup p;
 	if (bpf_probe_read_kernel(&p, sizeof(p), (void *)params))
 		return;
 	struct nkey k = {.ifindex = p.ifindex, .family = p.family};
 	if (p.family == AF_INET)
-		__builtin_memcpy(k.addr, &p.dst[0], 4);
+		__builtin_memcpy(k.addr, &p.ipv4_dst, sizeof(p.ipv4_dst));
 	else
-		__builtin_memcpy(k.addr, p.dst, 16);
+		__builtin_memcpy(k.addr, p.ipv6_dst, sizeof(p.ipv6_dst));
 	struct nval *nv = bpf_map_lookup_elem(&neigh_mirror, &k);
 	lf->key = k;
 	lf->stale = nv && nv->state == NUD_STALE;
@@ -79,9 +75,9 @@ static __always_inline void on_redirect(__u32 helper)
 {
 	__u32 zero = 0;
 	struct last_fib *lf = bpf_map_lookup_elem(&fe_last, &zero);
-	__u32 idx = helper * C_MAX + C_OTHER;
+	__u32 idx = helper * NH_MAX + NH_OTHER;
 	if (lf && lf->valid && lf->stale) {
-		idx = helper * C_MAX + C_STALE;
+		idx = helper * NH_MAX + NH_STALE;
 		if (helper == H_REDIRECT)
 			count_hit(&lf->key);
 	}

@@ -13,6 +13,23 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type fentryFeHelper uint32
+
+const (
+	fentryFeHelperH_REDIRECT       fentryFeHelper = 0
+	fentryFeHelperH_REDIRECT_NEIGH fentryFeHelper = 1
+	fentryFeHelperH_REDIRECT_PEER  fentryFeHelper = 2
+	fentryFeHelperH_MAX            fentryFeHelper = 3
+)
+
+type fentryFeNexthop uint32
+
+const (
+	fentryFeNexthopNH_OTHER fentryFeNexthop = 0
+	fentryFeNexthopNH_STALE fentryFeNexthop = 1
+	fentryFeNexthopNH_MAX   fentryFeNexthop = 2
+)
+
 type fentryLastFib struct {
 	_     structs.HostLayout
 	Key   fentryNkey
@@ -70,7 +87,11 @@ const (
 	fentryVarMacBloom         = "mac_bloom"
 	fentryVarNetnsIno         = "netns_ino"
 	fentryVarStaleOnIf        = "stale_on_if"
+	fentryVarUnusedFeHelper   = "unused_fe_helper"
+	fentryVarUnusedFeNexthop  = "unused_fe_nexthop"
 	fentryVarUnusedTpEvent    = "unused_tp_event"
+	fentryVarUnusedTpSource   = "unused_tp_source"
+	fentryVarUnusedTrStat     = "unused_tr_stat"
 	fentryVarWatchAll         = "watch_all"
 	fentryVarWatchedBits      = "watched_bits"
 )
@@ -142,12 +163,16 @@ type fentryMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fentryVariableSpecs struct {
-	MacBloom      *ebpf.VariableSpec `ebpf:"mac_bloom"`
-	NetnsIno      *ebpf.VariableSpec `ebpf:"netns_ino"`
-	StaleOnIf     *ebpf.VariableSpec `ebpf:"stale_on_if"`
-	UnusedTpEvent *ebpf.VariableSpec `ebpf:"unused_tp_event"`
-	WatchAll      *ebpf.VariableSpec `ebpf:"watch_all"`
-	WatchedBits   *ebpf.VariableSpec `ebpf:"watched_bits"`
+	MacBloom        *ebpf.VariableSpec `ebpf:"mac_bloom"`
+	NetnsIno        *ebpf.VariableSpec `ebpf:"netns_ino"`
+	StaleOnIf       *ebpf.VariableSpec `ebpf:"stale_on_if"`
+	UnusedFeHelper  *ebpf.VariableSpec `ebpf:"unused_fe_helper"`
+	UnusedFeNexthop *ebpf.VariableSpec `ebpf:"unused_fe_nexthop"`
+	UnusedTpEvent   *ebpf.VariableSpec `ebpf:"unused_tp_event"`
+	UnusedTpSource  *ebpf.VariableSpec `ebpf:"unused_tp_source"`
+	UnusedTrStat    *ebpf.VariableSpec `ebpf:"unused_tr_stat"`
+	WatchAll        *ebpf.VariableSpec `ebpf:"watch_all"`
+	WatchedBits     *ebpf.VariableSpec `ebpf:"watched_bits"`
 }
 
 // fentryObjects contains all objects after they have been loaded into the kernel.
@@ -197,12 +222,16 @@ func (m *fentryMaps) Close() error {
 //
 // It can be passed to loadFentryObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fentryVariables struct {
-	MacBloom      *ebpf.Variable `ebpf:"mac_bloom"`
-	NetnsIno      *ebpf.Variable `ebpf:"netns_ino"`
-	StaleOnIf     *ebpf.Variable `ebpf:"stale_on_if"`
-	UnusedTpEvent *ebpf.Variable `ebpf:"unused_tp_event"`
-	WatchAll      *ebpf.Variable `ebpf:"watch_all"`
-	WatchedBits   *ebpf.Variable `ebpf:"watched_bits"`
+	MacBloom        *ebpf.Variable `ebpf:"mac_bloom"`
+	NetnsIno        *ebpf.Variable `ebpf:"netns_ino"`
+	StaleOnIf       *ebpf.Variable `ebpf:"stale_on_if"`
+	UnusedFeHelper  *ebpf.Variable `ebpf:"unused_fe_helper"`
+	UnusedFeNexthop *ebpf.Variable `ebpf:"unused_fe_nexthop"`
+	UnusedTpEvent   *ebpf.Variable `ebpf:"unused_tp_event"`
+	UnusedTpSource  *ebpf.Variable `ebpf:"unused_tp_source"`
+	UnusedTrStat    *ebpf.Variable `ebpf:"unused_tr_stat"`
+	WatchAll        *ebpf.Variable `ebpf:"watch_all"`
+	WatchedBits     *ebpf.Variable `ebpf:"watched_bits"`
 }
 
 // fentryPrograms contains all programs after they have been loaded into the kernel.

@@ -153,24 +153,20 @@ int BPF_PROG(tr_xmit, const struct sk_buff *skb, const struct net_device *dev)
 	if (netns_ino && dev->nd_net.net->ns.inum != netns_ino)
 		return 0;
 	unsigned char *data = skb->data;
-	struct {
-		__u8 dst[6];
-		__u8 src[6];
-		__be16 proto;
-	} eth;
+	struct ethhdr eth;
 	if (bpf_probe_read_kernel(&eth, sizeof(eth), data))
 		return 0;
 	struct nkey k = {.ifindex = ifindex};
-	if (eth.proto == bpf_htons(ETH_P_IP))
+	if (eth.h_proto == bpf_htons(ETH_P_IP))
 		k.family = AF_INET;
-	else if (eth.proto == bpf_htons(ETH_P_IPV6))
+	else if (eth.h_proto == bpf_htons(ETH_P_IPV6))
 		k.family = AF_INET6;
 	else
 		return 0;
-	if (xmit_filter >= 3 && mac_bloom[bloom_slot(ifindex, eth.dst, k.family)] == 0)
+	if (xmit_filter >= 3 && mac_bloom[bloom_slot(ifindex, eth.h_dest, k.family)] == 0)
 		return 0;
 	struct mkey mk = {.ifindex = ifindex, .family = k.family};
-	__builtin_memcpy(mk.mac, eth.dst, 6);
+	__builtin_memcpy(mk.mac, eth.h_dest, ETH_ALEN);
 	stat_inc(k.family == AF_INET ? ST_XMIT_LOOKUPS : ST_XMIT_LOOKUPS6);
 	struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
 	if (!mv)
@@ -181,9 +177,9 @@ int BPF_PROG(tr_xmit, const struct sk_buff *skb, const struct net_device *dev)
 	// destination): the MAC is the gateway's, blame the STALE entry of
 	// that family with this MAC.
 	if (k.family == AF_INET)
-		bpf_probe_read_kernel(k.addr, 4, data + 14 + 16);
+		bpf_probe_read_kernel(k.addr, 4, data + sizeof(struct ethhdr) + offsetof(struct iphdr, daddr));
 	else
-		bpf_probe_read_kernel(k.addr, 16, data + 14 + 24);
+		bpf_probe_read_kernel(k.addr, 16, data + sizeof(struct ethhdr) + offsetof(struct ipv6hdr, daddr));
 	struct nval *nv = bpf_map_lookup_elem(&neigh_mirror, &k);
 	if (nv) {
 		if (nv->state == NUD_STALE && mac_eq(nv->mac, mk.mac))

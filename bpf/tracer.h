@@ -4,17 +4,19 @@
 
 #include <linux/types.h>
 #include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/neighbour.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 
+/* Address families live in the C library's sys/socket.h, which the BPF
+ * target does not have. */
 #define AF_INET 2
 #define AF_INET6 10
-#define NUD_STALE 0x04
-#define NUD_DELAY 0x08
-#define ETH_P_IP 0x0800
-#define ETH_P_IPV6 0x86DD
 
 /* Only the fields used; CO-RE relocates them against the running kernel. */
 struct ns_common {
@@ -93,9 +95,6 @@ struct tp_event {
 	__u8 pad2[2];
 };
 
-/* Keeps the type in BTF for bpf2go -type. */
-const struct tp_event *unused_tp_event __attribute__((unused));
-
 enum tp_source {
 	SRC_UPDATE = 0,
 	SRC_EVENT_SEND = 1,
@@ -113,6 +112,11 @@ enum tr_stat {
 	ST_XMIT_LOOKUPS6,	/* IPv6 packets that did */
 	ST_MAX,
 };
+
+/* Keep the types in BTF for bpf2go -type (Go decodes with them). */
+const struct tp_event *unused_tp_event __attribute__((unused));
+const enum tp_source *unused_tp_source __attribute__((unused));
+const enum tr_stat *unused_tr_stat __attribute__((unused));
 
 #define WATCH_BITS_WORDS 1024 /* ifindex < 65536 by bitmap, the rest by hash */
 #define STALE_BUCKETS 4096

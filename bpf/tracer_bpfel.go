@@ -53,6 +53,27 @@ type tracerTpEvent struct {
 	Pad2   [2]uint8
 }
 
+type tracerTpSource uint32
+
+const (
+	tracerTpSourceSRC_UPDATE     tracerTpSource = 0
+	tracerTpSourceSRC_EVENT_SEND tracerTpSource = 1
+	tracerTpSourceSRC_TIMER      tracerTpSource = 2
+	tracerTpSourceSRC_CREATE     tracerTpSource = 3
+	tracerTpSourceSRC_CLEANUP    tracerTpSource = 4
+)
+
+type tracerTrStat uint32
+
+const (
+	tracerTrStatST_HITS_DROPPED   tracerTrStat = 0
+	tracerTrStatST_MIRROR_DROPPED tracerTrStat = 1
+	tracerTrStatST_EVENTS_DROPPED tracerTrStat = 2
+	tracerTrStatST_XMIT_LOOKUPS   tracerTrStat = 3
+	tracerTrStatST_XMIT_LOOKUPS6  tracerTrStat = 4
+	tracerTrStatST_MAX            tracerTrStat = 5
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -73,6 +94,8 @@ const (
 	tracerVarNetnsIno         = "netns_ino"
 	tracerVarStaleOnIf        = "stale_on_if"
 	tracerVarUnusedTpEvent    = "unused_tp_event"
+	tracerVarUnusedTpSource   = "unused_tp_source"
+	tracerVarUnusedTrStat     = "unused_tr_stat"
 	tracerVarWatchAll         = "watch_all"
 	tracerVarWatchedBits      = "watched_bits"
 	tracerVarXmitFilter       = "xmit_filter"
@@ -144,13 +167,15 @@ type tracerMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tracerVariableSpecs struct {
-	MacBloom      *ebpf.VariableSpec `ebpf:"mac_bloom"`
-	NetnsIno      *ebpf.VariableSpec `ebpf:"netns_ino"`
-	StaleOnIf     *ebpf.VariableSpec `ebpf:"stale_on_if"`
-	UnusedTpEvent *ebpf.VariableSpec `ebpf:"unused_tp_event"`
-	WatchAll      *ebpf.VariableSpec `ebpf:"watch_all"`
-	WatchedBits   *ebpf.VariableSpec `ebpf:"watched_bits"`
-	XmitFilter    *ebpf.VariableSpec `ebpf:"xmit_filter"`
+	MacBloom       *ebpf.VariableSpec `ebpf:"mac_bloom"`
+	NetnsIno       *ebpf.VariableSpec `ebpf:"netns_ino"`
+	StaleOnIf      *ebpf.VariableSpec `ebpf:"stale_on_if"`
+	UnusedTpEvent  *ebpf.VariableSpec `ebpf:"unused_tp_event"`
+	UnusedTpSource *ebpf.VariableSpec `ebpf:"unused_tp_source"`
+	UnusedTrStat   *ebpf.VariableSpec `ebpf:"unused_tr_stat"`
+	WatchAll       *ebpf.VariableSpec `ebpf:"watch_all"`
+	WatchedBits    *ebpf.VariableSpec `ebpf:"watched_bits"`
+	XmitFilter     *ebpf.VariableSpec `ebpf:"xmit_filter"`
 }
 
 // tracerObjects contains all objects after they have been loaded into the kernel.
@@ -196,13 +221,15 @@ func (m *tracerMaps) Close() error {
 //
 // It can be passed to loadTracerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tracerVariables struct {
-	MacBloom      *ebpf.Variable `ebpf:"mac_bloom"`
-	NetnsIno      *ebpf.Variable `ebpf:"netns_ino"`
-	StaleOnIf     *ebpf.Variable `ebpf:"stale_on_if"`
-	UnusedTpEvent *ebpf.Variable `ebpf:"unused_tp_event"`
-	WatchAll      *ebpf.Variable `ebpf:"watch_all"`
-	WatchedBits   *ebpf.Variable `ebpf:"watched_bits"`
-	XmitFilter    *ebpf.Variable `ebpf:"xmit_filter"`
+	MacBloom       *ebpf.Variable `ebpf:"mac_bloom"`
+	NetnsIno       *ebpf.Variable `ebpf:"netns_ino"`
+	StaleOnIf      *ebpf.Variable `ebpf:"stale_on_if"`
+	UnusedTpEvent  *ebpf.Variable `ebpf:"unused_tp_event"`
+	UnusedTpSource *ebpf.Variable `ebpf:"unused_tp_source"`
+	UnusedTrStat   *ebpf.Variable `ebpf:"unused_tr_stat"`
+	WatchAll       *ebpf.Variable `ebpf:"watch_all"`
+	WatchedBits    *ebpf.Variable `ebpf:"watched_bits"`
+	XmitFilter     *ebpf.Variable `ebpf:"xmit_filter"`
 }
 
 // tracerPrograms contains all programs after they have been loaded into the kernel.

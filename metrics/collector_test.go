@@ -1,64 +1,118 @@
 package metrics
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/monitor"
+	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/internal/feed"
+	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/monitor/evidence"
+	"github.com/neighwatch/neighwatch/monitor/mirror"
+	"github.com/neighwatch/neighwatch/monitor/neightbl"
+	"github.com/neighwatch/neighwatch/remediate"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// fakeSource serves a real table (pure logic) plus fixed counters.
-type fakeSource struct {
-	t        *monitor.Table
-	counters monitor.Counters
-	arp      map[int32]*monitor.ARPCounters
-	params   []monitor.TableParams
-	err      error
+// Fakes stand in for the parts that need a kernel; the table and the
+// remediation engine are the real pure code.
+
+type fakeEvidence struct{}
+
+func (fakeEvidence) Counters() map[int32]evidence.Counters {
+	var c evidence.Counters
+	c.Packets[evidence.ARPGratuitous] = 1
+	c.Mismatches = 1
+	return map[int32]evidence.Counters{3: c}
+}
+func (fakeEvidence) Malformed() uint64    { return 2 }
+func (fakeEvidence) HostsDropped() uint64 { return 0 }
+
+type fakeNetlink struct{}
+
+func (fakeNetlink) Counters() mirror.Counters {
+	return mirror.Counters{ResyncENOBUFS: 4, ErrENOBUFS: 4, Messages: 10}
 }
 
-func (f *fakeSource) Stats(n int) monitor.Stats                   { return f.t.Stats(n) }
-func (f *fakeSource) Counters() *monitor.Counters                 { return &f.counters }
-func (f *fakeSource) ARPCounters() map[int32]*monitor.ARPCounters { return f.arp }
-func (f *fakeSource) ARPMalformed() uint64                        { return 2 }
-func (f *fakeSource) EventsDropped() uint64                       { return 3 }
-func (f *fakeSource) TableParams() ([]monitor.TableParams, error) { return f.params, f.err }
+type fakeKernel struct {
+	params []neightbl.Params
+	err    error
+}
 
-func newFake(t *testing.T) *fakeSource {
+func (f *fakeKernel) Read() ([]neightbl.Params, error) { return f.params, f.err }
+
+type fakeTracer struct{ err error }
+
+func (fakeTracer) Mode() bpf.TracerMode { return bpf.TracerFentry }
+func (f fakeTracer) Stats() (bpf.TracerStats, error) {
+	return bpf.TracerStats{HitEntries: 3, HitCapacity: 65536, MirrorEntries: 10, MirrorCapacity: 262144, HitsDropped: 1}, f.err
+}
+func (fakeTracer) Redirects() (bpf.RedirectCounts, error) {
+	return bpf.RedirectCounts{
+		bpf.HelperRedirect:      {Stale: 2, Other: 5},
+		bpf.HelperRedirectNeigh: {Other: 7},
+		bpf.HelperRedirectPeer:  {},
+	}, nil
+}
+func (fakeTracer) FeedCounters() feed.Counters { return feed.Counters{Transitions: 4} }
+
+type fakeDatapath struct{}
+
+func (fakeDatapath) Counts() (map[bpf.Decision]uint64, error) {
+	return map[bpf.Decision]uint64{bpf.Redirect: 9}, nil
+}
+func (fakeDatapath) Modes() map[string]bpf.Mode { return map[string]bpf.Mode{"eth1": bpf.ModeNeigh} }
+
+// newTable holds one stuck entry (ARP saw it at another MAC) and one
+// reachable entry on eth0.
+func newTable(t *testing.T) *table.Table {
 	t.Helper()
-	tb := monitor.NewTable(time.Nanosecond, nil) // every STALE entry is stale-long at once
+	tb := table.New(time.Nanosecond, nil) // every STALE entry is stale-long at once
 	tb.SetLinkName(3, "eth0")
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
-	moved := net.HardwareAddr{2, 0, 0, 0, 0, 2}
-	tb.Apply(monitor.CauseNetlink,
-		monitor.Update{Ifindex: 3, Family: 2, State: monitor.StateStale, Addr: netip.MustParseAddr("10.0.0.1"), LLAddr: mac},
-		monitor.Update{Ifindex: 3, Family: 2, State: monitor.StateReachable, Addr: netip.MustParseAddr("10.0.0.2"), LLAddr: mac},
+	tb.Apply(table.CauseNetlink,
+		table.Update{Ifindex: 3, Family: table.FamilyInet, State: table.StateStale, Addr: netip.MustParseAddr("10.0.0.1"), LLAddr: mac},
+		table.Update{Ifindex: 3, Family: table.FamilyInet, State: table.StateReachable, Addr: netip.MustParseAddr("10.0.0.2"), LLAddr: mac},
 	)
 	time.Sleep(time.Millisecond)
-	tb.ObserveARP(3, netip.MustParseAddr("10.0.0.1"), moved, time.Now())
-	ac := &monitor.ARPCounters{}
-	ac.Packets[monitor.ARPGratuitous].Add(1)
-	ac.Mismatches.Add(1)
-	f := &fakeSource{t: tb, arp: map[int32]*monitor.ARPCounters{3: ac}, params: []monitor.TableParams{{
-		Family: monitor.FamilyInet, Thresh1: 128, Thresh2: 512, Thresh3: 1024, Entries: 2, TableFulls: 5, HasConfig: true, HasStats: true, HasThresholds: true,
-	}}}
-	f.counters.ResyncENOBUFS.Add(4)
-	f.counters.ErrENOBUFS.Add(4)
-	f.counters.Messages.Add(10)
-	return f
+	tb.ObserveMAC(3, netip.MustParseAddr("10.0.0.1"), net.HardwareAddr{2, 0, 0, 0, 0, 2}, time.Now())
+	return tb
 }
 
-func TestCollector(t *testing.T) {
-	f := newFake(t)
-	c := NewCollector(f, 10, nil)
+func kernelParams() []neightbl.Params {
+	return []neightbl.Params{{Family: table.FamilyInet, Thresh1: 128, Thresh2: 512, Thresh3: 1024, Entries: 2, TableFulls: 5,
+		HasConfig: true, HasStats: true, HasThresholds: true}}
+}
+
+// allCollectors is every neighwatch collector, over fakes.
+func allCollectors(t *testing.T, tb *table.Table, kernel *fakeKernel, log *slog.Logger) []prometheus.Collector {
+	t.Helper()
+	eng := remediate.New(remediate.Config{Mode: remediate.ModeDryRun}, tb, nil, nil)
+	return []prometheus.Collector{
+		NewTableCollector(tb, 10, log),
+		NewEvidenceCollector(fakeEvidence{}, tb.LinkName, log),
+		NewNetlinkCollector(fakeNetlink{}, log),
+		NewKernelTableCollector(kernel, log),
+		NewTracerCollector(fakeTracer{}, log),
+		NewDatapathCollector(fakeDatapath{}, log),
+		NewRemediationCollector(eng, log),
+	}
+}
+
+func TestCollectors(t *testing.T) {
+	tb := newTable(t)
 	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(c); err != nil {
-		t.Fatal(err)
+	for _, c := range allCollectors(t, tb, &fakeKernel{params: kernelParams()}, nil) {
+		if err := reg.Register(c); err != nil {
+			t.Fatal(err)
+		}
 	}
 	want := `
 # HELP neighwatch_neighbours Neighbour entries by interface, family and NUD state.
@@ -101,17 +155,47 @@ neighwatch_neighbour_table_gc_threshold{family="inet",threshold="3"} 1024
 # HELP neighwatch_neighbour_table_fulls_total Times the kernel neighbour table was full ("neighbor table overflow").
 # TYPE neighwatch_neighbour_table_fulls_total counter
 neighwatch_neighbour_table_fulls_total{family="inet"} 5
-# HELP neighwatch_events_dropped_total Events lost by slow subscribers; the table itself loses none.
-# TYPE neighwatch_events_dropped_total counter
-neighwatch_events_dropped_total 3
+# HELP neighwatch_tracer_mode The running tracer mode (1 for the active one): off, xmit or fentry.
+# TYPE neighwatch_tracer_mode gauge
+neighwatch_tracer_mode{mode="fentry"} 1
+neighwatch_tracer_mode{mode="off"} 0
+neighwatch_tracer_mode{mode="xmit"} 0
+# HELP neighwatch_tracer_redirects_total fentry mode: redirect helper calls by helper and the state of the neighbour the FIB lookup before them resolved.
+# TYPE neighwatch_tracer_redirects_total counter
+neighwatch_tracer_redirects_total{helper="bpf_redirect",nexthop="other"} 5
+neighwatch_tracer_redirects_total{helper="bpf_redirect",nexthop="stale"} 2
+neighwatch_tracer_redirects_total{helper="bpf_redirect_neigh",nexthop="other"} 7
+neighwatch_tracer_redirects_total{helper="bpf_redirect_neigh",nexthop="stale"} 0
+neighwatch_tracer_redirects_total{helper="bpf_redirect_peer",nexthop="other"} 0
+neighwatch_tracer_redirects_total{helper="bpf_redirect_peer",nexthop="stale"} 0
+# HELP neighwatch_datapath_mode The datapath mode attached to an interface (1 for the active one).
+# TYPE neighwatch_datapath_mode gauge
+neighwatch_datapath_mode{interface="eth1",mode="legacy"} 0
+neighwatch_datapath_mode{interface="eth1",mode="neigh"} 1
+# HELP neighwatch_remediation_mode The remediation mode in force (1 for the active one).
+# TYPE neighwatch_remediation_mode gauge
+neighwatch_remediation_mode{mode="dry-run"} 1
+neighwatch_remediation_mode{mode="off"} 0
+neighwatch_remediation_mode{mode="on"} 0
+# HELP neighwatch_scrape_collector_success 1 if the collector fetched everything it reads at scrape time, else 0.
+# TYPE neighwatch_scrape_collector_success gauge
+neighwatch_scrape_collector_success{collector="datapath"} 1
+neighwatch_scrape_collector_success{collector="evidence"} 1
+neighwatch_scrape_collector_success{collector="kernel_table"} 1
+neighwatch_scrape_collector_success{collector="netlink"} 1
+neighwatch_scrape_collector_success{collector="remediation"} 1
+neighwatch_scrape_collector_success{collector="table"} 1
+neighwatch_scrape_collector_success{collector="tracer"} 1
 `
 	names := []string{"neighwatch_neighbours", "neighwatch_neighbours_stuck", "neighwatch_neighbours_stale_long",
 		"neighwatch_stuck_neighbour_info", "neighwatch_arp_packets_total", "neighwatch_netlink_resyncs_total",
-		"neighwatch_neighbour_table_gc_threshold", "neighwatch_neighbour_table_fulls_total", "neighwatch_events_dropped_total"}
+		"neighwatch_neighbour_table_gc_threshold", "neighwatch_neighbour_table_fulls_total", "neighwatch_tracer_mode",
+		"neighwatch_tracer_redirects_total", "neighwatch_datapath_mode", "neighwatch_remediation_mode",
+		"neighwatch_scrape_collector_success"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
-	// Every metric the collector emits must pass the linter.
+	// Every metric the collectors emit must pass the linter.
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
 		t.Fatal(err)
@@ -121,25 +205,71 @@ neighwatch_events_dropped_total 3
 	}
 }
 
-func TestCollectorCapAndParamsError(t *testing.T) {
-	f := newFake(t)
-	f.err = errors.New("netlink refused")
-	f.params = nil
-	c := NewCollector(f, 0, nil)
+// TestScrapeFailure: a failed scrape-time fetch shows as success 0 and is
+// logged once while it lasts, and once more when it recovers; the other
+// collectors are unaffected.
+func TestScrapeFailure(t *testing.T) {
+	tb := newTable(t)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	kernel := &fakeKernel{err: errors.New("netlink refused")}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	for range 2 {
+	reg.MustRegister(NewKernelTableCollector(kernel, log), NewTableCollector(tb, 0, log))
+	for range 3 {
 		if _, err := reg.Gather(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	want := `
+# HELP neighwatch_scrape_collector_success 1 if the collector fetched everything it reads at scrape time, else 0.
+# TYPE neighwatch_scrape_collector_success gauge
+neighwatch_scrape_collector_success{collector="kernel_table"} 0
+neighwatch_scrape_collector_success{collector="table"} 1
 # HELP neighwatch_stuck_neighbour_info_dropped_total Stuck-entry info series left out because of the cap, summed over scrapes.
 # TYPE neighwatch_stuck_neighbour_info_dropped_total counter
-neighwatch_stuck_neighbour_info_dropped_total 3
+neighwatch_stuck_neighbour_info_dropped_total 4
 `
-	// Two gathers above plus the one GatherAndCompare makes.
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "neighwatch_stuck_neighbour_info_dropped_total", "neighwatch_stuck_neighbour_info", "neighwatch_neighbour_table_gc_threshold"); err != nil {
+	// Three gathers above plus the one GatherAndCompare makes; the cap of
+	// 0 leaves out the one stuck entry each time.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "neighwatch_scrape_collector_success",
+		"neighwatch_stuck_neighbour_info_dropped_total", "neighwatch_stuck_neighbour_info", "neighwatch_neighbour_table_gc_threshold"); err != nil {
 		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "metrics collector failed"); n != 1 {
+		t.Errorf("failure logged %d times over 4 scrapes, want once:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "netlink refused") {
+		t.Errorf("the log does not say why:\n%s", logs.String())
+	}
+	kernel.err, kernel.params = nil, kernelParams()
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "metrics collector recovered") {
+		t.Errorf("recovery not logged:\n%s", logs.String())
+	}
+}
+
+// TestDescribedOnce: every collector describes each of its metrics exactly
+// once, and describes everything it collects (a pedantic registry checks
+// the latter at gather time).
+func TestDescribedOnce(t *testing.T) {
+	tb := newTable(t)
+	for _, c := range allCollectors(t, tb, &fakeKernel{params: kernelParams()}, nil) {
+		ch := make(chan *prometheus.Desc, 100)
+		c.Describe(ch)
+		close(ch)
+		seen := map[string]bool{}
+		for d := range ch {
+			if seen[d.String()] {
+				t.Errorf("described twice: %s", d)
+			}
+			seen[d.String()] = true
+		}
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(c)
+		if _, err := reg.Gather(); err != nil {
+			t.Errorf("gather: %v", err)
+		}
 	}
 }

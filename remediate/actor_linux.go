@@ -10,7 +10,7 @@ import (
 	"github.com/mdlayher/ethernet"
 	"github.com/mdlayher/ndp"
 	"github.com/mdlayher/packet"
-	"github.com/neighwatch/neighwatch/monitor"
+	"github.com/neighwatch/neighwatch/internal/table"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -34,7 +34,7 @@ func NewNetActor() (*NetActor, error) {
 // Close releases the handle.
 func (a *NetActor) Close() { a.h.Close() }
 
-func ifaceOf(e *monitor.Entry) (*net.Interface, error) {
+func ifaceOf(e *table.Entry) (*net.Interface, error) {
 	ifi, err := net.InterfaceByIndex(int(e.Ifindex))
 	if err != nil {
 		return nil, fmt.Errorf("interface %d of %s is gone: %w", e.Ifindex, e.Addr, err)
@@ -73,7 +73,7 @@ func sourceIPv4(ifi *net.Interface, target netip.Addr) (netip.Addr, error) {
 // phase 1 broadcast / solicited-node multicast, which reaches the host
 // wherever it now lives. The host's unicast reply makes the kernel set the
 // entry REACHABLE, with the new MAC if it moved.
-func (a *NetActor) Probe(e *monitor.Entry, phase int) error {
+func (a *NetActor) Probe(e *table.Entry, phase int) error {
 	ifi, err := ifaceOf(e)
 	if err != nil {
 		return err
@@ -84,7 +84,7 @@ func (a *NetActor) Probe(e *monitor.Entry, phase int) error {
 	return probeNDP(ifi, e, phase)
 }
 
-func probeARP(ifi *net.Interface, e *monitor.Entry, phase int) error {
+func probeARP(ifi *net.Interface, e *table.Entry, phase int) error {
 	src, err := sourceIPv4(ifi, e.Addr)
 	if err != nil {
 		return err
@@ -112,7 +112,7 @@ func probeARP(ifi *net.Interface, e *monitor.Entry, phase int) error {
 	return nil
 }
 
-func probeNDP(ifi *net.Interface, e *monitor.Entry, phase int) error {
+func probeNDP(ifi *net.Interface, e *table.Entry, phase int) error {
 	// The link-local address, as the kernel would use; while it is still
 	// tentative (a new interface), any other address of the interface.
 	var conn *ndp.Conn
@@ -142,7 +142,7 @@ func probeNDP(ifi *net.Interface, e *monitor.Entry, phase int) error {
 	return nil
 }
 
-func (a *NetActor) neigh(e *monitor.Entry) *netlink.Neigh {
+func (a *NetActor) neigh(e *table.Entry) *netlink.Neigh {
 	fam := unix.AF_INET
 	if e.Addr.Is6() {
 		fam = unix.AF_INET6
@@ -154,7 +154,7 @@ func (a *NetActor) neigh(e *monitor.Entry) *netlink.Neigh {
 // runs neigh_event_send(), STALE -> DELAY -> PROBE. The kernel's unicast
 // probes go to the old MAC, so a host that moved is not found unless
 // mcast_resolicit is set; see docs/remediation.md.
-func (a *NetActor) Kick(e *monitor.Entry) error {
+func (a *NetActor) Kick(e *table.Entry) error {
 	n := a.neigh(e)
 	n.Flags = unix.NTF_USE
 	if err := a.h.NeighSet(n); err != nil {
@@ -164,7 +164,7 @@ func (a *NetActor) Kick(e *monitor.Entry) error {
 }
 
 // Flush deletes the entry.
-func (a *NetActor) Flush(e *monitor.Entry) error {
+func (a *NetActor) Flush(e *table.Entry) error {
 	if err := a.h.NeighDel(a.neigh(e)); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("flush %s on %d: %w", e.Addr, e.Ifindex, kernelRefusal(err))
 	}

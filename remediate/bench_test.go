@@ -5,19 +5,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/monitor"
-	"golang.org/x/sys/unix"
+	"github.com/neighwatch/neighwatch/internal/table"
 )
 
 // BenchmarkSweep measures one sweep over 100,000 stale-long entries in
 // scope (all-stale), all of them already queued or backed off: the steady
 // cost remediation adds to a large table every second.
 func BenchmarkSweep(b *testing.B) {
-	tb := monitor.NewTable(time.Nanosecond, nil)
+	tb := table.New(time.Nanosecond, nil)
 	tb.SetLinkName(3, "eth0")
 	for i := 0; i < 100_000; i++ {
 		ip := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-		tb.Apply(monitor.CauseNetlink, monitor.Update{Ifindex: 3, Family: unix.AF_INET, Addr: ip, State: monitor.StateStale, LLAddr: macOld})
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld})
 	}
 	cfg := fastConfig(ModeOn, StrategyProbe)
 	cfg.Scope = ScopeAllStale

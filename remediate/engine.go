@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/neighwatch/neighwatch/monitor"
+	"github.com/neighwatch/neighwatch/internal/table"
 	"golang.org/x/time/rate"
 )
 
@@ -41,11 +41,11 @@ func Strategies() []Strategy {
 type Actor interface {
 	// Probe sends one probe: phase 0 unicast to the entry's MAC, phase 1
 	// broadcast (ARP) or solicited-node multicast (NDP).
-	Probe(e *monitor.Entry, phase int) error
+	Probe(e *table.Entry, phase int) error
 	// Kick sends RTM_NEWNEIGH with NTF_USE.
-	Kick(e *monitor.Entry) error
+	Kick(e *table.Entry) error
 	// Flush deletes the entry.
-	Flush(e *monitor.Entry) error
+	Flush(e *table.Entry) error
 }
 
 // Swapper swaps an interface's datapath to bpf_redirect_neigh; the agent
@@ -123,116 +123,23 @@ func (c *Config) defaults() {
 	}
 }
 
-// Counters are the engine's counters.
-type Counters struct {
-	actions     [4][6]atomic.Uint64 // by strategy, outcome
-	RateLimited atomic.Uint64       // actions that waited for a token
-	Dropped     atomic.Uint64       // candidates not queued: queue full
-	Swaps       atomic.Uint64
-	fix         histogram
-
-	skipMu  sync.Mutex
-	skipped map[string]int // the last sweep's skipped candidates by reason
-}
-
-func strategyIdx(s Strategy) int {
-	for i, x := range Strategies() {
-		if x == s {
-			return i
-		}
-	}
-	return 0
-}
-
-func outcomeIdx(o Outcome) int {
-	for i, x := range Outcomes() {
-		if x == o {
-			return i
-		}
-	}
-	return 0
-}
-
-// Actions returns how many actions of a strategy had an outcome.
-func (c *Counters) Actions(s Strategy, o Outcome) uint64 {
-	return c.actions[strategyIdx(s)][outcomeIdx(o)].Load()
-}
-
-func (c *Counters) setSkipped(m map[string]int) {
-	c.skipMu.Lock()
-	c.skipped = m
-	c.skipMu.Unlock()
-}
-
-// Skipped returns, by reason, the candidates the last sweep left alone.
-func (c *Counters) Skipped() map[string]int {
-	c.skipMu.Lock()
-	defer c.skipMu.Unlock()
-	out := make(map[string]int, len(c.skipped))
-	for k, v := range c.skipped {
-		out[k] = v
-	}
-	return out
-}
-
-// FixBuckets are the upper bounds of the detection-to-fix histogram.
-var FixBuckets = []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600}
-
-// histogram is a fixed-bucket histogram (the metrics package exposes it).
-type histogram struct {
-	mu     sync.Mutex
-	counts []uint64
-	sum    float64
-	n      uint64
-}
-
-func (h *histogram) observe(v float64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.counts == nil {
-		h.counts = make([]uint64, len(FixBuckets))
-	}
-	for i, b := range FixBuckets {
-		if v <= b {
-			h.counts[i]++
-		}
-	}
-	h.sum += v
-	h.n++
-}
-
-// FixHistogram returns cumulative bucket counts, the sum and the count.
-func (c *Counters) FixHistogram() (map[float64]uint64, float64, uint64) {
-	c.fix.mu.Lock()
-	defer c.fix.mu.Unlock()
-	out := make(map[float64]uint64, len(FixBuckets))
-	for i, b := range FixBuckets {
-		if c.fix.counts != nil {
-			out[b] = c.fix.counts[i]
-		} else {
-			out[b] = 0
-		}
-	}
-	return out, c.fix.sum, c.fix.n
-}
-
 // Engine is the remediation loop.
 type Engine struct {
 	cfg     Config
 	mode    atomic.Value // Mode
-	table   *monitor.Table
+	table   *table.Table
 	actor   Actor
 	swapper Swapper
 	log     *slog.Logger
-	C       Counters
+	c       counters
 
-	queue  chan monitor.Key
+	queue  chan table.Key
 	global *rate.Limiter
 
 	sweeps uint32 // only the Run goroutine touches it
 
 	mu    sync.Mutex
-	cands map[monitor.Key]*candidate // every candidate seen, one lookup per sweep
+	cands map[table.Key]*candidate // every candidate seen, one lookup per sweep
 	perIf map[int32]*rate.Limiter
 }
 
@@ -246,13 +153,13 @@ type candidate struct {
 }
 
 // New builds an engine over a table. swapper may be nil.
-func New(cfg Config, t *monitor.Table, actor Actor, swapper Swapper) *Engine {
+func New(cfg Config, t *table.Table, actor Actor, swapper Swapper) *Engine {
 	cfg.defaults()
 	e := &Engine{
 		cfg: cfg, table: t, actor: actor, swapper: swapper, log: cfg.Logger,
-		queue:  make(chan monitor.Key, cfg.QueueSize),
+		queue:  make(chan table.Key, cfg.QueueSize),
 		global: rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
-		cands:  make(map[monitor.Key]*candidate),
+		cands:  make(map[table.Key]*candidate),
 		perIf:  make(map[int32]*rate.Limiter),
 	}
 	e.mode.Store(cfg.Mode)
@@ -283,8 +190,12 @@ func (e *Engine) SetMode(m Mode) Mode {
 // Config returns the configuration in force.
 func (e *Engine) Config() Config { return e.cfg }
 
-// QueueLen returns the queued candidates.
-func (e *Engine) QueueLen() int { return len(e.queue) }
+// Stats returns the engine's counters and queue length.
+func (e *Engine) Stats() Stats {
+	s := e.c.stats()
+	s.Queue = len(e.queue)
+	return s
+}
 
 // Run sweeps for candidates and acts on them until ctx ends.
 func (e *Engine) Run(ctx context.Context) error {
@@ -338,7 +249,7 @@ func (e *Engine) sweep() {
 	skipped := make(map[string]int)
 	var dropped uint64
 	e.mu.Lock()
-	picked := e.table.Walk(e.cfg.Scope == ScopeAllStale, func(en *monitor.Entry, ifname string) bool {
+	picked := e.table.Walk(e.cfg.Scope == ScopeAllStale, func(en *table.Entry, ifname string) bool {
 		d := Decide(en, ifname, mode, e.cfg.Scope, &e.cfg.Filter)
 		if !d.Act {
 			skipped[d.Reason]++
@@ -371,8 +282,8 @@ func (e *Engine) sweep() {
 	for i := range picked {
 		e.queue <- picked[i].Key // room was reserved above; only sweep sends
 	}
-	e.C.Dropped.Add(dropped)
-	e.C.setSkipped(skipped)
+	e.c.dropped.Add(dropped)
+	e.c.setSkipped(skipped)
 }
 
 func (e *Engine) limiter(ifindex int32) *rate.Limiter {
@@ -407,13 +318,13 @@ func (e *Engine) wait(ctx context.Context, ifindex int32) error {
 		}
 	}
 	if waited {
-		e.C.RateLimited.Add(1)
+		e.c.rateLimited.Add(1)
 	}
 	return nil
 }
 
 // applicable says whether a strategy can act on an entry now.
-func (e *Engine) applicable(s Strategy, en *monitor.Entry) bool {
+func (e *Engine) applicable(s Strategy, en *table.Entry) bool {
 	switch s {
 	case StrategySwap:
 		return e.swapper != nil && en.BypassInState > 0 && e.swapper.CanSwap(en.Ifindex)
@@ -421,7 +332,7 @@ func (e *Engine) applicable(s Strategy, en *monitor.Entry) bool {
 	return true
 }
 
-func (e *Engine) handle(ctx context.Context, k monitor.Key) {
+func (e *Engine) handle(ctx context.Context, k table.Key) {
 	en, ok := e.table.Lookup(k)
 	if !ok {
 		return
@@ -466,7 +377,7 @@ func (e *Engine) handle(ctx context.Context, k monitor.Key) {
 		case OutcomeFixed, OutcomeMoved, OutcomeFlushed:
 			e.mu.Lock()
 			if c := e.cands[k]; c != nil {
-				e.C.fix.observe(time.Since(time.Unix(0, c.first)).Seconds())
+				e.c.observeFix(time.Since(time.Unix(0, c.first)).Seconds())
 				c.first, c.until, c.next = time.Now().UnixNano(), 0, 0
 			}
 			e.mu.Unlock()
@@ -480,7 +391,7 @@ func (e *Engine) handle(ctx context.Context, k monitor.Key) {
 	e.backOff(k)
 }
 
-func (e *Engine) backOff(k monitor.Key) {
+func (e *Engine) backOff(k table.Key) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c := e.cands[k]
@@ -497,15 +408,15 @@ func (e *Engine) backOff(k monitor.Key) {
 // watch subscribes to the events of one entry while an action on it is
 // verified; nobody subscribes between actions, so the table builds no
 // events for the engine then. Call the returned func to stop.
-func (e *Engine) watch(k monitor.Key) (<-chan monitor.Event, func()) {
-	sub := e.table.Events().SubscribeFunc(16, func(ev *monitor.Event) bool {
+func (e *Engine) watch(k table.Key) (<-chan table.Event, func()) {
+	sub := e.table.Events().SubscribeFunc(16, func(ev *table.Event) bool {
 		return ev.Ifindex == k.Ifindex && ev.IP == k.Addr
 	})
-	return sub.C, sub.Close
+	return sub.C(), sub.Close
 }
 
 // act runs one strategy and verifies its outcome against the table.
-func (e *Engine) act(ctx context.Context, en *monitor.Entry, s Strategy) (Outcome, error) {
+func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome, error) {
 	ch, stop := e.watch(en.Key)
 	defer stop()
 	oldMAC := en.LLAddr
@@ -529,7 +440,7 @@ func (e *Engine) act(ctx context.Context, en *monitor.Entry, s Strategy) (Outcom
 			if err := e.swapper.Swap(en.Ifindex); err != nil {
 				return err
 			}
-			e.C.Swaps.Add(1)
+			e.c.swaps.Add(1)
 			return nil
 		}
 	case StrategyFlush:
@@ -547,7 +458,7 @@ func (e *Engine) act(ctx context.Context, en *monitor.Entry, s Strategy) (Outcom
 
 // await waits for the entry to be repaired. done is false when the wait
 // ran out and final is false (the caller has another step to try).
-func (e *Engine) await(ctx context.Context, ch <-chan monitor.Event, k monitor.Key, oldMAC string, d time.Duration, final bool) (Outcome, bool) {
+func (e *Engine) await(ctx context.Context, ch <-chan table.Event, k table.Key, oldMAC string, d time.Duration, final bool) (Outcome, bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -565,7 +476,7 @@ func (e *Engine) await(ctx context.Context, ch <-chan monitor.Event, k monitor.K
 			if o, ok := e.judge(k, oldMAC); ok {
 				return o, true
 			}
-			if cur, ok := e.table.Lookup(k); ok && cur.State == monitor.StateFailed {
+			if cur, ok := e.table.Lookup(k); ok && cur.State == table.StateFailed {
 				return OutcomeFailed, true
 			}
 			return OutcomeNoChange, true
@@ -574,21 +485,21 @@ func (e *Engine) await(ctx context.Context, ch <-chan monitor.Event, k monitor.K
 }
 
 // judge reads the entry's state: repaired, moved, gone, or not yet.
-func (e *Engine) judge(k monitor.Key, oldMAC string) (Outcome, bool) {
+func (e *Engine) judge(k table.Key, oldMAC string) (Outcome, bool) {
 	cur, ok := e.table.Lookup(k)
 	switch {
 	case !ok:
 		return OutcomeFlushed, true
 	case cur.LLAddr != "" && cur.LLAddr != oldMAC && cur.State.Valid():
 		return OutcomeMoved, true
-	case cur.State == monitor.StateReachable || cur.State == monitor.StatePermanent:
+	case cur.State == table.StateReachable || cur.State == table.StatePermanent:
 		return OutcomeFixed, true
 	}
 	return "", false
 }
 
-func (e *Engine) record(en *monitor.Entry, s Strategy, o Outcome, reason string, err error) {
-	e.C.actions[strategyIdx(s)][outcomeIdx(o)].Add(1)
+func (e *Engine) record(en *table.Entry, s Strategy, o Outcome, reason string, err error) {
+	e.c.action(s, o)
 	name := e.table.LinkName(en.Ifindex)
 	cur, _ := e.table.Lookup(en.Key)
 	detail := fmt.Sprintf("strategy=%s outcome=%s reason=%s", s, o, reason)
@@ -601,9 +512,9 @@ func (e *Engine) record(en *monitor.Entry, s Strategy, o Outcome, reason string,
 	}
 	e.log.Log(context.Background(), lvl, "remediation", "interface", name, "ip", en.Addr, "lladdr", net.HardwareAddr(en.LLAddr).String(),
 		"strategy", s, "outcome", o, "reason", reason, "err", err)
-	e.table.Publish(monitor.Event{
+	e.table.Publish(table.Event{
 		Time: time.Now(), Ifindex: en.Ifindex, Interface: name, Family: en.Family(), IP: en.Addr,
 		From: en.State, To: cur.State, OldLLAddr: net.HardwareAddr(en.LLAddr), LLAddr: net.HardwareAddr(cur.LLAddr),
-		Cause: monitor.CauseRemediate, Kind: "remediation", Class: cur.Class(), Detail: detail,
+		Cause: table.CauseRemediate, Kind: "remediation", Class: cur.Class(), Detail: detail,
 	})
 }

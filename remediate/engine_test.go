@@ -10,14 +10,13 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/monitor"
-	"golang.org/x/sys/unix"
+	"github.com/neighwatch/neighwatch/internal/table"
 )
 
 // fakeActor records calls and, when told to, plays the kernel's part by
 // applying the update a real reply would cause.
 type fakeActor struct {
-	t        *monitor.Table
+	t        *table.Table
 	mu       sync.Mutex
 	calls    []string
 	times    []time.Time
@@ -33,25 +32,25 @@ func (f *fakeActor) log(s string) {
 	f.mu.Unlock()
 }
 
-func (f *fakeActor) Probe(e *monitor.Entry, phase int) error {
+func (f *fakeActor) Probe(e *table.Entry, phase int) error {
 	f.log(fmt.Sprintf("probe%d %s", phase, e.Addr))
 	if phase == f.answerAt {
-		go f.t.Apply(monitor.CauseNetlink, monitor.Update{Ifindex: e.Ifindex, Family: unix.AF_INET, Addr: e.Addr, State: monitor.StateReachable, LLAddr: f.moveTo})
+		go f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyInet, Addr: e.Addr, State: table.StateReachable, LLAddr: f.moveTo})
 	}
 	return nil
 }
 
-func (f *fakeActor) Kick(e *monitor.Entry) error {
+func (f *fakeActor) Kick(e *table.Entry) error {
 	f.log("kick " + e.Addr.String())
 	if f.kickFix {
-		go f.t.Apply(monitor.CauseNetlink, monitor.Update{Ifindex: e.Ifindex, Family: unix.AF_INET, Addr: e.Addr, State: monitor.StateReachable, LLAddr: []byte(e.LLAddr)})
+		go f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyInet, Addr: e.Addr, State: table.StateReachable, LLAddr: []byte(e.LLAddr)})
 	}
 	return nil
 }
 
-func (f *fakeActor) Flush(e *monitor.Entry) error {
+func (f *fakeActor) Flush(e *table.Entry) error {
 	f.log("flush " + e.Addr.String())
-	go f.t.Apply(monitor.CauseNetlink, monitor.Update{Delete: true, Ifindex: e.Ifindex, Family: unix.AF_INET, Addr: e.Addr})
+	go f.t.Apply(table.CauseNetlink, table.Update{Delete: true, Ifindex: e.Ifindex, Family: table.FamilyInet, Addr: e.Addr})
 	return nil
 }
 
@@ -62,13 +61,13 @@ func (f *fakeActor) Calls() []string {
 }
 
 // stuckTable holds n stuck IPv4 entries (ARP saw them at another MAC).
-func stuckTable(n int) *monitor.Table {
-	t := monitor.NewTable(time.Nanosecond, nil)
+func stuckTable(n int) *table.Table {
+	t := table.New(time.Nanosecond, nil)
 	t.SetLinkName(3, "eth0")
 	for i := 0; i < n; i++ {
 		ip := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
-		t.Apply(monitor.CauseNetlink, monitor.Update{Ifindex: 3, Family: unix.AF_INET, Addr: ip, State: monitor.StateStale, LLAddr: macOld})
-		t.ObserveARP(3, ip, macNew, time.Now())
+		t.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld})
+		t.ObserveMAC(3, ip, macNew, time.Now())
 	}
 	return t
 }
@@ -86,28 +85,17 @@ func runEngine(t *testing.T, e *Engine) func() {
 	return func() { cancel(); <-done }
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestEngineProbeMoves(t *testing.T) {
 	tb := stuckTable(1)
 	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
 	e := New(fastConfig(ModeOn, StrategyProbe, StrategyKick), tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
-	eventually(t, "a moved outcome", func() bool { return e.C.Actions(StrategyProbe, OutcomeMoved) == 1 })
+	lab.WaitFor(t, 5*time.Second, "a moved outcome", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 1 })
 	if got := fa.Calls(); len(got) != 2 || got[0] != "probe0 10.0.0.0" || got[1] != "probe1 10.0.0.0" {
 		t.Fatalf("calls = %v, want unicast then broadcast probe", got)
 	}
-	if _, _, n := e.C.FixHistogram(); n != 1 {
+	if n := e.Stats().FixCount; n != 1 {
 		t.Errorf("detection-to-fix observations = %d, want 1", n)
 	}
 }
@@ -118,9 +106,9 @@ func TestEngineFallsThroughStrategies(t *testing.T) {
 	e := New(fastConfig(ModeOn, StrategyProbe, StrategyKick, StrategyFlush), tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
-	eventually(t, "kick to fix it", func() bool { return e.C.Actions(StrategyKick, OutcomeFixed) == 1 })
-	if e.C.Actions(StrategyProbe, OutcomeNoChange) != 1 || e.C.Actions(StrategyFlush, OutcomeFlushed) != 0 {
-		t.Fatalf("probe no-change %d, flush %d", e.C.Actions(StrategyProbe, OutcomeNoChange), e.C.Actions(StrategyFlush, OutcomeFlushed))
+	lab.WaitFor(t, 5*time.Second, "kick to fix it", func() bool { return e.Stats().Actions[StrategyKick][OutcomeFixed] == 1 })
+	if e.Stats().Actions[StrategyProbe][OutcomeNoChange] != 1 || e.Stats().Actions[StrategyFlush][OutcomeFlushed] != 0 {
+		t.Fatalf("probe no-change %d, flush %d", e.Stats().Actions[StrategyProbe][OutcomeNoChange], e.Stats().Actions[StrategyFlush][OutcomeFlushed])
 	}
 }
 
@@ -130,9 +118,9 @@ func TestEngineDryRunTouchesNothing(t *testing.T) {
 	e := New(fastConfig(ModeDryRun, StrategyProbe, StrategyFlush), tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
-	eventually(t, "three dry-run decisions", func() bool { return e.C.Actions(StrategyProbe, OutcomeDryRun) == 3 })
+	lab.WaitFor(t, 5*time.Second, "three dry-run decisions", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeDryRun] == 3 })
 	time.Sleep(50 * time.Millisecond) // several more sweeps: backoff keeps the count
-	if n := e.C.Actions(StrategyProbe, OutcomeDryRun); n != 3 {
+	if n := e.Stats().Actions[StrategyProbe][OutcomeDryRun]; n != 3 {
 		t.Errorf("dry-run counted %d, want 3 (once per entry until its backoff ends)", n)
 	}
 	if c := fa.Calls(); len(c) != 0 {
@@ -140,7 +128,7 @@ func TestEngineDryRunTouchesNothing(t *testing.T) {
 	}
 	// Switching to on at runtime acts.
 	e.SetMode(ModeOn)
-	eventually(t, "repairs after switching on", func() bool { return e.C.Actions(StrategyProbe, OutcomeMoved) == 3 })
+	lab.WaitFor(t, 5*time.Second, "repairs after switching on", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 3 })
 }
 
 func TestEngineRateLimit(t *testing.T) {
@@ -167,7 +155,7 @@ func TestEngineRateLimit(t *testing.T) {
 	if maxInWindow > 21 || len(starts) < 20 {
 		t.Fatalf("%d actions in 1.5s, at most %d in one second; want 20..21 per second", len(starts), maxInWindow)
 	}
-	if e.C.RateLimited.Load() == 0 {
+	if e.Stats().RateLimited == 0 {
 		t.Error("no action counted as rate-limited")
 	}
 }
@@ -175,9 +163,9 @@ func TestEngineRateLimit(t *testing.T) {
 // blockingActor never returns until released: the queue fills.
 type blockingActor struct{ release chan struct{} }
 
-func (b *blockingActor) Probe(*monitor.Entry, int) error { <-b.release; return nil }
-func (b *blockingActor) Kick(*monitor.Entry) error       { return nil }
-func (b *blockingActor) Flush(*monitor.Entry) error      { return nil }
+func (b *blockingActor) Probe(*table.Entry, int) error { <-b.release; return nil }
+func (b *blockingActor) Kick(*table.Entry) error       { return nil }
+func (b *blockingActor) Flush(*table.Entry) error      { return nil }
 
 func TestEngineQueueDropsInsteadOfGrowing(t *testing.T) {
 	tb := stuckTable(50)
@@ -186,8 +174,8 @@ func TestEngineQueueDropsInsteadOfGrowing(t *testing.T) {
 	cfg.QueueSize, cfg.MaxConcurrent = 5, 1
 	e := New(cfg, tb, ba, nil)
 	stop := runEngine(t, e)
-	eventually(t, "drops", func() bool { return e.C.Dropped.Load() > 0 })
-	if q := e.QueueLen(); q > 5 {
+	lab.WaitFor(t, 5*time.Second, "drops", func() bool { return e.Stats().Dropped > 0 })
+	if q := e.Stats().Queue; q > 5 {
 		t.Fatalf("queue grew to %d", q)
 	}
 	close(ba.release)
@@ -195,24 +183,24 @@ func TestEngineQueueDropsInsteadOfGrowing(t *testing.T) {
 }
 
 func TestEngineNeverTouchesOwnedEntries(t *testing.T) {
-	tb := monitor.NewTable(time.Nanosecond, nil)
-	add := func(ip string, st monitor.State, flags uint8, ext uint32) {
+	tb := table.New(time.Nanosecond, nil)
+	add := func(ip string, st table.State, flags uint8, ext uint32) {
 		a := netip.MustParseAddr(ip)
-		tb.Apply(monitor.CauseNetlink, monitor.Update{Ifindex: 3, Family: unix.AF_INET, Addr: a, State: st, Flags: flags, FlagsExt: ext, LLAddr: macOld})
-		tb.ObserveARP(3, a, macNew, time.Now())
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: a, State: st, Flags: flags, FlagsExt: ext, LLAddr: macOld})
+		tb.ObserveMAC(3, a, macNew, time.Now())
 	}
-	add("10.0.0.1", monitor.StatePermanent, 0, 0)
-	add("10.0.0.2", monitor.StateNoARP, 0, 0)
-	add("10.0.0.3", monitor.StateStale, monitor.FlagExtLearned, 0)
-	add("10.0.0.4", monitor.StateStale, 0, monitor.FlagExtManaged)
-	add("10.0.0.5", monitor.StateStale, 0, 0) // the control: this one is flushed
+	add("10.0.0.1", table.StatePermanent, 0, 0)
+	add("10.0.0.2", table.StateNoARP, 0, 0)
+	add("10.0.0.3", table.StateStale, table.FlagExtLearned, 0)
+	add("10.0.0.4", table.StateStale, 0, table.FlagExtManaged)
+	add("10.0.0.5", table.StateStale, 0, 0) // the control: this one is flushed
 	fa := &fakeActor{t: tb, answerAt: -1}
 	cfg := fastConfig(ModeOn, StrategyFlush)
 	cfg.Scope = ScopeAllStale
 	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
-	eventually(t, "the control entry flushed", func() bool { return e.C.Actions(StrategyFlush, OutcomeFlushed) == 1 })
+	lab.WaitFor(t, 5*time.Second, "the control entry flushed", func() bool { return e.Stats().Actions[StrategyFlush][OutcomeFlushed] == 1 })
 	time.Sleep(50 * time.Millisecond)
 	if c := fa.Calls(); len(c) != 1 || c[0] != "flush 10.0.0.5" {
 		t.Fatalf("actor calls = %v, want only flush 10.0.0.5", c)

@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/neighwatch/neighwatch/monitor"
+	"github.com/neighwatch/neighwatch/internal/table"
 )
 
 // Mode is the auto-remediation switch.
@@ -114,19 +114,19 @@ type Decision struct {
 // filters in; act or skip with a reason out. Entries the kernel or another
 // agent owns (PERMANENT, NOARP, managed, extern_learn) are never touched,
 // whatever the scope.
-func Decide(e *monitor.Entry, ifname string, mode Mode, scope Scope, f *Filter) Decision {
+func Decide(e *table.Entry, ifname string, mode Mode, scope Scope, f *Filter) Decision {
 	switch {
 	case mode == ModeOff:
 		return Decision{Reason: SkipModeOff}
-	case e.State == monitor.StatePermanent:
+	case e.State == table.StatePermanent:
 		return Decision{Reason: SkipPermanent}
-	case e.State == monitor.StateNoARP:
+	case e.State == table.StateNoARP:
 		return Decision{Reason: SkipNoARP}
-	case e.FlagsExt&monitor.FlagExtManaged != 0:
+	case e.FlagsExt&table.FlagExtManaged != 0:
 		return Decision{Reason: SkipManaged}
-	case e.Flags&monitor.FlagExtLearned != 0:
+	case e.Flags&table.FlagExtLearned != 0:
 		return Decision{Reason: SkipExternLearn}
-	case e.State != monitor.StateStale:
+	case e.State != table.StateStale:
 		return Decision{Reason: SkipNotStale}
 	case e.LLAddr == "":
 		return Decision{Reason: SkipNoLinkLayer}
@@ -134,7 +134,7 @@ func Decide(e *monitor.Entry, ifname string, mode Mode, scope Scope, f *Filter) 
 		return Decision{Reason: SkipLoopbackAddr}
 	}
 	if f != nil {
-		if !monitor.Selected(ifname, f.Interfaces, f.ExcludeInterfaces) {
+		if !(table.Selector{Include: f.Interfaces, Exclude: f.ExcludeInterfaces}).Match(ifname) {
 			return Decision{Reason: SkipInterface}
 		}
 		if !cidrAllowed(e.Addr, f.AllowCIDRs, f.DenyCIDRs) {
@@ -142,9 +142,9 @@ func Decide(e *monitor.Entry, ifname string, mode Mode, scope Scope, f *Filter) 
 		}
 	}
 	switch e.Class() {
-	case monitor.ClassStuck:
+	case table.ClassStuck:
 		return Decision{Act: true, Reason: evidence(e)}
-	case monitor.ClassStaleLong:
+	case table.ClassStaleLong:
 		if scope == ScopeAllStale {
 			return Decision{Act: true, Reason: "stale-long"}
 		}
@@ -153,7 +153,7 @@ func Decide(e *monitor.Entry, ifname string, mode Mode, scope Scope, f *Filter) 
 	return Decision{Reason: SkipNotLong}
 }
 
-func evidence(e *monitor.Entry) string {
+func evidence(e *table.Entry) string {
 	var why []string
 	if e.Mismatch {
 		why = append(why, "arp-mismatch")

@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/monitor"
-	"golang.org/x/sys/unix"
+	"github.com/neighwatch/neighwatch/internal/table"
 )
 
 var (
@@ -20,7 +19,7 @@ var (
 // threshold of 1ns: any STALE entry is stale-long at once.
 type entrySpec struct {
 	ip       string
-	state    monitor.State
+	state    table.State
 	flags    uint8
 	flagsExt uint32
 	moved    bool   // ARP saw the IP at another MAC
@@ -28,23 +27,19 @@ type entrySpec struct {
 	noLL     bool
 }
 
-func entry(t *testing.T, s entrySpec) monitor.Entry {
+func entry(t *testing.T, s entrySpec) table.Entry {
 	t.Helper()
-	tb := monitor.NewTable(time.Nanosecond, nil)
+	tb := table.New(time.Nanosecond, nil)
 	ip := netip.MustParseAddr(s.ip)
-	fam := uint8(unix.AF_INET)
-	if ip.Is6() {
-		fam = unix.AF_INET6
-	}
-	u := monitor.Update{Ifindex: 3, Family: fam, Addr: ip, State: s.state, Flags: s.flags, FlagsExt: s.flagsExt, LLAddr: macOld}
+	u := table.Update{Ifindex: 3, Family: table.FamilyOf(ip), Addr: ip, State: s.state, Flags: s.flags, FlagsExt: s.flagsExt, LLAddr: macOld}
 	if s.noLL {
 		u.LLAddr = nil
 	}
-	tb.Apply(monitor.CauseNetlink, u)
+	tb.Apply(table.CauseNetlink, u)
 	time.Sleep(time.Millisecond)
-	k := monitor.Key{Ifindex: 3, Addr: ip}
+	k := table.Key{Ifindex: 3, Addr: ip}
 	if s.moved {
-		tb.ObserveARP(3, ip, macNew, time.Now())
+		tb.ObserveMAC(3, ip, macNew, time.Now())
 	}
 	tb.AddBypass(k, s.bypass, time.Now())
 	e, ok := tb.Lookup(k)
@@ -72,24 +67,24 @@ func TestDecide(t *testing.T) {
 		act    bool
 		reason string
 	}{
-		{"stuck by mismatch acts", entrySpec{ip: "10.0.0.1", state: monitor.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp-mismatch"},
-		{"stuck by bypass acts", entrySpec{ip: "10.0.0.1", state: monitor.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:bypass-traffic"},
-		{"dry-run decides too", entrySpec{ip: "10.0.0.1", state: monitor.StateStale, bypass: 3}, "eth0", ModeDryRun, ScopeStuck, nil, true, "stuck:bypass-traffic"},
-		{"off never acts", entrySpec{ip: "10.0.0.1", state: monitor.StateStale, bypass: 3}, "eth0", ModeOff, ScopeStuck, nil, false, SkipModeOff},
-		{"stale-long without evidence, scope stuck", entrySpec{ip: "10.0.0.1", state: monitor.StateStale}, "eth0", ModeOn, ScopeStuck, nil, false, SkipNoEvidence},
-		{"stale-long without evidence, scope all-stale", entrySpec{ip: "10.0.0.1", state: monitor.StateStale}, "eth0", ModeOn, ScopeAllStale, nil, true, "stale-long"},
-		{"reachable", entrySpec{ip: "10.0.0.1", state: monitor.StateReachable, moved: true}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipNotStale},
-		{"permanent, all-stale", entrySpec{ip: "10.0.0.1", state: monitor.StatePermanent, moved: true}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipPermanent},
-		{"noarp, all-stale", entrySpec{ip: "10.0.0.1", state: monitor.StateNoARP}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipNoARP},
-		{"managed stale, all-stale", entrySpec{ip: "10.0.0.1", state: monitor.StateStale, flagsExt: monitor.FlagExtManaged, moved: true}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipManaged},
-		{"extern_learn stale, all-stale", entrySpec{ip: "10.0.0.1", state: monitor.StateStale, flags: monitor.FlagExtLearned, bypass: 9}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipExternLearn},
-		{"interface excluded", entrySpec{ip: "10.0.0.1", state: monitor.StateStale, bypass: 3}, "lxc123", ModeOn, ScopeStuck, &Filter{ExcludeInterfaces: only("lxc.*")}, false, SkipInterface},
-		{"interface not included", entrySpec{ip: "10.0.0.1", state: monitor.StateStale, bypass: 3}, "eth1", ModeOn, ScopeStuck, &Filter{Interfaces: only("eth0")}, false, SkipInterface},
-		{"cidr denied", entrySpec{ip: "10.0.0.1", state: monitor.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}, false, SkipCIDR},
-		{"cidr not allowed", entrySpec{ip: "10.0.0.1", state: monitor.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}}, false, SkipCIDR},
-		{"cidr allowed", entrySpec{ip: "10.0.0.1", state: monitor.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, true, "stuck:bypass-traffic"},
-		{"ipv6 stuck", entrySpec{ip: "fd00::2", state: monitor.StateStale, bypass: 1}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:bypass-traffic"},
-		{"multicast never", entrySpec{ip: "ff02::1", state: monitor.StateStale, bypass: 1}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipLoopbackAddr},
+		{"stuck by mismatch acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp-mismatch"},
+		{"stuck by bypass acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:bypass-traffic"},
+		{"dry-run decides too", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeDryRun, ScopeStuck, nil, true, "stuck:bypass-traffic"},
+		{"off never acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOff, ScopeStuck, nil, false, SkipModeOff},
+		{"stale-long without evidence, scope stuck", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeStuck, nil, false, SkipNoEvidence},
+		{"stale-long without evidence, scope all-stale", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeAllStale, nil, true, "stale-long"},
+		{"reachable", entrySpec{ip: "10.0.0.1", state: table.StateReachable, moved: true}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipNotStale},
+		{"permanent, all-stale", entrySpec{ip: "10.0.0.1", state: table.StatePermanent, moved: true}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipPermanent},
+		{"noarp, all-stale", entrySpec{ip: "10.0.0.1", state: table.StateNoARP}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipNoARP},
+		{"managed stale, all-stale", entrySpec{ip: "10.0.0.1", state: table.StateStale, flagsExt: table.FlagExtManaged, moved: true}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipManaged},
+		{"extern_learn stale, all-stale", entrySpec{ip: "10.0.0.1", state: table.StateStale, flags: table.FlagExtLearned, bypass: 9}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipExternLearn},
+		{"interface excluded", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "lxc123", ModeOn, ScopeStuck, &Filter{ExcludeInterfaces: only("lxc.*")}, false, SkipInterface},
+		{"interface not included", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth1", ModeOn, ScopeStuck, &Filter{Interfaces: only("eth0")}, false, SkipInterface},
+		{"cidr denied", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}, false, SkipCIDR},
+		{"cidr not allowed", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}}, false, SkipCIDR},
+		{"cidr allowed", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, true, "stuck:bypass-traffic"},
+		{"ipv6 stuck", entrySpec{ip: "fd00::2", state: table.StateStale, bypass: 1}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:bypass-traffic"},
+		{"multicast never", entrySpec{ip: "ff02::1", state: table.StateStale, bypass: 1}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipLoopbackAddr},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/internal/agent"
 	"github.com/neighwatch/neighwatch/metrics"
-	"github.com/neighwatch/neighwatch/monitor"
+	"github.com/neighwatch/neighwatch/monitor/mirror"
 	"github.com/neighwatch/neighwatch/remediate"
 )
 
@@ -100,7 +100,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	webConfig := fs.String("web.config.file", "", "exporter-toolkit web config file for TLS and basic auth on the metrics address")
 	controlSocket := fs.String("control.socket", DefaultControlSocket, "Unix socket for the status and events subcommands (created mode 0600)")
 	stuckCap := fs.Int("metrics.stuck-info-limit", 100, "most neighwatch_stuck_neighbour_info series per scrape")
-	rcvbuf := fs.Int("netlink.receive-buffer", monitor.DefaultReceiveBuffer, "netlink socket receive buffer in bytes")
+	rcvbuf := fs.Int("netlink.receive-buffer", mirror.DefaultReceiveBuffer, "netlink socket receive buffer in bytes")
 	resync := fs.Duration("netlink.resync-interval", 5*time.Minute, "full dump to catch entries the kernel creates silently (0 disables)")
 	conflict := fs.Duration("arp.conflict-window", 5*time.Second, "two ARP answers for one IP from different MACs within this window are a conflict")
 	tracer := fs.String("tracer", "auto", "bypass tracer: off, auto (fentry, else xmit), xmit or fentry (falls back to xmit)")

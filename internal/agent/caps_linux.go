@@ -1,36 +1,27 @@
 package agent
 
-import (
-	"bufio"
-	"os"
-	"strconv"
-	"strings"
-)
+import "golang.org/x/sys/unix"
 
-// Capability numbers (include/uapi/linux/capability.h).
-const (
-	capNetAdmin = 12
-	capNetRaw   = 13
-	capBPF      = 39
-	capSysAdmin = 21
-	capPerfmon  = 38
-)
+// caps is a process's effective capability set.
+type caps [2]uint32
 
-// effectiveCaps reads the effective capability set of this process.
-func effectiveCaps() uint64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
+// effectiveCaps returns this process's effective capabilities; none if the
+// kernel will not say.
+func effectiveCaps() caps {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return caps{}
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "CapEff:"); ok {
-			n, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return n
-		}
-	}
-	return 0
+	return caps{data[0].Effective, data[1].Effective}
 }
 
-func hasCap(caps uint64, c uint) bool { return caps&(1<<c) != 0 }
+func (c caps) has(capability int) bool {
+	return c[capability/32]&(1<<(capability%32)) != 0
+}
+
+// bpf reports whether the process may load and attach tracing and
+// networking eBPF programs.
+func (c caps) bpf() bool {
+	return c.has(unix.CAP_SYS_ADMIN) || (c.has(unix.CAP_BPF) && c.has(unix.CAP_PERFMON))
+}

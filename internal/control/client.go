@@ -96,29 +96,71 @@ func (c *Client) Status(ctx context.Context) ([]Entry, error) {
 	return out, c.Get(ctx, "/v1/status", &out)
 }
 
-// Events calls fn for each event until ctx ends or the agent goes away.
-func (c *Client) Events(ctx context.Context, fn func(Event) error) error {
+// EventStream is an open subscription to the agent's events.
+type EventStream struct {
+	ctx  context.Context
+	path string
+	body io.ReadCloser
+	sc   *bufio.Scanner
+}
+
+// OpenEvents subscribes to the agent's events. It returns once the agent
+// has subscribed: every event after that reaches the stream (unless the
+// stream falls behind by thousands, which the agent counts as dropped).
+func (c *Client) OpenEvents(ctx context.Context) (*EventStream, error) {
 	resp, err := c.do(ctx, http.MethodGet, "/v1/events", nil)
+	if err != nil {
+		return nil, err
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	return &EventStream{ctx: ctx, path: c.path, body: resp.Body, sc: sc}, nil
+}
+
+// ErrStreamClosed is Next's error when the agent ended the stream, as it
+// does when it shuts down.
+var ErrStreamClosed = errors.New("agent closed the event stream (it is shutting down)")
+
+// Next blocks for the next event. It returns ErrStreamClosed when the
+// agent ends the stream, and io.EOF when ctx ended.
+func (s *EventStream) Next() (Event, error) {
+	if !s.sc.Scan() {
+		if s.ctx.Err() != nil {
+			return Event{}, io.EOF
+		}
+		if err := s.sc.Err(); err != nil {
+			return Event{}, fmt.Errorf("event stream from %s broke: %w", s.path, err)
+		}
+		return Event{}, ErrStreamClosed
+	}
+	var ev Event
+	if err := json.Unmarshal(s.sc.Bytes(), &ev); err != nil {
+		return Event{}, fmt.Errorf("decode event: %w", err)
+	}
+	return ev, nil
+}
+
+// Close ends the subscription.
+func (s *EventStream) Close() error { return s.body.Close() }
+
+// Events calls fn for each event until ctx ends (then it returns nil) or
+// the agent goes away.
+func (c *Client) Events(ctx context.Context, fn func(Event) error) error {
+	s, err := c.OpenEvents(ctx)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var ev Event
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return fmt.Errorf("decode event: %w", err)
+	defer s.Close()
+	for {
+		ev, err := s.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
 		}
 		if err := fn(ev); err != nil {
 			return err
 		}
 	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("event stream from %s broke: %w", c.path, err)
-	}
-	return errors.New("agent closed the event stream (it is shutting down)")
 }

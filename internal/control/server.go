@@ -11,19 +11,19 @@ import (
 	"sort"
 	"time"
 
-	"github.com/neighwatch/neighwatch/monitor"
+	"github.com/neighwatch/neighwatch/internal/table"
 )
 
 // Handler serves the control API for a table.
 type Handler struct {
-	Table *monitor.Table
+	table *table.Table
 	mux   *http.ServeMux
 }
 
 // NewHandler returns the control API. extra handlers (remediation, ...) can
 // be added with Handle.
-func NewHandler(t *monitor.Table) *Handler {
-	h := &Handler{Table: t, mux: http.NewServeMux()}
+func NewHandler(t *table.Table) *Handler {
+	h := &Handler{table: t, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /v1/status", h.status)
 	h.mux.HandleFunc("GET /v1/events", h.events)
 	return h
@@ -35,7 +35,7 @@ func (h *Handler) Handle(pattern string, fn http.HandlerFunc) { h.mux.HandleFunc
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
 // Status returns every entry, sorted by interface, family and address.
-func Status(t *monitor.Table) []Entry {
+func Status(t *table.Table) []Entry {
 	entries, names := t.Snapshot()
 	now := time.Now()
 	out := make([]Entry, len(entries))
@@ -54,7 +54,7 @@ func Status(t *monitor.Table) []Entry {
 
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(Status(h.Table))
+	_ = json.NewEncoder(w).Encode(Status(h.table))
 }
 
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +63,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	sub := h.Table.Events().Subscribe(4096)
+	sub := h.table.Events().Subscribe(4096)
 	defer sub.Close()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
@@ -73,15 +73,15 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
-		case ev, ok := <-sub.C:
+		case ev, ok := <-sub.C():
 			if !ok {
 				return
 			}
-			if err := enc.Encode(EventFromMonitor(ev)); err != nil {
+			if err := enc.Encode(EventFromTable(ev)); err != nil {
 				return
 			}
-			for len(sub.C) > 0 { // write what is queued before flushing
-				if err := enc.Encode(EventFromMonitor(<-sub.C)); err != nil {
+			for len(sub.C()) > 0 { // write what is queued before flushing
+				if err := enc.Encode(EventFromTable(<-sub.C())); err != nil {
 					return
 				}
 			}

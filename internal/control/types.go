@@ -4,7 +4,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/neighwatch/neighwatch/monitor"
+	"github.com/neighwatch/neighwatch/internal/table"
 )
 
 // Entry is one neighbour entry as `neighwatch status --json` prints it.
@@ -53,7 +53,7 @@ func age(now time.Time, t int64) *float64 {
 }
 
 // EntryFromTable renders a table entry.
-func EntryFromTable(e *monitor.Entry, name string, now time.Time) Entry {
+func EntryFromTable(e *table.Entry, name string, now time.Time) Entry {
 	flags := e.FlagNames()
 	if flags == nil {
 		flags = []string{}
@@ -87,8 +87,8 @@ func hw(s string) string {
 	return net.HardwareAddr(s).String()
 }
 
-// EventFromMonitor renders an event.
-func EventFromMonitor(ev monitor.Event) Event {
+// EventFromTable renders an event.
+func EventFromTable(ev table.Event) Event {
 	from, to := ev.From.String(), ev.To.String()
 	if ev.Created {
 		from = "absent"
@@ -101,7 +101,7 @@ func EventFromMonitor(ev monitor.Event) Event {
 		Interface: ev.Interface,
 		Family:    ev.Family.String(),
 		IP:        ev.IP.String(),
-		Kind:      ev.Kind,
+		Kind:      string(ev.Kind),
 		From:      from,
 		To:        to,
 		LLAddr:    ev.LLAddr.String(),

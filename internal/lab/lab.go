@@ -507,3 +507,17 @@ func (n NS) QuickNeighTimers(dev string) error {
 	}
 	return nil
 }
+
+// WaitFor polls cond every 20 ms until it holds and fails tb if it does
+// not within d. d bounds the wait for something that must happen; it is
+// not a measurement, so make it generous.
+func WaitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,489 @@
+package bpf
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+)
+
+// Tracer is the loaded and attached tracer.
+type Tracer struct {
+	objs   tracerObjects
+	fentry *fentryObjects
+	links  []link.Link
+	rd     *ringbuf.Reader
+
+	mode     TracerMode // xmit or fentry
+	fallback error      // why fentry was not used, when it was wanted
+
+	mu      sync.Mutex
+	watched map[int]bool
+
+	hitEntries, mirrorEntries atomic.Int64
+	xmitLink                  link.Link
+}
+
+// TracerOptions configure LoadTracer.
+type TracerOptions struct {
+	Mode TracerMode
+	// NetNSIno is the inode number of the namespace whose neighbours the
+	// tracer mirrors (see NetNSInode); 0 means the caller's.
+	NetNSIno uint32
+	// xmitFilter is xmit_filter+1 (benchmarks only); 0 means the
+	// default, all filters.
+	xmitFilter uint32
+	// vmlinux is the kernel BTF file (tests point it elsewhere).
+	vmlinux string
+	// fentrySpec overrides the fentry object (tests make loading fail).
+	fentrySpec func() (*ebpf.CollectionSpec, error)
+}
+
+// LoadTracer loads the tracer and attaches it. In fentry or auto mode it
+// tries the fentry programs first and falls back to xmit mode when the
+// kernel refuses them, recording why (Fallback).
+func LoadTracer(opts TracerOptions) (*Tracer, error) {
+	if opts.Mode == TracerOff || opts.Mode == "" {
+		return nil, errors.New("tracer mode is off")
+	}
+	if opts.vmlinux == "" {
+		opts.vmlinux = "/sys/kernel/btf/vmlinux"
+	}
+	if _, err := os.Stat(opts.vmlinux); err != nil {
+		return nil, ErrNoBTF
+	}
+	if _, err := btf.LoadKernelSpec(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoBTF, err)
+	}
+	t := &Tracer{watched: make(map[int]bool)}
+	if opts.NetNSIno == 0 {
+		ino, err := NetNSInode("/proc/self/ns/net")
+		if err != nil {
+			return nil, err
+		}
+		opts.NetNSIno = ino
+	}
+	spec, err := loadTracer()
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["netns_ino"].Set(opts.NetNSIno); err != nil {
+		return nil, err
+	}
+	if opts.xmitFilter != 0 {
+		if err := spec.Variables["xmit_filter"].Set(opts.xmitFilter - 1); err != nil {
+			return nil, err
+		}
+	}
+	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
+		return nil, fmt.Errorf("load tracer: %w", verifierDetail(err))
+	}
+	mirror := []*ebpf.Program{t.objs.TrUpdateDone, t.objs.TrEventSendDone, t.objs.TrTimerHandler, t.objs.TrCreate, t.objs.TrCleanup}
+	for _, p := range mirror {
+		if err := t.attach(p, 0); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
+	t.mode = TracerXmit
+	if opts.Mode == TracerFentry || opts.Mode == TracerAuto {
+		if err := t.loadFentry(opts.fentrySpec); err != nil {
+			t.fallback = err
+		} else {
+			t.mode = TracerFentry
+		}
+	}
+	if t.mode == TracerXmit {
+		if err := t.SetXmitAttached(true); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
+	rd, err := ringbuf.NewReader(t.objs.TpEvents)
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("open tracer ring buffer: %w", err)
+	}
+	t.rd = rd
+	return t, nil
+}
+
+// Mode returns the mode that runs: xmit or fentry.
+func (t *Tracer) Mode() TracerMode { return t.mode }
+
+// Fallback says why fentry was not used when it was asked for, or nil.
+func (t *Tracer) Fallback() error { return t.fallback }
+
+func (t *Tracer) attach(p *ebpf.Program, at ebpf.AttachType) error {
+	l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: at})
+	if err != nil {
+		return fmt.Errorf("attach %s: %w", p, err)
+	}
+	t.links = append(t.links, l)
+	return nil
+}
+
+func (t *Tracer) loadFentry(specFn func() (*ebpf.CollectionSpec, error)) error {
+	if specFn == nil {
+		specFn = loadFentry
+	}
+	spec, err := specFn()
+	if err != nil {
+		return err
+	}
+	var objs fentryObjects
+	// Share every map the two objects have in common: one mirror, one set
+	// of counters, and no second copy of the ring buffer.
+	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		"neigh_mirror": t.objs.NeighMirror, "hits": t.objs.Hits, "tr_stats": t.objs.TrStats,
+		"stale_macs": t.objs.StaleMacs, "tp_events": t.objs.TpEvents, "watched_big": t.objs.WatchedBig,
+	}})
+	if err != nil {
+		if errors.Is(err, unix.EPERM) {
+			// cilium/ebpf adds a MEMLOCK hint to EPERM; with a memlock
+			// limit that is not the cause (lockdown, an LSM or a kernel
+			// without fentry support are), so say only what happened.
+			return fmt.Errorf("the kernel refused to load fentry/fexit programs: %w", unix.EPERM)
+		}
+		return fmt.Errorf("load fentry programs: %w", verifierDetail(err))
+	}
+	n := len(t.links)
+	for _, p := range []struct {
+		prog *ebpf.Program
+		at   ebpf.AttachType
+	}{
+		{objs.FeSkbFib, ebpf.AttachTraceFExit}, {objs.FeXdpFib, ebpf.AttachTraceFExit},
+		{objs.FeRedirect, ebpf.AttachTraceFEntry}, {objs.FeRedirectNeigh, ebpf.AttachTraceFEntry}, {objs.FeRedirectPeer, ebpf.AttachTraceFEntry},
+	} {
+		if err := t.attach(p.prog, p.at); err != nil {
+			for _, l := range t.links[n:] {
+				l.Close()
+			}
+			t.links = t.links[:n]
+			objs.Close()
+			return err
+		}
+	}
+	t.fentry = &objs
+	return nil
+}
+
+// SetXmitAttached attaches or detaches the transmit hook alone; the mirror
+// keeps running. Benchmarks use it to compare with and without the hook on
+// the same machine state.
+func (t *Tracer) SetXmitAttached(on bool) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if on == (t.xmitLink != nil) {
+		return nil
+	}
+	if !on {
+		err := t.xmitLink.Close()
+		t.xmitLink = nil
+		return err
+	}
+	l, err := link.AttachTracing(link.TracingOptions{Program: t.objs.TrXmit})
+	if err != nil {
+		return fmt.Errorf("attach transmit hook: %w", err)
+	}
+	t.xmitLink = l
+	return nil
+}
+
+// NetNSInode returns the inode number of a network namespace file
+// (/proc/PID/ns/net or /run/netns/NAME), which identifies it in the kernel.
+func NetNSInode(path string) (uint32, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, fmt.Errorf("identify network namespace %s: %w", path, err)
+	}
+	return uint32(st.Ino), nil
+}
+
+// SetWatched limits the tracer to interfaces; all=true watches every one.
+func (t *Tracer) SetWatched(ifindexes []int, all bool) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var bits [1024]uint64
+	want := make(map[int]bool, len(ifindexes))
+	for _, i := range ifindexes {
+		want[i] = true
+		if i >= 0 && i < len(bits)*64 {
+			bits[i/64] |= 1 << (i % 64)
+		} else if !t.watched[i] {
+			if err := t.objs.WatchedBig.Put(uint32(i), uint8(1)); err != nil {
+				return fmt.Errorf("watch interface %d: %w", i, err)
+			}
+		}
+	}
+	for i := range t.watched {
+		if !want[i] && (i < 0 || i >= len(bits)*64) {
+			_ = t.objs.WatchedBig.Delete(uint32(i))
+		}
+	}
+	t.watched = want
+	if err := t.objs.WatchedBits.Set(bits); err != nil {
+		return fmt.Errorf("set watched interfaces: %w", err)
+	}
+	var a uint32
+	if all {
+		a = 1
+	}
+	return t.objs.WatchAll.Set(a)
+}
+
+func nkeyOf(ifindex int, a netip.Addr) tracerNkey {
+	k := tracerNkey{Ifindex: uint32(ifindex)}
+	if a.Is4() {
+		k.Family = unix.AF_INET
+		b := a.As4()
+		copy(k.Addr[:], b[:])
+	} else {
+		k.Family = unix.AF_INET6
+		k.Addr = a.As16()
+	}
+	return k
+}
+
+func (k tracerNkey) hitKey() HitKey {
+	if k.Family == unix.AF_INET {
+		return HitKey{Ifindex: int(k.Ifindex), Addr: netip.AddrFrom4([4]byte(k.Addr[:4]))}
+	}
+	return HitKey{Ifindex: int(k.Ifindex), Addr: netip.AddrFrom16(k.Addr)}
+}
+
+// Seed fills the in-kernel mirror with entries the tracepoints have not
+// reported yet. The tracepoints are attached first, so an entry they have
+// already recorded is newer and is left alone. The per-interface counters
+// and the MAC filter are read once, updated in memory and written back
+// once; a tracepoint that changes them in between loses that change.
+func (t *Tracer) Seed(entries []SeedEntry) (int, error) {
+	var buckets [4096]uint32
+	var bloom [16384]uint32
+	if err := t.objs.StaleOnIf.Get(&buckets); err != nil {
+		return 0, err
+	}
+	if err := t.objs.MacBloom.Get(&bloom); err != nil {
+		return 0, err
+	}
+	n, stale := 0, 0
+	for _, e := range entries {
+		k := nkeyOf(e.Ifindex, e.Addr)
+		v := tracerNval{State: e.State}
+		copy(v.Mac[:], e.MAC)
+		if err := t.objs.NeighMirror.Update(k, v, ebpf.UpdateNoExist); err != nil {
+			if errors.Is(err, ebpf.ErrKeyExist) {
+				continue
+			}
+			return n, fmt.Errorf("seed tracer mirror: %w", err)
+		}
+		n++
+		if e.State != unix.NUD_STALE || len(e.MAC) < 6 {
+			continue
+		}
+		mk := tracerMkey{Ifindex: uint32(e.Ifindex), Family: k.Family}
+		copy(mk.Mac[:], e.MAC)
+		var mv tracerMval
+		if err := t.objs.StaleMacs.Lookup(mk, &mv); err != nil {
+			mv = tracerMval{}
+		}
+		mv.Count++
+		mv.Entry = k
+		if err := t.objs.StaleMacs.Put(mk, mv); err != nil {
+			return n, fmt.Errorf("seed STALE MACs: %w", err)
+		}
+		buckets[e.Ifindex%len(buckets)]++
+		bloom[bloomSlot(uint32(e.Ifindex), e.MAC, k.Family)]++
+		stale++
+	}
+	if stale == 0 {
+		return n, nil
+	}
+	if err := t.objs.StaleOnIf.Set(buckets); err != nil {
+		return n, err
+	}
+	return n, t.objs.MacBloom.Set(bloom)
+}
+
+// bloomSlot is bloom_slot() of tracer.h.
+func bloomSlot(ifindex uint32, mac net.HardwareAddr, family uint8) uint32 {
+	var x uint64
+	for _, b := range mac[:6] {
+		x = x<<8 | uint64(b)
+	}
+	x ^= uint64(ifindex)<<48 ^ uint64(family)<<56
+	x *= 0x9E3779B97F4A7C15
+	return uint32(x>>50) & (16384 - 1)
+}
+
+// Hits returns the bypass packets counted per entry since load, summed
+// over CPUs.
+func (t *Tracer) Hits() (map[HitKey]uint64, error) {
+	out := make(map[HitKey]uint64)
+	var k tracerNkey
+	var per []uint64
+	it := t.objs.Hits.Iterate()
+	n := 0
+	for it.Next(&k, &per) {
+		out[k.hitKey()] += sum(per)
+		n++
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read tracer hits: %w", err)
+	}
+	t.hitEntries.Store(int64(n))
+	return out, nil
+}
+
+// Stats reads the counters and how full the maps are.
+func (t *Tracer) Stats() (TracerStats, error) {
+	var s TracerStats
+	for stat, dst := range map[tracerTrStat]*uint64{
+		tracerTrStatST_HITS_DROPPED:   &s.HitsDropped,
+		tracerTrStatST_MIRROR_DROPPED: &s.MirrorDropped,
+		tracerTrStatST_EVENTS_DROPPED: &s.EventsDropped,
+		tracerTrStatST_XMIT_LOOKUPS:   &s.XmitLookups,
+		tracerTrStatST_XMIT_LOOKUPS6:  &s.XmitLookups6,
+	} {
+		v, err := perCPUCounter(t.objs.TrStats, uint32(stat))
+		if err != nil {
+			return s, fmt.Errorf("read tracer counters: %w", err)
+		}
+		*dst = v
+	}
+	s.XmitLookups += s.XmitLookups6
+	s.HitCapacity = int(t.objs.Hits.MaxEntries())
+	s.MirrorCapacity = int(t.objs.NeighMirror.MaxEntries())
+	s.HitEntries = int(t.hitEntries.Load())
+	s.MirrorEntries = int(t.mirrorEntries.Load())
+	return s, nil
+}
+
+// RefreshMirrorSize counts the mirror's entries. It walks the map with a
+// syscall per key, so callers should call it rarely and off the scrape path.
+func (t *Tracer) RefreshMirrorSize() {
+	t.mirrorEntries.Store(int64(countKeys(t.objs.NeighMirror)))
+}
+
+func countKeys(m *ebpf.Map) int {
+	var k tracerNkey
+	n := 0
+	it := m.Iterate()
+	var v []byte
+	for it.Next(&k, &v) {
+		n++
+	}
+	return n
+}
+
+// Redirects returns, in fentry mode, the redirect helper calls counted
+// per helper and next-hop state. It returns nil in xmit mode.
+func (t *Tracer) Redirects() (RedirectCounts, error) {
+	if t.fentry == nil {
+		return nil, nil
+	}
+	out := make(RedirectCounts, numHelpers)
+	slot := func(h Helper, nh fentryFeNexthop) uint32 {
+		return uint32(h)*uint32(fentryFeNexthopNH_MAX) + uint32(nh)
+	}
+	for _, h := range Helpers() {
+		stale, err := perCPUCounter(t.fentry.FeRedirects, slot(h, fentryFeNexthopNH_STALE))
+		if err != nil {
+			return nil, fmt.Errorf("read fentry redirect counters: %w", err)
+		}
+		other, err := perCPUCounter(t.fentry.FeRedirects, slot(h, fentryFeNexthopNH_OTHER))
+		if err != nil {
+			return nil, fmt.Errorf("read fentry redirect counters: %w", err)
+		}
+		out[h] = struct{ Stale, Other uint64 }{stale, other}
+	}
+	return out, nil
+}
+
+// sources name the tracepoints of enum tp_source.
+var sources = map[tracerTpSource]string{
+	tracerTpSourceSRC_UPDATE:     "neigh_update_done",
+	tracerTpSourceSRC_EVENT_SEND: "neigh_event_send_done",
+	tracerTpSourceSRC_TIMER:      "neigh_timer_handler",
+	tracerTpSourceSRC_CREATE:     "neigh_create",
+	tracerTpSourceSRC_CLEANUP:    "neigh_cleanup_and_release",
+}
+
+// ReadTransitions calls fn for each silent transition the tracepoints
+// report, until ctx ends or the tracer is closed. Records that do not
+// decode go to bad.
+func (t *Tracer) ReadTransitions(ctx context.Context, fn func(SilentTransition), bad func(error)) error {
+	// Flush wakes a blocked read without the reader's lock, which a
+	// blocked read holds (SetDeadline would wait for it).
+	stop := context.AfterFunc(ctx, func() { _ = t.rd.Flush() })
+	defer stop()
+	var rec ringbuf.Record
+	for {
+		if err := t.rd.ReadInto(&rec); err != nil {
+			if ctx.Err() != nil || errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
+				return nil
+			}
+			if errors.Is(err, ringbuf.ErrFlushed) {
+				continue
+			}
+			return fmt.Errorf("read tracer events: %w", err)
+		}
+		st, err := decodeTransition(rec.RawSample)
+		if err != nil {
+			bad(err)
+			continue
+		}
+		fn(st)
+	}
+}
+
+// decodeTransition decodes one ring buffer record, a struct tp_event.
+func decodeTransition(b []byte) (SilentTransition, error) {
+	var ev tracerTpEvent
+	if err := binary.Read(bytes.NewReader(b), binary.NativeEndian, &ev); err != nil {
+		return SilentTransition{}, fmt.Errorf("tracer event of %d bytes: %w", len(b), err)
+	}
+	if ev.Key.Family != unix.AF_INET && ev.Key.Family != unix.AF_INET6 {
+		return SilentTransition{}, fmt.Errorf("tracer event for address family %d", ev.Key.Family)
+	}
+	return SilentTransition{
+		Key:    ev.Key.hitKey(),
+		From:   ev.From,
+		To:     ev.To,
+		MAC:    net.HardwareAddr(bytes.Clone(ev.Mac[:])),
+		Source: sources[tracerTpSource(ev.Source)],
+	}, nil
+}
+
+// Close detaches and unloads everything.
+func (t *Tracer) Close() error {
+	var errs []error
+	if t.rd != nil {
+		errs = append(errs, t.rd.Close())
+	}
+	for _, l := range t.links {
+		errs = append(errs, l.Close())
+	}
+	t.links = nil
+	if t.xmitLink != nil {
+		errs = append(errs, t.xmitLink.Close())
+		t.xmitLink = nil
+	}
+	if t.fentry != nil {
+		errs = append(errs, t.fentry.Close())
+	}
+	errs = append(errs, t.objs.Close())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,303 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/internal/control"
+	"github.com/neighwatch/neighwatch/internal/feed"
+	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/metrics"
+	"github.com/neighwatch/neighwatch/monitor/evidence"
+	"github.com/neighwatch/neighwatch/monitor/mirror"
+	"github.com/neighwatch/neighwatch/monitor/neightbl"
+	"github.com/neighwatch/neighwatch/remediate"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
+)
+
+// Config is everything the agent needs; cmd/neighwatch fills it from flags.
+type Config struct {
+	Include, Exclude []*regexp.Regexp
+	StaleThreshold   time.Duration
+	MetricsListen    string
+	WebConfigFile    string
+	ControlSocket    string
+	StuckInfoCap     int
+	ReceiveBuffer    int
+	ResyncInterval   time.Duration
+	ConflictWindow   time.Duration
+	Tracer           bpf.TracerMode
+	TracerInterval   time.Duration
+	// DatapathInterfaces get the forwarding datapath in DatapathMode.
+	DatapathInterfaces []string
+	DatapathMode       bpf.Mode
+	// DatapathAuto starts in DatapathMode (legacy) and lets remediation
+	// swap an interface to neigh.
+	DatapathAuto bool
+	Remediation  remediate.Config
+	Logger       *slog.Logger
+	// OnListen, if set, is told the metrics address once it is bound
+	// (tests use port 0).
+	OnListen func(addr net.Addr)
+}
+
+// Validate checks what flags alone cannot.
+func (c *Config) Validate() error {
+	if c.StaleThreshold <= 0 {
+		return fmt.Errorf("--stale-threshold must be positive, got %v", c.StaleThreshold)
+	}
+	if c.StuckInfoCap < 0 {
+		return fmt.Errorf("--metrics.stuck-info-limit must be 0 or more, got %d", c.StuckInfoCap)
+	}
+	if c.WebConfigFile != "" {
+		if err := web.Validate(c.WebConfigFile); err != nil {
+			return fmt.Errorf("--web.config.file %s is invalid: %w", c.WebConfigFile, err)
+		}
+	}
+	if c.TracerInterval <= 0 {
+		return fmt.Errorf("--tracer.interval must be positive, got %v", c.TracerInterval)
+	}
+	if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+		return fmt.Errorf("--metrics.listen %q is not host:port: %w", c.MetricsListen, err)
+	}
+	return nil
+}
+
+// Run runs the agent until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	a, err := build(cfg)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	return a.run(ctx)
+}
+
+// agent is the built agent: the table, the parts that run around it, and
+// what to release when they stop.
+type agent struct {
+	log     *slog.Logger
+	table   *table.Table
+	parts   []part
+	ready   *readiness
+	closers []func()
+}
+
+func (a *agent) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+}
+
+// run runs every part under one errgroup: the first to fail stops the
+// others, and the agent returns once all have stopped.
+func (a *agent) run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, p := range a.parts {
+		g.Go(func() error {
+			if err := p.Run(ctx); err != nil {
+				return fmt.Errorf("%s: %w", p.name, err)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		if a.ready.wait(ctx) {
+			a.log.Info("ready", "entries", a.table.Len())
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// build makes every part. Sources first (mirror, evidence, tracer feed),
+// then readers (remediation, metrics, control), in the order they run.
+func build(cfg Config) (a *agent, err error) {
+	log := cfg.Logger
+	c := effectiveCaps()
+	a = &agent{log: log, table: table.New(cfg.StaleThreshold, nil)}
+	a.ready = &readiness{log: log}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
+	if !c.has(unix.CAP_NET_ADMIN) {
+		log.Warn("netlink receive buffer not forced past net.core.rmem_max: needs CAP_NET_ADMIN; bursts may overflow and cost resyncs")
+	}
+
+	// Sources.
+	var ev *evidence.Watcher
+	if c.has(unix.CAP_NET_RAW) {
+		ev = evidence.New(evidence.Config{ConflictWindow: cfg.ConflictWindow, Logger: log.With("component", "evidence")}, a.table)
+	} else {
+		log.Warn("ARP listener disabled: needs CAP_NET_RAW (run as root); mismatch detection is off")
+	}
+	mir := mirror.New(mirror.Config{
+		Interfaces:     table.Selector{Include: cfg.Include, Exclude: cfg.Exclude},
+		ReceiveBuffer:  cfg.ReceiveBuffer,
+		ResyncInterval: cfg.ResyncInterval,
+		OnLink:         linksToEvidence(ev),
+		Logger:         log.With("component", "mirror"),
+	}, a.table)
+	if (cfg.Tracer != bpf.TracerOff || len(cfg.DatapathInterfaces) > 0) && c.bpf() {
+		raiseMemlock(log)
+	}
+	dp, err := attachDatapath(cfg.DatapathInterfaces, cfg.DatapathMode, cfg.DatapathAuto, c, log)
+	if err != nil {
+		return a, err
+	}
+	a.closers = append(a.closers, func() { _ = dp.Close() })
+	tp := &tracerPart{tracer: loadTracer(cfg.Tracer, c, log)}
+	if tp.tracer != nil {
+		a.closers = append(a.closers, func() { _ = tp.tracer.Close() })
+		tp.feed = feed.New(tp.tracer, a.table, mir, cfg.TracerInterval, log.With("component", "tracer"))
+	}
+
+	// Readers.
+	var swapper remediate.Swapper
+	if cfg.DatapathAuto {
+		swapper = dp
+	}
+	rem := newRemediation(cfg.Remediation, c, a.table, swapper, log.With("component", "remediation"))
+	a.closers = append(a.closers, rem.Close)
+
+	collectors := []prometheus.Collector{
+		metrics.NewTableCollector(a.table, cfg.StuckInfoCap, log),
+		metrics.NewNetlinkCollector(mir, log),
+		metrics.NewKernelTableCollector(neightbl.NewReader(netns.None()), log),
+		metrics.NewTracerCollector(tp, log),
+		metrics.NewRemediationCollector(rem.engine, log),
+		a.ready,
+	}
+	if ev != nil {
+		collectors = append(collectors, metrics.NewEvidenceCollector(ev, a.table.LinkName, log))
+	}
+	if dp.dp != nil {
+		collectors = append(collectors, metrics.NewDatapathCollector(dp, log))
+	}
+	metricsHTTP, err := a.metricsServer(cfg, collectors)
+	if err != nil {
+		return a, err
+	}
+	controlHTTP := a.controlServer(cfg.ControlSocket, controlHandler(a.table, dp, rem, log))
+
+	// The parts, in the order data flows through them.
+	a.parts = append(a.parts, part{Part: mir, name: "mirror", gate: true})
+	if ev != nil {
+		a.parts = append(a.parts, part{Part: afterPart{ev, mir.LinksReady()}, name: "evidence", gate: true})
+	}
+	if tp.feed != nil {
+		a.parts = append(a.parts, part{Part: tp.feed, name: "tracer"})
+	}
+	a.parts = append(a.parts,
+		part{Part: classifier(a.table), name: "classifier"},
+		part{Part: newTask(mir.Ready(), rem.engine.Run), name: "remediation"},
+		part{Part: metricsHTTP, name: "metrics", gate: true},
+	)
+	if controlHTTP != nil {
+		a.parts = append(a.parts, part{Part: controlHTTP, name: "control", gate: true})
+	}
+	a.ready.parts = a.parts
+	return a, nil
+}
+
+// linksToEvidence tells the evidence watcher which interfaces to listen
+// on, as the mirror learns them.
+func linksToEvidence(ev *evidence.Watcher) func(int32, *mirror.Link) {
+	if ev == nil {
+		return nil
+	}
+	return func(ifindex int32, l *mirror.Link) {
+		switch {
+		case l == nil:
+			ev.ForgetLink(ifindex)
+		case !l.Watched || !l.Ethernet:
+			ev.SetLink(ifindex, nil)
+		default:
+			ev.SetLink(ifindex, &evidence.Link{Name: l.Name, HardwareAddr: l.HardwareAddr, MTU: l.MTU})
+		}
+	}
+}
+
+// metricsServer binds the metrics address and serves /metrics, /healthz
+// and /readyz through exporter-toolkit (TLS and basic auth).
+func (a *agent) metricsServer(cfg Config, collectors []prometheus.Collector) (*httpPart, error) {
+	reg, err := metrics.NewRegistry(collectors...)
+	if err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelError)}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("/readyz", a.ready)
+	mux.Handle("/readyz/{part}", a.ready)
+	ln, err := net.Listen("tcp", cfg.MetricsListen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on --metrics.listen %s: %w", cfg.MetricsListen, err)
+	}
+	a.closers = append(a.closers, func() { ln.Close() })
+	if cfg.OnListen != nil {
+		cfg.OnListen(ln.Addr())
+	}
+	a.log.Info("serving metrics", "address", ln.Addr().String())
+	webCfg, systemd := cfg.WebConfigFile, false
+	flags := &web.FlagConfig{WebListenAddresses: &[]string{cfg.MetricsListen}, WebSystemdSocket: &systemd, WebConfigFile: &webCfg}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return &httpPart{
+		ln:    ln,
+		srv:   srv,
+		serve: func(l net.Listener) error { return web.Serve(l, srv, flags, a.log) },
+		stop: func(s *http.Server) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = s.Shutdown(ctx)
+		},
+		ready: make(chan struct{}),
+	}, nil
+}
+
+// controlServer binds the control socket. Without it the agent still
+// monitors and exports; it returns nil then.
+func (a *agent) controlServer(path string, h http.Handler) *httpPart {
+	if path == "" {
+		return nil
+	}
+	ln, err := control.Listen(path)
+	if err != nil {
+		a.log.Warn("control socket disabled: status and events subcommands will not reach this agent", "err", err)
+		return nil
+	}
+	a.closers = append(a.closers, func() { ln.Close() })
+	a.log.Info("serving control socket", "path", path)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return &httpPart{
+		ln:    ln,
+		srv:   srv,
+		serve: srv.Serve,
+		stop: func(s *http.Server) {
+			// Event streams never end on their own: close them.
+			_ = s.Close()
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				a.log.Warn("removing the control socket failed", "path", path, "err", err)
+			}
+		},
+		ready: make(chan struct{}),
+	}
+}

@@ -1,0 +1,210 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/internal/feed"
+	"github.com/neighwatch/neighwatch/metrics"
+	"github.com/neighwatch/neighwatch/remediate"
+	"golang.org/x/sys/unix"
+)
+
+// tracerPart is the bypass tracer and its feed into the table; tracer is
+// nil when it does not run.
+type tracerPart struct {
+	tracer *bpf.Tracer
+	feed   *feed.Feed
+}
+
+var _ metrics.TracerSource = (*tracerPart)(nil)
+
+func (t *tracerPart) Mode() bpf.TracerMode {
+	if t.tracer == nil {
+		return bpf.TracerOff
+	}
+	return t.tracer.Mode()
+}
+
+func (t *tracerPart) Stats() (bpf.TracerStats, error)        { return t.tracer.Stats() }
+func (t *tracerPart) Redirects() (bpf.RedirectCounts, error) { return t.tracer.Redirects() }
+func (t *tracerPart) FeedCounters() feed.Counters            { return t.feed.Counters() }
+
+// loadTracer loads the tracer the configuration asks for. It is optional:
+// if it cannot run, the agent says why in one line and goes on without.
+func loadTracer(mode bpf.TracerMode, c caps, log *slog.Logger) *bpf.Tracer {
+	switch {
+	case mode == bpf.TracerOff:
+		log.Info("tracer disabled by --tracer=off: bypass traffic is not counted; stuck needs ARP evidence")
+		return nil
+	case !c.bpf():
+		log.Warn("tracer disabled: needs CAP_BPF and CAP_PERFMON (or root); bypass traffic is not counted")
+		return nil
+	}
+	tr, err := bpf.LoadTracer(bpf.TracerOptions{Mode: mode})
+	switch {
+	case errors.Is(err, bpf.ErrNoBTF):
+		log.Warn("tracer disabled: " + err.Error())
+		return nil
+	case err != nil:
+		log.Warn("tracer disabled: loading it failed", "err", err)
+		return nil
+	}
+	if fb := tr.Fallback(); fb != nil {
+		log.Warn("fentry tracer unavailable, counting at transmit (xmit mode) instead", "reason", fb.Error())
+	}
+	return tr
+}
+
+// raiseMemlock lets kernels before 5.11, which charge BPF memory to
+// RLIMIT_MEMLOCK, load the programs.
+func raiseMemlock(log *slog.Logger) {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		log.Debug("raising RLIMIT_MEMLOCK failed", "err", err)
+	}
+}
+
+// datapathPart is the forwarding datapath on the interfaces the
+// configuration names; dp is nil when none was asked for.
+type datapathPart struct {
+	dp   *bpf.Datapath
+	auto bool // --datapath.mode=auto: remediation may swap to neigh
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	names map[int]string // ifindex -> name of interfaces with the datapath
+}
+
+var (
+	_ metrics.DatapathSource = (*datapathPart)(nil)
+	_ remediate.Swapper      = (*datapathPart)(nil)
+)
+
+// attachDatapath loads the datapath and attaches it. It was asked for
+// explicitly, so failing is an error.
+func attachDatapath(ifaces []string, mode bpf.Mode, auto bool, c caps, log *slog.Logger) (*datapathPart, error) {
+	d := &datapathPart{auto: auto, log: log, names: make(map[int]string)}
+	if len(ifaces) == 0 {
+		return d, nil
+	}
+	if !c.bpf() || !c.has(unix.CAP_NET_ADMIN) {
+		return nil, errors.New("--datapath.interfaces needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN (or root)")
+	}
+	dp, err := bpf.LoadDatapath()
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range ifaces {
+		ifi, err := net.InterfaceByName(name)
+		if err != nil {
+			dp.Close()
+			return nil, fmt.Errorf("--datapath.interfaces: interface %q: %w", name, err)
+		}
+		if err := dp.Attach(ifi.Index, mode); err != nil {
+			dp.Close()
+			return nil, err
+		}
+		d.names[ifi.Index] = name
+		log.Info("datapath attached", "interface", name, "mode", mode, "auto_swap", auto, "skip_neigh", dp.SkipNeigh())
+	}
+	d.dp = dp
+	return d, nil
+}
+
+// Counts implements metrics.DatapathSource.
+func (d *datapathPart) Counts() (map[bpf.Decision]uint64, error) { return d.dp.Counts() }
+
+// Modes implements metrics.DatapathSource and the control API's listing:
+// the mode of each interface with the datapath, by its name now.
+func (d *datapathPart) Modes() map[string]bpf.Mode {
+	out := map[string]bpf.Mode{}
+	if d.dp == nil {
+		return out
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for idx, m := range d.dp.Attached() {
+		// Follow renames: the name as the kernel has it now.
+		if ifi, err := net.InterfaceByIndex(idx); err == nil && ifi.Name != d.names[idx] {
+			d.names[idx] = ifi.Name
+		}
+		out[d.names[idx]] = m
+	}
+	return out
+}
+
+// SetMode swaps the datapath of a named interface.
+func (d *datapathPart) SetMode(name string, m bpf.Mode) error {
+	if d.dp == nil {
+		return errors.New("no datapath is attached (start the agent with --datapath.interfaces)")
+	}
+	d.mu.Lock()
+	idx := -1
+	for i, n := range d.names {
+		if n == name {
+			idx = i
+		}
+	}
+	d.mu.Unlock()
+	if idx < 0 {
+		return fmt.Errorf("interface %q has no datapath attached", name)
+	}
+	return d.dp.SetMode(idx, m)
+}
+
+// legacyFeeding returns the interfaces whose legacy datapath forwards to
+// egress (the stuck entry's interface); when the datapath has no record of
+// it, every interface still in legacy mode.
+func (d *datapathPart) legacyFeeding(egress int32) []int {
+	if !d.auto || d.dp == nil {
+		return nil
+	}
+	feeds, err := d.dp.FeedsInto(int(egress))
+	if err != nil || len(feeds) == 0 {
+		feeds = nil
+		for i := range d.dp.Attached() {
+			feeds = append(feeds, i)
+		}
+	}
+	var out []int
+	for _, i := range feeds {
+		if d.dp.Mode(i) == bpf.ModeLegacy {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// CanSwap implements remediate.Swapper: some interface whose legacy
+// datapath feeds the stuck entry's interface may be swapped
+// (--datapath.mode=auto).
+func (d *datapathPart) CanSwap(egress int32) bool { return len(d.legacyFeeding(egress)) > 0 }
+
+// Swap implements remediate.Swapper: each interface feeding egress moves
+// to bpf_redirect_neigh, atomically.
+func (d *datapathPart) Swap(egress int32) error {
+	for _, in := range d.legacyFeeding(egress) {
+		if err := d.dp.SetMode(in, bpf.ModeNeigh); err != nil {
+			return err
+		}
+		d.mu.Lock()
+		name := d.names[in]
+		d.mu.Unlock()
+		d.log.Warn("datapath swapped to neigh (bpf_redirect_neigh): it forwards to an interface with a stuck entry that receives bypass traffic",
+			"interface", name, "egress_ifindex", egress)
+	}
+	return nil
+}
+
+// Close detaches the datapath: the kernel forwards normally again.
+func (d *datapathPart) Close() error {
+	if d.dp == nil {
+		return nil
+	}
+	return d.dp.Close()
+}

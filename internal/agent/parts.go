@@ -1,0 +1,236 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Part is one long-running piece of the agent.
+type Part interface {
+	// Run runs the part until ctx ends; an error stops the whole agent.
+	Run(ctx context.Context) error
+	// Ready is closed once the part does its job.
+	Ready() <-chan struct{}
+}
+
+// part is a Part with the name readiness and errors report, and whether
+// /readyz waits for it.
+type part struct {
+	Part
+	name string
+	gate bool
+}
+
+// task turns a function into a Part that is ready as soon as it runs,
+// optionally only after another channel closes.
+type task struct {
+	after <-chan struct{} // nil: start at once
+	run   func(ctx context.Context) error
+	ready chan struct{}
+}
+
+func newTask(after <-chan struct{}, run func(ctx context.Context) error) *task {
+	return &task{after: after, run: run, ready: make(chan struct{})}
+}
+
+func (t *task) Ready() <-chan struct{} { return t.ready }
+
+func (t *task) Run(ctx context.Context) error {
+	if t.after != nil {
+		select {
+		case <-t.after:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	close(t.ready)
+	return t.run(ctx)
+}
+
+// after delays a part until ch closes; its readiness is the part's own.
+type afterPart struct {
+	Part
+	ch <-chan struct{}
+}
+
+func (a afterPart) Run(ctx context.Context) error {
+	select {
+	case <-a.ch:
+	case <-ctx.Done():
+		return nil
+	}
+	return a.Part.Run(ctx)
+}
+
+// classifier promotes entries that crossed the stale threshold, so events
+// announce them even when nobody scrapes.
+func classifier(t *table.Table) *task {
+	return newTask(nil, func(ctx context.Context) error {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+				t.Advance()
+			}
+		}
+	})
+}
+
+// httpPart serves HTTP on a listener bound before the agent starts, so a
+// taken port fails start-up rather than a running agent.
+type httpPart struct {
+	ln    net.Listener
+	srv   *http.Server
+	serve func(net.Listener) error // srv.Serve, or exporter-toolkit's
+	stop  func(*http.Server)       // graceful or not
+	ready chan struct{}
+}
+
+func (h *httpPart) Ready() <-chan struct{} { return h.ready }
+
+func (h *httpPart) Run(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- h.serve(h.ln) }()
+	close(h.ready)
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	case <-ctx.Done():
+	}
+	h.stop(h.srv)
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// readiness reports the parts' readiness: /readyz waits for the gating
+// parts, /readyz/PART for one part, and the same as metrics.
+type readiness struct {
+	parts []part
+	log   *slog.Logger
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// ready reports whether every gating part is ready.
+func (r *readiness) ready() bool {
+	for _, p := range r.parts {
+		if p.gate && !isClosed(p.Ready()) {
+			return false
+		}
+	}
+	return true
+}
+
+// wait returns once every gating part is ready, or ctx ends.
+func (r *readiness) wait(ctx context.Context) bool {
+	for _, p := range r.parts {
+		if !p.gate {
+			continue
+		}
+		select {
+		case <-p.Ready():
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// status lists every part as "name: ready" or "name: waiting".
+func (r *readiness) status() string {
+	var b strings.Builder
+	for _, p := range r.parts {
+		state := "waiting"
+		if isClosed(p.Ready()) {
+			state = "ready"
+		}
+		fmt.Fprintf(&b, "%s: %s\n", p.name, state)
+	}
+	return b.String()
+}
+
+// ServeHTTP answers /readyz (every gating part) and /readyz/PART.
+func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	name := req.PathValue("part")
+	if name == "" {
+		if r.ready() {
+			fmt.Fprint(w, "ready\n"+r.status())
+			return
+		}
+		http.Error(w, "not ready\n"+strings.TrimSuffix(r.status(), "\n"), http.StatusServiceUnavailable)
+		return
+	}
+	for _, p := range r.parts {
+		if p.name != name {
+			continue
+		}
+		if isClosed(p.Ready()) {
+			fmt.Fprintln(w, "ready")
+			return
+		}
+		http.Error(w, "not ready: "+name, http.StatusServiceUnavailable)
+		return
+	}
+	http.Error(w, fmt.Sprintf("no part %q in this agent (parts: %s)", name, r.names()), http.StatusNotFound)
+}
+
+func (r *readiness) names() string {
+	var ns []string
+	for _, p := range r.parts {
+		ns = append(ns, p.name)
+	}
+	return strings.Join(ns, ", ")
+}
+
+var (
+	readyDesc = prometheus.NewDesc("neighwatch_ready",
+		"1 once the table is loaded and the parts /readyz waits for are ready.", nil, nil)
+	partReadyDesc = prometheus.NewDesc("neighwatch_part_ready",
+		"1 once a part of the agent is ready (the tracer once it is seeded and counting).", []string{"part"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (r *readiness) Describe(ch chan<- *prometheus.Desc) {
+	ch <- readyDesc
+	ch <- partReadyDesc
+}
+
+// Collect implements prometheus.Collector.
+func (r *readiness) Collect(ch chan<- prometheus.Metric) {
+	v := 0.0
+	if r.ready() {
+		v = 1
+	}
+	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, v)
+	for _, p := range r.parts {
+		v := 0.0
+		if isClosed(p.Ready()) {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(partReadyDesc, prometheus.GaugeValue, v, p.name)
+	}
+}

@@ -1,0 +1,129 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/internal/control"
+	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/remediate"
+	"golang.org/x/sys/unix"
+)
+
+// remediation is the engine and what it acts through.
+type remediation struct {
+	engine *remediate.Engine
+	actor  *remediate.NetActor
+	// cannotAct says why mode "on" is refused, nil when it is possible.
+	cannotAct error
+}
+
+// newRemediation builds the engine. Where acting is impossible (no
+// netlink handle, missing capabilities) a requested "on" becomes dry-run,
+// with one log line saying why; "off" and "dry-run" stay as asked.
+func newRemediation(cfg remediate.Config, c caps, t *table.Table, swapper remediate.Swapper, log *slog.Logger) *remediation {
+	r := &remediation{}
+	cfg.Logger = log
+	var actor remediate.Actor
+	na, err := remediate.NewNetActor()
+	switch {
+	case err != nil:
+		r.cannotAct = err
+	case !c.has(unix.CAP_NET_ADMIN) || !c.has(unix.CAP_NET_RAW):
+		na.Close()
+		r.cannotAct = errors.New("acting needs CAP_NET_ADMIN and CAP_NET_RAW (run as root)")
+	default:
+		r.actor, actor = na, na
+	}
+	if r.cannotAct != nil && cfg.Mode == remediate.ModeOn {
+		log.Warn("remediation switched from on to dry-run: " + r.cannotAct.Error())
+		cfg.Mode = remediate.ModeDryRun
+	}
+	r.engine = remediate.New(cfg, t, actor, swapper)
+	ec := r.engine.Config()
+	log.Info("remediation", "mode", ec.Mode, "scope", ec.Scope, "strategies", fmt.Sprint(ec.Strategies), "rate", ec.Rate)
+	return r
+}
+
+// Close releases the actor's netlink handle.
+func (r *remediation) Close() {
+	if r.actor != nil {
+		r.actor.Close()
+	}
+}
+
+func (r *remediation) status() control.RemediationStatus {
+	c := r.engine.Config()
+	st := r.engine.Stats()
+	out := control.RemediationStatus{
+		Mode: string(r.engine.Mode()), Scope: string(c.Scope), Rate: c.Rate, InterfaceRate: c.PerInterfaceRate,
+		Queue: st.Queue, RateLimited: st.RateLimited, Dropped: st.Dropped,
+		Actions: map[string]map[string]uint64{},
+	}
+	for _, s := range c.Strategies {
+		out.Strategies = append(out.Strategies, string(s))
+	}
+	for s, outs := range st.Actions {
+		for o, n := range outs {
+			if n == 0 {
+				continue
+			}
+			if out.Actions[string(s)] == nil {
+				out.Actions[string(s)] = map[string]uint64{}
+			}
+			out.Actions[string(s)][string(o)] = n
+		}
+	}
+	return out
+}
+
+// controlHandler is the control API: the table and events, the datapath
+// modes, and the remediation switch.
+func controlHandler(t *table.Table, dp *datapathPart, rem *remediation, log *slog.Logger) *control.Handler {
+	h := control.NewHandler(t)
+	h.Handle("GET /v1/datapath", func(w http.ResponseWriter, _ *http.Request) {
+		control.WriteJSON(w, http.StatusOK, dp.Modes())
+	})
+	h.Handle("POST /v1/datapath", func(w http.ResponseWriter, r *http.Request) {
+		var req control.DatapathRequest
+		if err := control.ReadJSON(r, &req); err != nil {
+			control.WriteError(w, http.StatusBadRequest, err)
+			return
+		}
+		m, err := bpf.ParseMode(req.Mode)
+		if err == nil {
+			err = dp.SetMode(req.Interface, m)
+		}
+		if err != nil {
+			control.WriteError(w, http.StatusBadRequest, err)
+			return
+		}
+		log.Info("datapath mode changed", "interface", req.Interface, "mode", m, "by", "control socket")
+		control.WriteJSON(w, http.StatusOK, dp.Modes())
+	})
+	h.Handle("GET /v1/remediation", func(w http.ResponseWriter, _ *http.Request) {
+		control.WriteJSON(w, http.StatusOK, rem.status())
+	})
+	h.Handle("POST /v1/remediation", func(w http.ResponseWriter, r *http.Request) {
+		var req control.RemediationRequest
+		if err := control.ReadJSON(r, &req); err != nil {
+			control.WriteError(w, http.StatusBadRequest, err)
+			return
+		}
+		m, err := remediate.ParseMode(req.Mode)
+		if err != nil {
+			control.WriteError(w, http.StatusBadRequest, err)
+			return
+		}
+		if m == remediate.ModeOn && rem.cannotAct != nil {
+			control.WriteError(w, http.StatusConflict, fmt.Errorf("remediation cannot act in this agent: %w; only off and dry-run are possible", rem.cannotAct))
+			return
+		}
+		rem.engine.SetMode(m)
+		control.WriteJSON(w, http.StatusOK, rem.status())
+	})
+	return h
+}

@@ -1,0 +1,54 @@
+package table
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func benchUpdates(n int, state State) []Update {
+	us := make([]Update, n)
+	for i := range us {
+		us[i] = Update{
+			Family: FamilyInet, Ifindex: int32(1 + i%4), State: state,
+			Addr:   netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}),
+			LLAddr: net.HardwareAddr{2, 0, byte(i >> 16), byte(i >> 8), byte(i), 1}, HasCacheInfo: true,
+		}
+	}
+	return us
+}
+
+// BenchmarkApply measures applying state changes to a table of 100k
+// entries: each op flips one entry between STALE and REACHABLE, the worst
+// case (heap insert and removal every time).
+func BenchmarkApply(b *testing.B) {
+	tb := New(time.Minute, nil)
+	us := benchUpdates(100_000, StateStale)
+	tb.Apply(CauseNetlink, us...)
+	flip := [2]State{StateReachable, StateStale}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		u := us[i%len(us)]
+		u.State = flip[(i/len(us))%2]
+		tb.Apply(CauseNetlink, u)
+	}
+}
+
+// BenchmarkStats measures what a scrape costs the table, with 1k and 100k
+// entries: it must not grow with the number of entries.
+func BenchmarkStats(b *testing.B) {
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			tb := New(time.Minute, nil)
+			tb.Apply(CauseNetlink, benchUpdates(n, StateStale)...)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				_ = tb.Stats(100)
+			}
+		})
+	}
+}

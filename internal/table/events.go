@@ -1,0 +1,89 @@
+package table
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Broadcaster fans events out to subscribers without ever blocking the
+// publisher: a subscriber whose buffer is full loses the event, and the loss
+// is counted for it and in total.
+type Broadcaster struct {
+	mu      sync.RWMutex
+	subs    map[*Subscription]struct{}
+	active  atomic.Bool
+	dropped atomic.Uint64
+}
+
+// Subscription is one subscriber's view of the event stream.
+type Subscription struct {
+	c       chan Event
+	b       *Broadcaster
+	keep    func(*Event) bool // nil: every event
+	dropped atomic.Uint64
+	once    sync.Once
+}
+
+// NewBroadcaster returns a broadcaster without subscribers.
+func NewBroadcaster() *Broadcaster {
+	return &Broadcaster{subs: make(map[*Subscription]struct{})}
+}
+
+// Subscribe registers a subscriber with a buffer of n events.
+func (b *Broadcaster) Subscribe(n int) *Subscription { return b.SubscribeFunc(n, nil) }
+
+// SubscribeFunc registers a subscriber that receives only the events keep
+// accepts; the others are neither sent nor counted as lost for it.
+func (b *Broadcaster) SubscribeFunc(n int, keep func(*Event) bool) *Subscription {
+	if n < 1 {
+		n = 1
+	}
+	c := make(chan Event, n)
+	s := &Subscription{c: c, b: b, keep: keep}
+	b.mu.Lock()
+	b.subs[s] = struct{}{}
+	b.active.Store(true)
+	b.mu.Unlock()
+	return s
+}
+
+// C returns the channel events arrive on; it is closed by Close.
+func (s *Subscription) C() <-chan Event { return s.c }
+
+// Close unsubscribes and closes the channel.
+func (s *Subscription) Close() {
+	s.once.Do(func() {
+		s.b.mu.Lock()
+		delete(s.b.subs, s)
+		s.b.active.Store(len(s.b.subs) > 0)
+		close(s.c)
+		s.b.mu.Unlock()
+	})
+}
+
+// Dropped returns how many events this subscriber lost.
+func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
+
+// Active reports whether anyone listens; publishers skip building events
+// when nobody does.
+func (b *Broadcaster) Active() bool { return b.active.Load() }
+
+// Dropped returns the events lost by all subscribers together.
+func (b *Broadcaster) Dropped() uint64 { return b.dropped.Load() }
+
+// Publish delivers ev to every subscriber that has room.
+func (b *Broadcaster) Publish(ev Event) {
+	b.mu.RLock()
+	for s := range b.subs {
+		if s.keep != nil && !s.keep(&ev) {
+			continue
+		}
+		select {
+		case s.c <- ev:
+		default:
+			s.dropped.Add(1)
+			b.dropped.Add(1)
+		}
+	}
+	b.mu.RUnlock()
+}

@@ -1,0 +1,102 @@
+package table
+
+import (
+	"sort"
+	"time"
+)
+
+// FamilyStats are the aggregates of one interface and family.
+type FamilyStats struct {
+	Family        Family
+	States        [numStates]int // by State.idx(); use Count
+	StaleLong     int
+	Stuck         int
+	Mismatched    int
+	LLAddrChanges uint64
+	Bypass        uint64
+	OldestStale   time.Duration // age of the oldest STALE entry
+	HasStale      bool
+}
+
+// Count returns the number of entries in state s.
+func (f *FamilyStats) Count(s State) int { return f.States[s.idx()] }
+
+// InterfaceStats are the aggregates of one interface.
+type InterfaceStats struct {
+	Ifindex  int32
+	Name     string
+	Families [2]FamilyStats
+}
+
+// Transition is a counted state change; From or To is "absent" for
+// creations and deletions.
+type Transition struct {
+	Family   Family
+	From, To string
+	Count    uint64
+}
+
+// Stats is a consistent view of the table's aggregates.
+type Stats struct {
+	Interfaces  []InterfaceStats
+	Transitions []Transition // only non-zero ones
+	Entries     int
+	Stuck       []Entry // at most the requested cap
+	StuckTotal  int
+}
+
+// Stats returns the aggregates, with at most stuckCap stuck entries. Its
+// cost does not depend on the number of entries.
+func (t *Table) Stats(stuckCap int) Stats {
+	now := t.now().UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.advance(now)
+	st := Stats{Entries: len(t.entries), StuckTotal: len(t.stuck)}
+	for idx, s := range t.ifaces {
+		is := InterfaceStats{Ifindex: idx, Name: s.name}
+		for f := range 2 {
+			fs := &is.Families[f]
+			fs.Family = FamilyInet
+			if f == 1 {
+				fs.Family = FamilyInet6
+			}
+			fs.States = s.counts[f]
+			fs.StaleLong = s.staleLong[f]
+			fs.Stuck = s.stuck[f]
+			fs.Mismatched = s.mismatched[f]
+			fs.LLAddrChanges = s.lladdrChanges[f]
+			fs.Bypass = s.bypass[f]
+			oldest := s.long[f].min()
+			if oldest == nil {
+				oldest = s.pending[f].min()
+			}
+			if oldest != nil {
+				fs.HasStale = true
+				fs.OldestStale = time.Duration(now - oldest.Since)
+			}
+		}
+		st.Interfaces = append(st.Interfaces, is)
+	}
+	sort.Slice(st.Interfaces, func(i, j int) bool { return st.Interfaces[i].Ifindex < st.Interfaces[j].Ifindex })
+	for f := range 2 {
+		fam := FamilyInet
+		if f == 1 {
+			fam = FamilyInet6
+		}
+		for from := range numStates + 1 {
+			for to := range numStates + 1 {
+				if n := t.trans[f][from][to]; n > 0 {
+					st.Transitions = append(st.Transitions, Transition{Family: fam, From: stateNames[from], To: stateNames[to], Count: n})
+				}
+			}
+		}
+	}
+	for _, e := range t.stuck {
+		if len(st.Stuck) >= stuckCap {
+			break
+		}
+		st.Stuck = append(st.Stuck, *e)
+	}
+	return st
+}

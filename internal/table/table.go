@@ -1,0 +1,515 @@
+package table
+
+import (
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Table is the in-memory mirror of the neighbour tables. Every aggregate
+// that metrics need is kept up to date on each change, so reading them costs
+// the same with ten entries or a hundred thousand.
+//
+// All methods are safe for concurrent use.
+type Table struct {
+	mu        sync.Mutex
+	threshold int64 // stale-long threshold, ns
+	entries   map[Key]*Entry
+	ifaces    map[int32]*ifaceState
+	stuck     map[Key]*Entry
+	trans     [2][numStates + 1][numStates + 1]uint64
+	gen       uint32
+	loading   bool // initial dump: no events, no transition counts
+	events    *Broadcaster
+	now       func() time.Time
+}
+
+// ifaceState holds the aggregates of one interface, indexed by family.
+type ifaceState struct {
+	name          string
+	counts        [2][numStates]int
+	staleLong     [2]int
+	stuck         [2]int
+	mismatched    [2]int
+	lladdrChanges [2]uint64
+	bypass        [2]uint64
+	pending       [2]staleHeap // STALE, not yet past the threshold
+	long          [2]staleHeap // STALE past the threshold
+}
+
+// New returns an empty table that classifies entries STALE for at least
+// threshold as stale-long and publishes changes to events (nil: a new
+// broadcaster).
+func New(threshold time.Duration, events *Broadcaster) *Table {
+	if events == nil {
+		events = NewBroadcaster()
+	}
+	return &Table{
+		threshold: int64(threshold),
+		entries:   make(map[Key]*Entry),
+		ifaces:    make(map[int32]*ifaceState),
+		stuck:     make(map[Key]*Entry),
+		events:    events,
+		now:       time.Now,
+	}
+}
+
+// Events returns the broadcaster the table publishes to.
+func (t *Table) Events() *Broadcaster { return t.events }
+
+func (t *Table) iface(ifindex int32) *ifaceState {
+	s := t.ifaces[ifindex]
+	if s == nil {
+		s = &ifaceState{name: strconv.Itoa(int(ifindex))}
+		t.ifaces[ifindex] = s
+	}
+	return s
+}
+
+// SetLinkName records the name of an interface, for events and metrics.
+func (t *Table) SetLinkName(ifindex int32, name string) {
+	t.mu.Lock()
+	t.iface(ifindex).name = name
+	t.mu.Unlock()
+}
+
+// detach removes e's contribution to every aggregate.
+func (t *Table) detach(e *Entry) {
+	s := t.iface(e.Ifindex)
+	f := e.Family().idx()
+	s.counts[f][e.State.idx()]--
+	if e.heapIdx >= 0 {
+		if e.long {
+			s.long[f].remove(e)
+		} else {
+			s.pending[f].remove(e)
+		}
+	}
+	switch e.class {
+	case ClassStuck:
+		s.stuck[f]--
+		s.staleLong[f]--
+		delete(t.stuck, e.Key)
+	case ClassStaleLong:
+		s.staleLong[f]--
+	}
+	if e.Mismatch {
+		s.mismatched[f]--
+	}
+}
+
+// attach adds e's contribution to every aggregate and sets its class.
+func (t *Table) attach(e *Entry, now int64) {
+	s := t.iface(e.Ifindex)
+	f := e.Family().idx()
+	s.counts[f][e.State.idx()]++
+	e.class = ClassOK
+	e.long = false
+	if e.State == StateStale {
+		if now-e.Since >= t.threshold {
+			e.long = true
+			s.long[f].push(e)
+			s.staleLong[f]++
+			e.class = ClassStaleLong
+			if e.Mismatch || e.BypassInState > 0 {
+				e.class = ClassStuck
+				s.stuck[f]++
+				t.stuck[e.Key] = e
+			}
+		} else {
+			s.pending[f].push(e)
+		}
+	}
+	if e.Mismatch {
+		s.mismatched[f]++
+	}
+}
+
+func (t *Table) event(e *Entry, kind Kind, cause Cause, now int64) Event {
+	return Event{
+		Time:      time.Unix(0, now),
+		Ifindex:   e.Ifindex,
+		Interface: t.iface(e.Ifindex).name,
+		Family:    e.Family(),
+		IP:        e.Addr,
+		From:      e.State,
+		To:        e.State,
+		LLAddr:    net.HardwareAddr(e.LLAddr),
+		OldLLAddr: net.HardwareAddr(e.LLAddr),
+		Cause:     cause,
+		Kind:      kind,
+		Class:     e.class,
+	}
+}
+
+func (t *Table) publishing() bool { return !t.loading && t.events.Active() }
+
+// since converts a cacheinfo age to the time the state began.
+func since(u *Update, now int64) int64 {
+	if !u.HasCacheInfo {
+		return now
+	}
+	return now - int64(u.UpdatedAge)
+}
+
+// apply applies one update. The caller holds t.mu.
+func (t *Table) apply(u *Update, cause Cause, now int64) {
+	k := Key{Ifindex: u.Ifindex, Addr: u.Addr}
+	e := t.entries[k]
+	if u.Delete {
+		if e != nil {
+			t.remove(e, cause, now)
+		}
+		return
+	}
+	f := FamilyOf(u.Addr).idx()
+	if e == nil {
+		e = &Entry{
+			Key:      k,
+			LLAddr:   string(u.LLAddr),
+			State:    u.State,
+			Flags:    u.Flags,
+			FlagsExt: u.FlagsExt,
+			Since:    since(u, now),
+			heapIdx:  -1,
+			gen:      t.gen,
+		}
+		t.cacheTimes(e, u, now)
+		t.entries[k] = e
+		t.attach(e, now)
+		if !t.loading {
+			t.trans[f][idxAbsent][e.State.idx()]++
+		}
+		if t.publishing() {
+			ev := t.event(e, KindTransition, cause, now)
+			ev.Created = true
+			ev.OldLLAddr = nil
+			t.events.Publish(ev)
+		}
+		return
+	}
+	e.gen = t.gen
+	t.cacheTimes(e, u, now)
+	stateChanged := e.State != u.State
+	llChanged := e.LLAddr != string(u.LLAddr)
+	if !stateChanged && !llChanged && e.Flags == u.Flags && e.FlagsExt == u.FlagsExt {
+		return
+	}
+	oldState, oldLL := e.State, e.LLAddr
+	t.detach(e)
+	if stateChanged {
+		e.State = u.State
+		e.Since = since(u, now)
+		e.Transitions++
+		e.BypassInState = 0
+		t.trans[f][oldState.idx()][u.State.idx()]++
+	}
+	if llChanged {
+		// Entries in INCOMPLETE or FAILED carry no lladdr; only a move from
+		// one address to another counts as a change.
+		if e.LLAddr != "" && len(u.LLAddr) > 0 {
+			e.LLAddrChanges++
+			t.iface(e.Ifindex).lladdrChanges[f]++
+		}
+		e.LLAddr = string(u.LLAddr)
+	}
+	e.Flags, e.FlagsExt = u.Flags, u.FlagsExt
+	e.Mismatch = mismatch(e)
+	t.attach(e, now)
+	if t.publishing() {
+		ev := t.event(e, KindTransition, cause, now)
+		ev.From = oldState
+		ev.OldLLAddr = net.HardwareAddr(oldLL)
+		t.events.Publish(ev)
+	}
+}
+
+func (t *Table) cacheTimes(e *Entry, u *Update, now int64) {
+	if !u.HasCacheInfo {
+		return
+	}
+	e.Confirm = now - int64(u.ConfirmedAge)
+	e.Used = now - int64(u.UsedAge)
+	e.Updated = now - int64(u.UpdatedAge)
+}
+
+// mismatch reports whether ARP/NDP last saw the entry's IP answer from a MAC
+// other than the one the kernel will send to.
+func mismatch(e *Entry) bool {
+	return e.SeenMAC != "" && e.LLAddr != "" && e.SeenMAC != e.LLAddr && e.State.Valid()
+}
+
+func (t *Table) remove(e *Entry, cause Cause, now int64) {
+	t.detach(e)
+	delete(t.entries, e.Key)
+	t.trans[e.Family().idx()][e.State.idx()][idxAbsent]++
+	if t.publishing() {
+		ev := t.event(e, KindTransition, cause, now)
+		ev.Deleted = true
+		t.events.Publish(ev)
+	}
+}
+
+// Apply applies decoded netlink updates with the given cause.
+func (t *Table) Apply(cause Cause, us ...Update) {
+	now := t.now().UnixNano()
+	t.mu.Lock()
+	for i := range us {
+		t.apply(&us[i], cause, now)
+	}
+	t.mu.Unlock()
+}
+
+// BeginSync starts a full dump: entries the dump (or updates during it) do
+// not confirm are deleted by EndSync. The initial sync publishes no events
+// and counts no transitions.
+func (t *Table) BeginSync(initial bool) {
+	t.mu.Lock()
+	t.gen++
+	t.loading = initial
+	t.mu.Unlock()
+}
+
+// EndSync deletes the entries the last dump did not confirm and returns
+// how many it deleted.
+func (t *Table) EndSync() int {
+	now := t.now().UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, e := range t.entries {
+		if e.gen != t.gen {
+			t.remove(e, CauseResync, now)
+			n++
+		}
+	}
+	t.loading = false
+	return n
+}
+
+// DeleteLink removes every entry of an interface and forgets the interface,
+// so its series leave the metrics.
+func (t *Table) DeleteLink(ifindex int32, cause Cause) int {
+	now := t.now().UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for k, e := range t.entries {
+		if k.Ifindex == ifindex {
+			t.remove(e, cause, now)
+			n++
+		}
+	}
+	delete(t.ifaces, ifindex)
+	return n
+}
+
+// Advance promotes STALE entries that crossed the threshold to stale-long
+// (or stuck) and publishes their class change. Cost: O(interfaces) plus
+// O(log n) per promoted entry.
+func (t *Table) Advance() {
+	now := t.now().UnixNano()
+	t.mu.Lock()
+	t.advance(now)
+	t.mu.Unlock()
+}
+
+func (t *Table) advance(now int64) {
+	for _, s := range t.ifaces {
+		for f := range s.pending {
+			for {
+				e := s.pending[f].min()
+				if e == nil || now-e.Since < t.threshold {
+					break
+				}
+				t.reattach(e, now, CauseClassify)
+			}
+		}
+	}
+}
+
+// reattach recomputes an entry's aggregates after its evidence or age
+// changed, publishing a class event when its class changed.
+func (t *Table) reattach(e *Entry, now int64, cause Cause) {
+	old := e.class
+	t.detach(e)
+	e.Mismatch = mismatch(e)
+	t.attach(e, now)
+	if e.class != old && t.publishing() {
+		ev := t.event(e, KindClass, cause, now)
+		ev.Detail = old.String() + " -> " + e.class.String()
+		t.events.Publish(ev)
+	}
+}
+
+// ObserveMAC records that ip was seen at mac on an interface, in ARP or
+// NDP. It returns true when this made the entry mismatched.
+func (t *Table) ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr, when time.Time) bool {
+	now := when.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[Key{Ifindex: ifindex, Addr: ip}]
+	if e == nil {
+		return false
+	}
+	was := e.Mismatch
+	if e.SeenMAC != string(mac) {
+		e.SeenMAC = string(mac)
+	}
+	e.SeenAt = now
+	t.reattach(e, now, CauseARP)
+	if e.Mismatch && !was && t.publishing() {
+		ev := t.event(e, KindMismatch, CauseARP, now)
+		ev.Detail = "seen at " + mac.String() + ", kernel sends to " + hwString(e.LLAddr)
+		t.events.Publish(ev)
+	}
+	return e.Mismatch && !was
+}
+
+// AddBypass adds packets the tracer saw sent to an entry without the
+// neighbour subsystem. Unknown entries are ignored and reported false.
+func (t *Table) AddBypass(k Key, packets uint64, when time.Time) bool {
+	if packets == 0 {
+		return true
+	}
+	now := when.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[k]
+	if e == nil {
+		return false
+	}
+	e.BypassPackets += packets
+	e.LastBypass = now
+	t.iface(e.Ifindex).bypass[e.Family().idx()] += packets
+	if e.State == StateStale {
+		e.BypassInState += packets
+		if e.BypassInState == packets { // first evidence in this period
+			t.reattach(e, now, CauseTracepoint)
+		}
+	}
+	return true
+}
+
+// Len returns the number of entries.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.entries)
+}
+
+// Lookup returns a copy of one entry.
+func (t *Table) Lookup(k Key) (Entry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.advance(t.now().UnixNano())
+	e := t.entries[k]
+	if e == nil {
+		return Entry{}, false
+	}
+	return *e, true
+}
+
+// Snapshot returns a copy of every entry, classified as of now, and the
+// interface names.
+func (t *Table) Snapshot() ([]Entry, map[int32]string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.advance(t.now().UnixNano())
+	out := make([]Entry, 0, len(t.entries))
+	for _, e := range t.entries {
+		out = append(out, *e)
+	}
+	names := make(map[int32]string, len(t.ifaces))
+	for i, s := range t.ifaces {
+		names[i] = s.name
+	}
+	return out, names
+}
+
+// LinkName returns the name the table knows for an interface.
+func (t *Table) LinkName(ifindex int32) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.ifaces[ifindex]; s != nil {
+		return s.name
+	}
+	return strconv.Itoa(int(ifindex))
+}
+
+// ApplyTracepoint applies a transition seen by the neighbour tracepoints
+// that netlink never reports (STALE->DELAY and ->INCOMPLETE on transmit,
+// REACHABLE->DELAY in the timer). It applies only if the entry is still in
+// the from state, so a transition that netlink has already overtaken is
+// dropped. It reports whether it applied.
+func (t *Table) ApplyTracepoint(k Key, from, to State, when time.Time) bool {
+	now := when.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[k]
+	u := Update{Ifindex: k.Ifindex, Family: FamilyOf(k.Addr), Addr: k.Addr, State: to}
+	switch {
+	case e == nil && from == StateNone:
+	case e == nil || e.State != from:
+		return false
+	default:
+		u.Flags, u.FlagsExt = e.Flags, e.FlagsExt
+		if to.Valid() {
+			u.LLAddr = []byte(e.LLAddr)
+		}
+	}
+	t.apply(&u, CauseTracepoint, now)
+	return true
+}
+
+// Walk calls fn, under the table's lock, for each stuck entry and, with
+// staleLong, for every stale-long entry, classified as of now. fn must not
+// call the table. Walk returns copies of the entries fn picked (returned
+// true for), so a caller can look at 100,000 entries and copy a few.
+func (t *Table) Walk(staleLong bool, fn func(e *Entry, ifname string) bool) []Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.advance(t.now().UnixNano())
+	var out []Entry
+	if !staleLong {
+		for _, e := range t.stuck {
+			if fn(e, t.iface(e.Ifindex).name) {
+				out = append(out, *e)
+			}
+		}
+		return out
+	}
+	for _, s := range t.ifaces {
+		for f := range s.long {
+			for _, e := range s.long[f] {
+				if fn(e, s.name) {
+					out = append(out, *e)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Publish sends an event to the table's subscribers (other parts of the
+// agent report through the same stream).
+func (t *Table) Publish(ev Event) {
+	if ev.Interface == "" {
+		ev.Interface = t.LinkName(ev.Ifindex)
+	}
+	t.events.Publish(ev)
+}
+
+// Keys returns the key of every entry: a cheap way to walk a large table
+// entry by entry (with Lookup) without copying it whole.
+func (t *Table) Keys() []Key {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Key, 0, len(t.entries))
+	for k := range t.entries {
+		out = append(out, k)
+	}
+	return out
+}

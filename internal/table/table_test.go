@@ -1,0 +1,226 @@
+package table
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func newTestTable(thr time.Duration) (*Table, *clock) {
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	t := New(thr, nil)
+	t.now = c.now
+	return t, c
+}
+
+var (
+	macA = net.HardwareAddr{2, 0, 0, 0, 0, 0xa}
+	macB = net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
+	ipA  = netip.MustParseAddr("10.0.0.1")
+)
+
+func upd(ifindex int32, ip netip.Addr, state State, mac net.HardwareAddr) Update {
+	return Update{Family: FamilyOf(ip), Ifindex: ifindex, State: state, Addr: ip, LLAddr: mac, HasCacheInfo: true}
+}
+
+func TestClassification(t *testing.T) {
+	tests := []struct {
+		name      string
+		state     State
+		age       time.Duration
+		seen      net.HardwareAddr
+		bypass    uint64
+		wantClass Class
+	}{
+		{"reachable is ok", StateReachable, time.Hour, nil, 0, ClassOK},
+		{"young stale is ok", StateStale, 59 * time.Second, nil, 0, ClassOK},
+		{"old stale is stale-long", StateStale, 60 * time.Second, nil, 0, ClassStaleLong},
+		{"old stale with same MAC seen is stale-long", StateStale, 2 * time.Minute, macA, 0, ClassStaleLong},
+		{"old stale with moved MAC is stuck", StateStale, 2 * time.Minute, macB, 0, ClassStuck},
+		{"young stale with moved MAC is not yet stuck", StateStale, 10 * time.Second, macB, 0, ClassOK},
+		{"old stale with bypass traffic is stuck", StateStale, 2 * time.Minute, nil, 5, ClassStuck},
+		{"permanent with moved MAC is ok", StatePermanent, time.Hour, macB, 0, ClassOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tb, c := newTestTable(time.Minute)
+			u := upd(1, ipA, tt.state, macA)
+			u.UpdatedAge = tt.age
+			tb.Apply(CauseNetlink, u)
+			if tt.seen != nil {
+				tb.ObserveMAC(1, ipA, tt.seen, c.now())
+			}
+			if tt.bypass > 0 {
+				tb.AddBypass(Key{1, ipA}, tt.bypass, c.now())
+			}
+			e, _ := tb.Lookup(Key{1, ipA})
+			if e.Class() != tt.wantClass {
+				t.Fatalf("class = %v, want %v", e.Class(), tt.wantClass)
+			}
+			st := tb.Stats(10)
+			fs := st.Interfaces[0].Families[0]
+			wantLong := tt.wantClass != ClassOK
+			if (fs.StaleLong == 1) != wantLong || (fs.Stuck == 1) != (tt.wantClass == ClassStuck) || (st.StuckTotal == 1) != (tt.wantClass == ClassStuck) {
+				t.Fatalf("aggregates: stale-long %d stuck %d stuck set %d for class %v", fs.StaleLong, fs.Stuck, st.StuckTotal, tt.wantClass)
+			}
+		})
+	}
+}
+
+func TestPromotionWithTimeAndRecovery(t *testing.T) {
+	tb, c := newTestTable(time.Minute)
+	sub := tb.Events().Subscribe(16)
+	defer sub.Close()
+	tb.Apply(CauseNetlink, upd(1, ipA, StateStale, macA))
+	tb.ObserveMAC(1, ipA, macB, c.now()) // mismatch while young
+	drain(sub)
+	c.advance(61 * time.Second)
+	tb.Advance()
+	ev := <-sub.C()
+	if ev.Kind != "class" || ev.Class != ClassStuck || ev.Cause != CauseClassify {
+		t.Fatalf("promotion event = %+v", ev)
+	}
+	st := tb.Stats(10)
+	if got := st.Interfaces[0].Families[0].OldestStale; got != 61*time.Second {
+		t.Fatalf("oldest stale age = %v, want 61s", got)
+	}
+	// The kernel learns the new MAC: REACHABLE, no longer mismatched.
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
+	e, _ := tb.Lookup(Key{1, ipA})
+	if e.Class() != ClassOK || e.Mismatch || e.LLAddrChanges != 1 || e.Transitions != 1 {
+		t.Fatalf("after recovery: class %v mismatch %v lladdr changes %d transitions %d", e.Class(), e.Mismatch, e.LLAddrChanges, e.Transitions)
+	}
+	st = tb.Stats(10)
+	fs := st.Interfaces[0].Families[0]
+	if fs.StaleLong != 0 || fs.Stuck != 0 || fs.Mismatched != 0 || fs.HasStale || st.StuckTotal != 0 || fs.LLAddrChanges != 1 {
+		t.Fatalf("aggregates after recovery: %+v", fs)
+	}
+	if fs.Count(StateReachable) != 1 || fs.Count(StateStale) != 0 {
+		t.Fatalf("state counts: %v", fs.States)
+	}
+}
+
+func drain(s *Subscription) {
+	for len(s.C()) > 0 {
+		<-s.C()
+	}
+}
+
+func TestResyncSweepsAndCountsTransitions(t *testing.T) {
+	tb, _ := newTestTable(time.Minute)
+	ipB := netip.MustParseAddr("10.0.0.2")
+	tb.BeginSync(true)
+	tb.Apply(CauseResync, upd(1, ipA, StateStale, macA), upd(1, ipB, StateReachable, macA))
+	tb.EndSync()
+	if n := len(tb.Stats(0).Transitions); n != 0 {
+		t.Fatalf("initial load counted %d transitions", n)
+	}
+	sub := tb.Events().Subscribe(16)
+	defer sub.Close()
+	// A later dump without ipB and with ipA changed.
+	tb.BeginSync(false)
+	tb.Apply(CauseResync, upd(1, ipA, StateReachable, macA))
+	if deleted := tb.EndSync(); deleted != 1 {
+		t.Fatalf("sweep deleted %d, want 1", deleted)
+	}
+	got := map[string]bool{}
+	for len(sub.C()) > 0 {
+		ev := <-sub.C()
+		got[ev.IP.String()+" "+string(ev.Cause)+" "+ev.From.String()+"->"+ev.To.String()] = true
+	}
+	for _, want := range []string{"10.0.0.1 resync stale->reachable", "10.0.0.2 resync reachable->reachable"} {
+		if !got[want] {
+			t.Errorf("missing event %q in %v", want, got)
+		}
+	}
+	tr := map[string]uint64{}
+	for _, x := range tb.Stats(0).Transitions {
+		tr[x.From+"->"+x.To] = x.Count
+	}
+	if tr["stale->reachable"] != 1 || tr["reachable->absent"] != 1 || len(tr) != 2 {
+		t.Fatalf("transitions = %v", tr)
+	}
+}
+
+func TestDeleteLinkForgetsInterface(t *testing.T) {
+	tb, _ := newTestTable(time.Minute)
+	tb.SetLinkName(1, "eth0")
+	tb.SetLinkName(2, "eth1")
+	tb.Apply(CauseNetlink, upd(1, ipA, StateStale, macA), upd(2, ipA, StateStale, macA))
+	if n := tb.DeleteLink(2, CauseLink); n != 1 {
+		t.Fatalf("deleted %d", n)
+	}
+	st := tb.Stats(0)
+	if st.Entries != 1 || len(st.Interfaces) != 1 || st.Interfaces[0].Name != "eth0" {
+		t.Fatalf("after delete: %+v", st)
+	}
+}
+
+func TestBroadcasterDropsForSlowSubscriber(t *testing.T) {
+	b := NewBroadcaster()
+	if b.Active() {
+		t.Fatal("active without subscribers")
+	}
+	slow := b.Subscribe(2)
+	fast := b.Subscribe(100)
+	for i := 0; i < 10; i++ {
+		b.Publish(Event{Detail: "x"})
+	}
+	if slow.Dropped() != 8 || fast.Dropped() != 0 || b.Dropped() != 8 {
+		t.Fatalf("dropped: slow %d fast %d total %d", slow.Dropped(), fast.Dropped(), b.Dropped())
+	}
+	only := b.SubscribeFunc(1, func(ev *Event) bool { return ev.Detail == "mine" })
+	b.Publish(Event{Detail: "x"})
+	b.Publish(Event{Detail: "mine"})
+	b.Publish(Event{Detail: "x"})
+	if ev := <-only.C(); ev.Detail != "mine" || only.Dropped() != 0 {
+		t.Fatalf("filtered subscriber got %q, dropped %d", ev.Detail, only.Dropped())
+	}
+	only.Close()
+	slow.Close()
+	slow.Close() // idempotent
+	fast.Close()
+	if b.Active() {
+		t.Fatal("still active after all closed")
+	}
+}
+
+func TestStuckCap(t *testing.T) {
+	tb, c := newTestTable(time.Second)
+	for i := 0; i < 5; i++ {
+		ip := netip.AddrFrom4([4]byte{10, 0, 1, byte(i)})
+		tb.Apply(CauseNetlink, upd(1, ip, StateStale, macA))
+		tb.ObserveMAC(1, ip, macB, c.now())
+	}
+	c.advance(2 * time.Second)
+	st := tb.Stats(3)
+	if st.StuckTotal != 5 || len(st.Stuck) != 3 {
+		t.Fatalf("stuck total %d listed %d", st.StuckTotal, len(st.Stuck))
+	}
+}
+
+func TestHeapOrder(t *testing.T) {
+	var h staleHeap
+	es := make([]*Entry, 50)
+	for i := range es {
+		es[i] = &Entry{Since: int64((i * 37) % 50), heapIdx: -1}
+		h.push(es[i])
+	}
+	for i := 0; i < 50; i += 3 {
+		h.remove(es[i])
+	}
+	last := int64(-1)
+	for h.min() != nil {
+		e := h.min()
+		if e.Since < last {
+			t.Fatalf("heap out of order: %d after %d", e.Since, last)
+		}
+		last = e.Since
+		h.remove(e)
+	}
+}

@@ -1,0 +1,292 @@
+package table
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// State is a kernel NUD state (include/uapi/linux/neighbour.h). The
+// values are the kernel's ABI; types_linux_test.go checks them against
+// golang.org/x/sys/unix, which this package cannot import and still build
+// on every OS.
+type State uint8
+
+// The NUD states. They are bits, but an entry holds exactly one of them.
+const (
+	StateNone       State = 0x00
+	StateIncomplete State = 0x01
+	StateReachable  State = 0x02
+	StateStale      State = 0x04
+	StateDelay      State = 0x08
+	StateProbe      State = 0x10
+	StateFailed     State = 0x20
+	StateNoARP      State = 0x40
+	StatePermanent  State = 0x80
+)
+
+// stateIdx numbers the states densely for counter arrays. Index
+// idxAbsent stands for "no entry" in transitions (creation and deletion).
+const (
+	idxAbsent = numStates
+	numStates = 9
+)
+
+var stateNames = [numStates + 1]string{"none", "incomplete", "reachable", "stale", "delay", "probe", "failed", "noarp", "permanent", "absent"}
+
+func (s State) idx() int {
+	switch s {
+	case StateIncomplete:
+		return 1
+	case StateReachable:
+		return 2
+	case StateStale:
+		return 3
+	case StateDelay:
+		return 4
+	case StateProbe:
+		return 5
+	case StateFailed:
+		return 6
+	case StateNoARP:
+		return 7
+	case StatePermanent:
+		return 8
+	}
+	return 0
+}
+
+// String returns the lowercase kernel name of the state ("stale").
+// Values that are not a single known state print in hex.
+func (s State) String() string {
+	if i := s.idx(); i != 0 || s == StateNone {
+		return stateNames[i]
+	}
+	return fmt.Sprintf("0x%02x", uint8(s))
+}
+
+// ParseState is the inverse of String.
+func ParseState(name string) (State, error) {
+	for _, s := range AllStates() {
+		if strings.EqualFold(name, s.String()) {
+			return s, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown neighbour state %q", name)
+}
+
+// AllStates lists the NUD states in kernel order.
+func AllStates() []State {
+	return []State{StateNone, StateIncomplete, StateReachable, StateStale, StateDelay, StateProbe, StateFailed, StateNoARP, StatePermanent}
+}
+
+// Valid reports whether the state is in the kernel's NUD_VALID set, the
+// states for which bpf_fib_lookup() answers SUCCESS.
+func (s State) Valid() bool {
+	return s&(StatePermanent|StateNoARP|StateReachable|StateProbe|StateStale|StateDelay) != 0
+}
+
+// Neighbour flags: ndm_flags (NTF_*) and NDA_FLAGS_EXT (NTF_EXT_*), as in
+// include/uapi/linux/neighbour.h.
+const (
+	FlagProxy      uint8  = 0x08 // NTF_PROXY
+	FlagExtLearned uint8  = 0x10 // NTF_EXT_LEARNED
+	FlagRouter     uint8  = 0x80 // NTF_ROUTER
+	FlagExtManaged uint32 = 0x01 // NTF_EXT_MANAGED (kernel >= 5.16)
+)
+
+// Family is an address family of a neighbour table.
+type Family uint8
+
+// The two neighbour tables neighwatch follows, with Linux's address
+// family numbers (other systems number AF_INET6 differently).
+const (
+	FamilyInet  Family = 2  // AF_INET
+	FamilyInet6 Family = 10 // AF_INET6
+)
+
+// String returns "inet" or "inet6", as ip(8) names them.
+func (f Family) String() string {
+	switch f {
+	case FamilyInet:
+		return "inet"
+	case FamilyInet6:
+		return "inet6"
+	}
+	return fmt.Sprintf("af%d", uint8(f))
+}
+
+func (f Family) idx() int {
+	if f == FamilyInet6 {
+		return 1
+	}
+	return 0
+}
+
+// FamilyOf returns the family of an address.
+func FamilyOf(a netip.Addr) Family {
+	if a.Is4() {
+		return FamilyInet
+	}
+	return FamilyInet6
+}
+
+// Key identifies a neighbour entry: interface and address. The family is
+// that of the address.
+type Key struct {
+	Ifindex int32
+	Addr    netip.Addr
+}
+
+// Family returns the address family of the key.
+func (k Key) Family() Family { return FamilyOf(k.Addr) }
+
+// Class is neighwatch's verdict on an entry.
+type Class uint8
+
+// Classes, from harmless to harmful.
+const (
+	ClassOK        Class = iota
+	ClassStaleLong       // STALE for at least the threshold
+	ClassStuck           // stale-long with evidence that traffic or the host moved on
+)
+
+// String returns "ok", "stale-long" or "stuck".
+func (c Class) String() string {
+	switch c {
+	case ClassStaleLong:
+		return "stale-long"
+	case ClassStuck:
+		return "stuck"
+	}
+	return "ok"
+}
+
+// Kind says what an event reports.
+type Kind string
+
+// Event kinds.
+const (
+	KindTransition  Kind = "transition"  // the kernel entry changed: state, lladdr or flags
+	KindMismatch    Kind = "mismatch"    // ARP/NDP saw the IP at a MAC other than the entry's
+	KindConflict    Kind = "conflict"    // two MACs answered for one IP within the window
+	KindClass       Kind = "class"       // the entry changed class with time or evidence
+	KindRemediation Kind = "remediation" // neighwatch acted on the entry
+)
+
+// Kinds lists every event kind, in the order the README documents them.
+func Kinds() []Kind {
+	return []Kind{KindTransition, KindMismatch, KindConflict, KindClass, KindRemediation}
+}
+
+// Causes lists every cause, in the order the README documents them.
+func Causes() []Cause {
+	return []Cause{CauseNetlink, CauseResync, CauseLink, CauseARP, CauseClassify, CauseTracepoint, CauseRemediate}
+}
+
+// Classes lists every class, from harmless to harmful.
+func Classes() []Class { return []Class{ClassOK, ClassStaleLong, ClassStuck} }
+
+// Cause says where a change came from.
+type Cause string
+
+// Causes of events.
+const (
+	CauseNetlink    Cause = "netlink"     // an RTM_NEWNEIGH/RTM_DELNEIGH notification
+	CauseResync     Cause = "resync"      // found different by a fresh dump
+	CauseLink       Cause = "link"        // the interface went away or out of scope
+	CauseTracepoint Cause = "tracepoint"  // a neighbour tracepoint (silent transitions)
+	CauseARP        Cause = "arp"         // ARP evidence: mismatch or conflict
+	CauseClassify   Cause = "classify"    // the entry changed class with time
+	CauseRemediate  Cause = "remediation" // neighwatch acted on the entry
+)
+
+// Entry is the mirror of one kernel neighbour entry plus what neighwatch
+// knows about it. Times are Unix nanoseconds to keep the entry small.
+type Entry struct {
+	Key
+	LLAddr   string // raw link-layer address bytes
+	State    State
+	Flags    uint8
+	FlagsExt uint32
+	Since    int64 // when the current state began
+	Confirm  int64 // last confirmation (NDA_CACHEINFO confirmed)
+	Used     int64 // last use by kernel output (NDA_CACHEINFO used)
+	Updated  int64 // last state or lladdr change as the kernel saw it
+
+	Transitions   uint32
+	LLAddrChanges uint32
+
+	// ARP/NDP evidence.
+	SeenMAC  string // last MAC this IP was seen answering from
+	SeenAt   int64
+	Mismatch bool // SeenMAC differs from LLAddr after the entry last changed
+
+	// Tracer evidence.
+	BypassPackets uint64 // all packets sent to this entry while STALE, bypassing the neighbour subsystem
+	BypassInState uint64 // the same, in the current STALE period
+	LastBypass    int64
+
+	class   Class
+	gen     uint32 // resync generation that last confirmed the entry
+	heapIdx int32  // position in the stale heap of its interface, -1 if none
+	long    bool   // in the stale-long heap rather than the pending one
+}
+
+// Class returns the classification as of the last table update or Advance.
+func (e *Entry) Class() Class { return e.class }
+
+// HardwareAddr returns the lladdr as a net.HardwareAddr (a copy).
+func (e *Entry) HardwareAddr() net.HardwareAddr { return net.HardwareAddr(e.LLAddr) }
+
+// Managed reports whether the entry belongs to the kernel or another agent
+// (NTF_EXT_MANAGED or NTF_EXT_LEARNED).
+func (e *Entry) Managed() bool {
+	return e.FlagsExt&FlagExtManaged != 0 || e.Flags&FlagExtLearned != 0
+}
+
+// FlagNames lists the entry's flags as ip(8) prints them.
+func (e *Entry) FlagNames() []string {
+	var out []string
+	if e.Flags&FlagRouter != 0 {
+		out = append(out, "router")
+	}
+	if e.Flags&FlagProxy != 0 {
+		out = append(out, "proxy")
+	}
+	if e.Flags&FlagExtLearned != 0 {
+		out = append(out, "extern_learn")
+	}
+	if e.FlagsExt&FlagExtManaged != 0 {
+		out = append(out, "managed")
+	}
+	return out
+}
+
+// Event is one change to the table or to the evidence about an entry.
+type Event struct {
+	Time      time.Time
+	Ifindex   int32
+	Interface string
+	Family    Family
+	IP        netip.Addr
+	From      State
+	To        State
+	Created   bool // From is meaningless: the entry is new
+	Deleted   bool // To is meaningless: the entry is gone
+	OldLLAddr net.HardwareAddr
+	LLAddr    net.HardwareAddr
+	Cause     Cause
+	Kind      Kind
+	Class     Class
+	Detail    string
+}
+
+func hwString(s string) string {
+	if s == "" {
+		return ""
+	}
+	return net.HardwareAddr(s).String()
+}

@@ -1,0 +1,105 @@
+package metrics
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/internal/feed"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TracerSource is what the tracer collector reads. Mode is "off" when no
+// tracer runs; the other methods are then not called.
+type TracerSource interface {
+	Mode() bpf.TracerMode
+	Stats() (bpf.TracerStats, error)
+	// Redirects returns nil outside fentry mode.
+	Redirects() (bpf.RedirectCounts, error)
+	FeedCounters() feed.Counters
+}
+
+// NewTracerCollector exposes the bypass tracer and its feed into the
+// table; its maps are read at scrape time.
+func NewTracerCollector(src TracerSource, log *slog.Logger) prometheus.Collector {
+	s := newSubsystem("tracer", log)
+	var (
+		mode        = s.gauge("tracer_mode", "The running tracer mode (1 for the active one): off, xmit or fentry.", "mode")
+		mapEntries  = s.gauge("tracer_map_entries", "Entries in the tracer's maps (hits: every tracer interval; mirror: every minute).", "map")
+		mapCapacity = s.gauge("tracer_map_capacity", "Capacity of the tracer's maps.", "map")
+		dropped     = s.counter("tracer_dropped_total", "Tracer records lost: hits (map full), mirror updates, ring buffer events.", "kind")
+		lookups     = s.counter("tracer_xmit_lookups_total", "Transmitted packets that passed the cheap filters and needed a STALE-MAC lookup.")
+		transitions = s.counter("tracer_transitions_total", "Silent transitions from the tracepoints: applied to the table, or already overtaken by netlink.", "result")
+		hitsUnknown = s.counter("tracer_hits_unattributed_total", "Bypass packets counted for entries the table does not hold.")
+		redirects   = s.counter("tracer_redirects_total", "fentry mode: redirect helper calls by helper and the state of the neighbour the FIB lookup before them resolved.", "helper", "nexthop")
+	)
+	s.update = func(ch chan<- prometheus.Metric) error {
+		active := src.Mode()
+		for _, m := range []bpf.TracerMode{bpf.TracerOff, bpf.TracerXmit, bpf.TracerFentry} {
+			ch <- mode.with(bool01(m == active), string(m))
+		}
+		if active == bpf.TracerOff {
+			return nil
+		}
+		f := src.FeedCounters()
+		ch <- transitions.with(float64(f.Transitions), "applied")
+		ch <- transitions.with(float64(f.TransitionsStale), "overtaken")
+		ch <- hitsUnknown.with(float64(f.HitsUnknown))
+		var errs []error
+		if st, err := src.Stats(); err != nil {
+			errs = append(errs, err)
+		} else {
+			ch <- mapEntries.with(float64(st.HitEntries), "hits")
+			ch <- mapCapacity.with(float64(st.HitCapacity), "hits")
+			ch <- mapEntries.with(float64(st.MirrorEntries), "mirror")
+			ch <- mapCapacity.with(float64(st.MirrorCapacity), "mirror")
+			ch <- dropped.with(float64(st.HitsDropped), "hits")
+			ch <- dropped.with(float64(st.MirrorDropped), "mirror")
+			ch <- dropped.with(float64(st.EventsDropped), "events")
+			ch <- lookups.with(float64(st.XmitLookups))
+		}
+		counts, err := src.Redirects()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for h, c := range counts {
+			ch <- redirects.with(float64(c.Other), h.String(), "other")
+			ch <- redirects.with(float64(c.Stale), h.String(), "stale")
+		}
+		return errors.Join(errs...)
+	}
+	return s
+}
+
+// DatapathSource is what the datapath collector reads.
+type DatapathSource interface {
+	Counts() (map[bpf.Decision]uint64, error)
+	// Modes maps the names of the interfaces with the datapath to their mode.
+	Modes() map[string]bpf.Mode
+}
+
+// NewDatapathCollector exposes the forwarding datapath: its decisions
+// (read from its maps at scrape time) and each interface's mode.
+func NewDatapathCollector(src DatapathSource, log *slog.Logger) prometheus.Collector {
+	s := newSubsystem("datapath", log)
+	var (
+		decisions = s.counter("datapath_decisions_total", "What the forwarding datapath did with each packet.", "decision")
+		mode      = s.gauge("datapath_mode", "The datapath mode attached to an interface (1 for the active one).", "interface", "mode")
+	)
+	s.update = func(ch chan<- prometheus.Metric) error {
+		for name, m := range src.Modes() {
+			for _, x := range []bpf.Mode{bpf.ModeLegacy, bpf.ModeNeigh} {
+				ch <- mode.with(bool01(x == m), name, string(x))
+			}
+		}
+		counts, err := src.Counts()
+		if err != nil {
+			return err
+		}
+		for _, d := range bpf.Decisions() {
+			ch <- decisions.with(float64(counts[d]), d.String())
+		}
+		return nil
+	}
+	return s
+}

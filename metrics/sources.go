@@ -1,0 +1,122 @@
+package metrics
+
+import (
+	"log/slog"
+	"strconv"
+
+	"github.com/neighwatch/neighwatch/monitor/evidence"
+	"github.com/neighwatch/neighwatch/monitor/mirror"
+	"github.com/neighwatch/neighwatch/monitor/neightbl"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// EvidenceSource is what the evidence collector reads: the ARP/NDP
+// watcher.
+type EvidenceSource interface {
+	Counters() map[int32]evidence.Counters
+	Malformed() uint64
+	HostsDropped() uint64
+}
+
+// NewEvidenceCollector exposes the ARP and NDP listeners. names gives an
+// interface's name (the table's).
+func NewEvidenceCollector(src EvidenceSource, names func(ifindex int32) string, log *slog.Logger) prometheus.Collector {
+	s := newSubsystem("evidence", log)
+	var (
+		arpPackets   = s.counter("arp_packets_total", "ARP packets seen by the listeners.", "interface", "kind")
+		ndpPackets   = s.counter("ndp_packets_total", "Neighbor Solicitations and Advertisements seen by the NDP listeners.", "interface", "kind")
+		mismatches   = s.counter("arp_mismatches_total", "Times an ARP or NDP packet showed an entry's IP at a MAC other than the kernel's lladdr.", "interface")
+		conflicts    = s.counter("arp_conflicts_total", "Times one IP answered from two MACs within the conflict window (ARP or NDP).", "interface")
+		malformed    = s.counter("arp_malformed_frames_total", "Frames on ARP and NDP listeners that did not parse.")
+		hostsDropped = s.counter("arp_hosts_dropped_total", "ARP and NDP observations not kept because the evidence map was full.")
+	)
+	s.update = func(ch chan<- prometheus.Metric) error {
+		for idx, c := range src.Counters() {
+			name := names(idx)
+			if name == "" {
+				name = strconv.Itoa(int(idx))
+			}
+			for _, k := range evidence.ARPKinds() {
+				ch <- arpPackets.with(float64(c.Packets[k]), name, k.String())
+			}
+			for _, k := range evidence.NDPKinds() {
+				ch <- ndpPackets.with(float64(c.Packets[k]), name, k.String())
+			}
+			ch <- mismatches.with(float64(c.Mismatches), name)
+			ch <- conflicts.with(float64(c.Conflicts), name)
+		}
+		ch <- malformed.with(float64(src.Malformed()))
+		ch <- hostsDropped.with(float64(src.HostsDropped()))
+		return nil
+	}
+	return s
+}
+
+// NetlinkSource is what the netlink collector reads: the mirror.
+type NetlinkSource interface {
+	Counters() mirror.Counters
+}
+
+// NewNetlinkCollector exposes the netlink mirror's own work: messages,
+// resyncs and errors.
+func NewNetlinkCollector(src NetlinkSource, log *slog.Logger) prometheus.Collector {
+	s := newSubsystem("netlink", log)
+	var (
+		resyncs  = s.counter("netlink_resyncs_total", "Full dumps that reconciled the table, by reason.", "reason")
+		errs     = s.counter("netlink_errors_total", "Netlink receive and decode errors, by kind.", "kind")
+		messages = s.counter("netlink_messages_total", "Neighbour messages applied to the table.")
+	)
+	s.update = func(ch chan<- prometheus.Metric) error {
+		k := src.Counters()
+		for reason, v := range map[string]uint64{
+			"enobufs": k.ResyncENOBUFS, "dump_interrupted": k.ResyncInterrupt,
+			"link": k.ResyncLink, "error": k.ResyncError, "periodic": k.ResyncPeriodic,
+		} {
+			ch <- resyncs.with(float64(v), reason)
+		}
+		for kind, v := range map[string]uint64{"enobufs": k.ErrENOBUFS, "decode": k.ErrDecode, "socket": k.ErrSocket} {
+			ch <- errs.with(float64(v), kind)
+		}
+		ch <- messages.with(float64(k.Messages))
+		return nil
+	}
+	return s
+}
+
+// KernelTableSource reads the kernel neighbour tables' parameters.
+type KernelTableSource interface {
+	Read() ([]neightbl.Params, error)
+}
+
+// NewKernelTableCollector exposes the kernel neighbour tables' GC
+// thresholds and statistics, read at every scrape (RTM_GETNEIGHTBL).
+func NewKernelTableCollector(src KernelTableSource, log *slog.Logger) prometheus.Collector {
+	s := newSubsystem("kernel_table", log)
+	var (
+		thresh   = s.gauge("neighbour_table_gc_threshold", "Kernel neighbour table GC thresholds (host-wide).", "family", "threshold")
+		entries  = s.gauge("neighbour_table_entries", "Entries in the kernel neighbour table, all namespaces.", "family")
+		fulls    = s.counter("neighbour_table_fulls_total", "Times the kernel neighbour table was full (\"neighbor table overflow\").", "family")
+		forcedGC = s.counter("neighbour_table_forced_gc_runs_total", "Forced garbage collections of the kernel neighbour table.", "family")
+	)
+	s.update = func(ch chan<- prometheus.Metric) error {
+		params, err := src.Read()
+		if err != nil {
+			return err
+		}
+		for _, p := range params {
+			fam := p.Family.String()
+			ch <- thresh.with(float64(p.Thresh1), fam, "1")
+			ch <- thresh.with(float64(p.Thresh2), fam, "2")
+			ch <- thresh.with(float64(p.Thresh3), fam, "3")
+			if p.HasConfig {
+				ch <- entries.with(float64(p.Entries), fam)
+			}
+			if p.HasStats {
+				ch <- fulls.with(float64(p.TableFulls), fam)
+				ch <- forcedGC.with(float64(p.ForcedGCRuns), fam)
+			}
+		}
+		return nil
+	}
+	return s
+}

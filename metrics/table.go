@@ -1,0 +1,80 @@
+package metrics
+
+import (
+	"log/slog"
+	"net"
+	"sync/atomic"
+
+	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// NewTableCollector exposes the table: entries by state, classes,
+// transitions and evidence, and at most stuckCap info series naming stuck
+// entries. Its cost does not depend on the number of entries: the table
+// keeps every aggregate current.
+func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheus.Collector {
+	s := newSubsystem("table", log)
+	var (
+		neighbours    = s.gauge("neighbours", "Neighbour entries by interface, family and NUD state.", "interface", "family", "state")
+		staleLong     = s.gauge("neighbours_stale_long", "Entries STALE for at least the stale threshold.", "interface", "family")
+		stuck         = s.gauge("neighbours_stuck", "Stale-long entries with evidence that traffic still uses them or that the host moved.", "interface", "family")
+		mismatched    = s.gauge("neighbours_mismatched", "Entries whose IP was last seen in ARP or NDP at a MAC other than the kernel's lladdr.", "interface", "family")
+		oldestStale   = s.gauge("neighbour_oldest_stale_age_seconds", "Age of the oldest STALE entry; absent when none is STALE.", "interface", "family")
+		transitions   = s.counter("neighbour_transitions_total", "NUD state transitions seen; from or to is \"absent\" for creation and deletion.", "family", "from", "to")
+		lladdrChanges = s.counter("neighbour_lladdr_changes_total", "Changes of an entry's link-layer address.", "interface", "family")
+		bypass        = s.counter("neighbour_bypass_packets_total", "Packets sent to STALE entries without passing the neighbour subsystem, as counted by the tracer.", "interface", "family")
+		stuckInfo     = s.gauge("stuck_neighbour_info", "One series per stuck entry (capped), naming it for alerts.", "interface", "family", "ip", "lladdr", "seen_lladdr")
+		stuckDropped  = s.counter("stuck_neighbour_info_dropped_total", "Stuck-entry info series left out because of the cap, summed over scrapes.")
+		eventsDropped = s.counter("events_dropped_total", "Events lost by slow subscribers; the table itself loses none.")
+		dropped       atomic.Uint64
+	)
+	s.update = func(ch chan<- prometheus.Metric) error {
+		st := t.Stats(stuckCap)
+		names := make(map[int32]string, len(st.Interfaces))
+		for _, is := range st.Interfaces {
+			names[is.Ifindex] = is.Name
+			for _, fs := range is.Families {
+				total := 0
+				for _, n := range fs.States {
+					total += n
+				}
+				if total == 0 && fs.LLAddrChanges == 0 && fs.Bypass == 0 {
+					continue
+				}
+				fam := fs.Family.String()
+				for _, state := range table.AllStates() {
+					ch <- neighbours.with(float64(fs.Count(state)), is.Name, fam, state.String())
+				}
+				ch <- staleLong.with(float64(fs.StaleLong), is.Name, fam)
+				ch <- stuck.with(float64(fs.Stuck), is.Name, fam)
+				ch <- mismatched.with(float64(fs.Mismatched), is.Name, fam)
+				ch <- lladdrChanges.with(float64(fs.LLAddrChanges), is.Name, fam)
+				ch <- bypass.with(float64(fs.Bypass), is.Name, fam)
+				if fs.HasStale {
+					ch <- oldestStale.with(fs.OldestStale.Seconds(), is.Name, fam)
+				}
+			}
+		}
+		for _, tr := range st.Transitions {
+			ch <- transitions.with(float64(tr.Count), tr.Family.String(), tr.From, tr.To)
+		}
+		for _, e := range st.Stuck {
+			ch <- stuckInfo.with(1, names[e.Ifindex], e.Family().String(), e.Addr.String(), e.HardwareAddr().String(), macString(e.SeenMAC))
+		}
+		if d := st.StuckTotal - len(st.Stuck); d > 0 {
+			dropped.Add(uint64(d))
+		}
+		ch <- stuckDropped.with(float64(dropped.Load()))
+		ch <- eventsDropped.with(float64(t.Events().Dropped()))
+		return nil
+	}
+	return s
+}
+
+func macString(s string) string {
+	if s == "" {
+		return ""
+	}
+	return net.HardwareAddr(s).String()
+}

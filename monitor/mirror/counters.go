@@ -1,0 +1,36 @@
+package mirror
+
+import "sync/atomic"
+
+// Counters are the mirror's operational counters at one moment.
+type Counters struct {
+	Messages        uint64 // neighbour messages applied to the table
+	Ignored         uint64 // messages for unwatched interfaces, other families or proxies
+	Dumps           uint64 // full dumps completed
+	ResyncENOBUFS   uint64 // resyncs after the socket overflowed
+	ResyncInterrupt uint64 // dumps redone because the kernel flagged them inconsistent
+	ResyncLink      uint64 // resyncs after an interface came into scope
+	ResyncError     uint64 // resyncs after another socket error
+	ResyncPeriodic  uint64 // scheduled reconciliations
+	ErrENOBUFS      uint64
+	ErrDecode       uint64
+	ErrSocket       uint64
+	LinkResubscribe uint64 // link subscriptions that failed and were renewed
+}
+
+// counters is the live form of Counters.
+type counters struct {
+	messages, ignored, dumps                                          atomic.Uint64
+	resyncENOBUFS, resyncInterrupt, resyncLink, resyncError           atomic.Uint64
+	resyncPeriodic, errENOBUFS, errDecode, errSocket, linkResubscribe atomic.Uint64
+}
+
+func (c *counters) snapshot() Counters {
+	return Counters{
+		Messages: c.messages.Load(), Ignored: c.ignored.Load(), Dumps: c.dumps.Load(),
+		ResyncENOBUFS: c.resyncENOBUFS.Load(), ResyncInterrupt: c.resyncInterrupt.Load(),
+		ResyncLink: c.resyncLink.Load(), ResyncError: c.resyncError.Load(), ResyncPeriodic: c.resyncPeriodic.Load(),
+		ErrENOBUFS: c.errENOBUFS.Load(), ErrDecode: c.errDecode.Load(), ErrSocket: c.errSocket.Load(),
+		LinkResubscribe: c.linkResubscribe.Load(),
+	}
+}

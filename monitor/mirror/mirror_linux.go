@@ -1,0 +1,531 @@
+package mirror
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/nsenter"
+	"github.com/neighwatch/neighwatch/internal/rtnl"
+	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
+)
+
+// Config configures a Mirror.
+type Config struct {
+	// NetNS is the namespace to watch; nil means the caller's.
+	NetNS *netns.NsHandle
+	// Interfaces selects the interfaces whose entries are mirrored.
+	Interfaces table.Selector
+	// ReceiveBuffer is the netlink socket's receive buffer in bytes.
+	ReceiveBuffer int
+	// ResyncInterval is how often a full dump reconciles the table even
+	// without errors: the kernel creates some entries (IPv6 multicast,
+	// NOARP) without telling netlink. Zero disables it.
+	ResyncInterval time.Duration
+	// OnLink, if set, is told about every interface when it is first seen
+	// and whenever it changes, and with l == nil once it is deleted. It is
+	// called without any of the mirror's locks held.
+	OnLink func(ifindex int32, l *Link)
+	Logger *slog.Logger
+}
+
+// DefaultReceiveBuffer holds a burst of about 20,000 notifications.
+const DefaultReceiveBuffer = 16 << 20
+
+// Link is what the mirror knows of an interface.
+type Link struct {
+	Name         string
+	HardwareAddr net.HardwareAddr
+	MTU          int
+	Up           bool
+	// Watched says the interface is selected: its entries are mirrored.
+	Watched bool
+	// Ethernet says it can carry ARP and NDP: a 6-byte address, not
+	// loopback, not NOARP.
+	Ethernet bool
+}
+
+// Mirror keeps a table equal to the neighbour tables of one namespace.
+type Mirror struct {
+	cfg   Config
+	log   *slog.Logger
+	table *table.Table
+	c     counters
+
+	ready      chan struct{} // the first dump is in the table
+	linksReady chan struct{} // the first link list is known
+
+	linkMu sync.RWMutex
+	links  map[int32]*Link
+	handle *netlink.Handle
+
+	resyncReq atomic.Bool
+	sockMu    sync.Mutex
+	sock      *nlSocket
+	rcvbuf    atomic.Int64
+	forced    atomic.Bool
+}
+
+// New builds a Mirror that writes to t. It opens nothing until Run.
+func New(cfg Config, t *table.Table) *Mirror {
+	if cfg.ReceiveBuffer == 0 {
+		cfg.ReceiveBuffer = DefaultReceiveBuffer
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Mirror{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		table:      t,
+		ready:      make(chan struct{}),
+		linksReady: make(chan struct{}),
+		links:      make(map[int32]*Link),
+	}
+}
+
+// Ready is closed once the first dump is in the table.
+func (m *Mirror) Ready() <-chan struct{} { return m.ready }
+
+// LinksReady is closed once the interfaces present at start are known (and
+// OnLink was told about each).
+func (m *Mirror) LinksReady() <-chan struct{} { return m.linksReady }
+
+// Counters returns the mirror's counters.
+func (m *Mirror) Counters() Counters { return m.c.snapshot() }
+
+// ReceiveBuffer returns the effective receive buffer of the current socket
+// and whether it was forced past rmem_max.
+func (m *Mirror) ReceiveBuffer() (int, bool) { return int(m.rcvbuf.Load()), m.forced.Load() }
+
+func (m *Mirror) ns() netns.NsHandle {
+	if m.cfg.NetNS == nil {
+		return netns.None()
+	}
+	return *m.cfg.NetNS
+}
+
+// Run follows the neighbour tables and links until ctx ends.
+func (m *Mirror) Run(ctx context.Context) error {
+	var err error
+	err = nsenter.Run(m.ns(), func() error {
+		m.handle, err = netlink.NewHandle(unix.NETLINK_ROUTE)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("open netlink handle: %w", err)
+	}
+	defer m.handle.Close()
+	links, err := m.handle.LinkList()
+	if err != nil {
+		return fmt.Errorf("list interfaces: %w", err)
+	}
+	for _, l := range links {
+		m.updateLink(l, false)
+	}
+	close(m.linksReady)
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return m.runNeigh(ctx) })
+	g.Go(func() error { return m.runLinks(ctx) })
+	if m.cfg.ResyncInterval > 0 {
+		g.Go(func() error {
+			tick := time.NewTicker(m.cfg.ResyncInterval)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-tick.C:
+					m.c.resyncPeriodic.Add(1)
+					m.Resync()
+				}
+			}
+		})
+	}
+	return g.Wait()
+}
+
+// Resync asks for a fresh dump; entries it does not confirm are deleted.
+func (m *Mirror) Resync() {
+	m.resyncReq.Store(true)
+	m.sockMu.Lock()
+	if m.sock != nil {
+		m.sock.interrupt()
+	}
+	m.sockMu.Unlock()
+}
+
+// runNeigh owns the neighbour socket. Any receive error, ENOBUFS above
+// all, closes the socket, opens a new one and resyncs against a dump.
+func (m *Mirror) runNeigh(ctx context.Context) error {
+	initial := true
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := m.session(ctx, initial)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var perm permanentError
+		if errors.As(err, &perm) {
+			return err
+		}
+		initial = initial && !m.loaded()
+		if errors.Is(err, unix.ENOBUFS) {
+			m.c.errENOBUFS.Add(1)
+			m.c.resyncENOBUFS.Add(1)
+			m.log.Debug("neighbour socket overflowed, resyncing", "rcvbuf", m.rcvbuf.Load())
+			continue // no backoff: the overflow is over, the dump is the cure
+		}
+		m.c.errSocket.Add(1)
+		m.c.resyncError.Add(1)
+		m.log.Warn("neighbour socket failed, resyncing", "err", err, "retry_in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	return nil
+}
+
+func (m *Mirror) loaded() bool {
+	select {
+	case <-m.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+type permanentError struct{ error }
+
+func (e permanentError) Unwrap() error { return e.error }
+
+// session runs one socket from subscription to failure.
+func (m *Mirror) session(ctx context.Context, initial bool) error {
+	var sock *nlSocket
+	err := nsenter.Run(m.ns(), func() error {
+		var err error
+		sock, err = openNeighSocket(m.cfg.ReceiveBuffer)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return permanentError{err}
+		}
+		return err
+	}
+	m.rcvbuf.Store(int64(sock.rcvbuf))
+	m.forced.Store(sock.forced)
+	m.sockMu.Lock()
+	m.sock = sock
+	m.sockMu.Unlock()
+	stop := context.AfterFunc(ctx, func() { sock.Close() })
+	defer func() {
+		stop()
+		m.sockMu.Lock()
+		m.sock = nil
+		m.sockMu.Unlock()
+		sock.Close()
+	}()
+
+	var seq uint32
+	var dumping, redump bool
+	var began time.Time
+	// startDump asks for a full dump; entries it does not confirm are
+	// deleted when it ends.
+	startDump := func(initial bool) error {
+		seq++
+		dumping = true
+		began = time.Now()
+		m.table.BeginSync(initial)
+		if err := sock.requestDump(seq); err != nil {
+			return fmt.Errorf("request neighbour dump: %w", err)
+		}
+		return nil
+	}
+	m.resyncReq.Store(false)
+	if err := startDump(initial); err != nil {
+		return err
+	}
+	batch := make([]table.Update, 0, 256)
+	for {
+		b, err := sock.recv()
+		if err != nil {
+			if isInterrupt(err) {
+				sock.clearInterrupt()
+				if m.resyncReq.Swap(false) {
+					if dumping {
+						redump = true
+					} else if err := startDump(false); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			return err
+		}
+		done, intr, err := m.processDatagram(b, seq, dumping, &batch)
+		if err != nil {
+			return err
+		}
+		redump = redump || intr
+		if !done {
+			continue
+		}
+		dumping = false
+		deleted := m.table.EndSync()
+		m.c.dumps.Add(1)
+		if initial {
+			initial = false
+			m.log.Info("neighbour table loaded", "entries", m.table.Len(), "took", time.Since(began), "rcvbuf", sock.rcvbuf)
+		} else {
+			m.log.Debug("neighbour table resynced", "entries", m.table.Len(), "deleted", deleted, "took", time.Since(began))
+		}
+		if !m.loaded() {
+			close(m.ready)
+		}
+		if redump || m.resyncReq.Swap(false) {
+			if redump {
+				m.c.resyncInterrupt.Add(1)
+			}
+			redump = false
+			if err := startDump(false); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// processDatagram decodes one datagram and applies its neighbour messages.
+// It reports whether the datagram ended the dump with sequence seq, and
+// whether the kernel flagged the dump as interrupted (inconsistent).
+func (m *Mirror) processDatagram(b []byte, seq uint32, dumping bool, batch *[]table.Update) (done, interrupted bool, err error) {
+	*batch = (*batch)[:0]
+	perr := rtnl.ParseDatagram(b, func(msg rtnl.Message) error {
+		h := msg.Header
+		switch h.Type {
+		case unix.NLMSG_DONE:
+			if h.Seq == seq && dumping {
+				done = true
+			}
+			return nil
+		case unix.NLMSG_ERROR:
+			if len(msg.Body) >= 4 {
+				if code := int32(binary.NativeEndian.Uint32(msg.Body)); code != 0 && h.Seq == seq {
+					err = fmt.Errorf("neighbour dump refused: %w", unix.Errno(-code))
+				}
+			}
+			return nil
+		case unix.RTM_NEWNEIGH, unix.RTM_DELNEIGH:
+		default:
+			return nil
+		}
+		if h.Flags&unix.NLM_F_DUMP_INTR != 0 {
+			interrupted = true
+		}
+		u, derr := DecodeNeigh(h.Type, msg.Body)
+		if derr != nil {
+			m.c.errDecode.Add(1)
+			return nil
+		}
+		*batch = append(*batch, u)
+		return nil
+	})
+	if perr != nil {
+		m.c.errDecode.Add(1)
+	}
+	if err != nil {
+		return false, false, err
+	}
+	m.applyBatch(*batch)
+	return done, interrupted, nil
+}
+
+// applyBatch filters one datagram's updates and applies them under a
+// single lock. Dump replies and notifications are applied alike: each
+// carries the entry's full state.
+func (m *Mirror) applyBatch(batch []table.Update) {
+	if len(batch) == 0 {
+		return
+	}
+	kept := batch[:0]
+	for _, u := range batch {
+		if (u.Family != table.FamilyInet && u.Family != table.FamilyInet6) || u.Flags&table.FlagProxy != 0 || !m.watchedIndex(u.Ifindex) {
+			m.c.ignored.Add(1)
+			continue
+		}
+		kept = append(kept, u)
+	}
+	m.table.Apply(table.CauseNetlink, kept...)
+	m.c.messages.Add(uint64(len(kept)))
+}
+
+// watchedIndex reports whether entries of an interface belong in the
+// table, learning interfaces the link watcher has not reported yet.
+func (m *Mirror) watchedIndex(ifindex int32) bool {
+	m.linkMu.RLock()
+	li := m.links[ifindex]
+	m.linkMu.RUnlock()
+	if li != nil {
+		return li.Watched
+	}
+	l, err := m.handle.LinkByIndex(int(ifindex))
+	if err != nil {
+		return false // gone already; its entries go with it
+	}
+	return m.updateLink(l, false).Watched
+}
+
+// updateLink records a link's attributes; it returns the new record and
+// starts or stops what depends on it. With announce, an interface that
+// leaves scope takes its entries with it and one that enters scope is
+// loaded by a resync.
+func (m *Mirror) updateLink(l netlink.Link, announce bool) *Link {
+	a := l.Attrs()
+	li := &Link{
+		Name:         a.Name,
+		HardwareAddr: a.HardwareAddr,
+		MTU:          a.MTU,
+		Up:           a.Flags&net.FlagUp != 0,
+		Watched:      m.cfg.Interfaces.Match(a.Name),
+		Ethernet:     len(a.HardwareAddr) == 6 && a.Flags&net.FlagLoopback == 0 && a.RawFlags&unix.IFF_NOARP == 0,
+	}
+	idx := int32(a.Index)
+	m.linkMu.Lock()
+	old := m.links[idx]
+	m.links[idx] = li
+	m.linkMu.Unlock()
+	m.table.SetLinkName(idx, a.Name)
+	if announce && old != nil && old.Watched && !li.Watched {
+		n := m.table.DeleteLink(idx, table.CauseLink)
+		m.table.SetLinkName(idx, a.Name)
+		m.log.Info("interface left scope", "interface", a.Name, "entries_dropped", n)
+	}
+	if announce && old != nil && !old.Watched && li.Watched {
+		m.c.resyncLink.Add(1)
+		m.Resync()
+	}
+	if m.cfg.OnLink != nil {
+		cp := *li
+		m.cfg.OnLink(idx, &cp)
+	}
+	return li
+}
+
+func (m *Mirror) deleteLink(idx int32) {
+	m.linkMu.Lock()
+	li := m.links[idx]
+	delete(m.links, idx)
+	m.linkMu.Unlock()
+	n := m.table.DeleteLink(idx, table.CauseLink)
+	if m.cfg.OnLink != nil {
+		m.cfg.OnLink(idx, nil)
+	}
+	if li != nil {
+		m.log.Info("interface deleted", "interface", li.Name, "entries_dropped", n)
+	}
+}
+
+// Interfaces returns the watched interfaces by index.
+func (m *Mirror) Interfaces() map[int32]string {
+	m.linkMu.RLock()
+	defer m.linkMu.RUnlock()
+	out := make(map[int32]string, len(m.links))
+	for i, l := range m.links {
+		if l.Watched {
+			out[i] = l.Name
+		}
+	}
+	return out
+}
+
+// runLinks follows RTM_NEWLINK/RTM_DELLINK, resubscribing when the
+// subscription fails. After each subscription it lists the links and
+// reconciles, so nothing that changed while unsubscribed is missed.
+//
+// The library's ListExisting option is not used: it sends the dump request
+// to the multicast group address, which the kernel refuses without
+// CAP_NET_ADMIN, and the mirror must work unprivileged.
+func (m *Mirror) runLinks(ctx context.Context) error {
+	for ctx.Err() == nil {
+		ch := make(chan netlink.LinkUpdate, 1024)
+		done := make(chan struct{})
+		var subErr atomic.Value
+		ns := m.ns()
+		opts := netlink.LinkSubscribeOptions{ErrorCallback: func(err error) { subErr.Store(err) }}
+		if ns.IsOpen() {
+			opts.Namespace = &ns
+		}
+		if err := netlink.LinkSubscribeWithOptions(ch, done, opts); err != nil {
+			close(done)
+			return fmt.Errorf("subscribe to link notifications: %w", err)
+		}
+		m.reconcileLinks()
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				close(done)
+				for range ch { // the library's reader exits and closes ch
+				}
+				return nil
+			case u, ok := <-ch:
+				if !ok {
+					break loop
+				}
+				if u.Header.Type == unix.RTM_DELLINK {
+					m.deleteLink(int32(u.Attrs().Index))
+					continue
+				}
+				m.updateLink(u.Link, true)
+			}
+		}
+		close(done)
+		m.c.linkResubscribe.Add(1)
+		if err, _ := subErr.Load().(error); err != nil {
+			m.log.Warn("link subscription failed, resubscribing", "err", err)
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+	return nil
+}
+
+// reconcileLinks lists the links, records each and forgets those gone.
+func (m *Mirror) reconcileLinks() {
+	links, err := m.handle.LinkList()
+	if err != nil {
+		m.log.Warn("listing interfaces failed", "err", err)
+		return
+	}
+	present := make(map[int32]bool, len(links))
+	for _, l := range links {
+		present[int32(l.Attrs().Index)] = true
+		m.updateLink(l, true)
+	}
+	m.linkMu.RLock()
+	var gone []int32
+	for idx := range m.links {
+		if !present[idx] {
+			gone = append(gone, idx)
+		}
+	}
+	m.linkMu.RUnlock()
+	for _, idx := range gone {
+		m.deleteLink(idx)
+	}
+}

@@ -1,0 +1,109 @@
+package remediate
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Stats are the engine's counters at one moment.
+type Stats struct {
+	// Actions counts actions by strategy and verified outcome.
+	Actions                     map[Strategy]map[Outcome]uint64
+	RateLimited, Dropped, Swaps uint64
+	// Skipped counts, by reason, the candidates the last sweep left alone.
+	Skipped map[string]int
+	// Fix is the detection-to-fix histogram: cumulative counts by upper
+	// bound (FixBuckets), the sum of the observations and their count.
+	FixBuckets map[float64]uint64
+	FixSum     float64
+	FixCount   uint64
+	Queue      int
+}
+
+// FixBuckets are the upper bounds of the detection-to-fix histogram.
+var FixBuckets = []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600}
+
+// counters is the live form of Stats.
+type counters struct {
+	actions     [4][6]atomic.Uint64 // by strategyIdx, outcomeIdx
+	rateLimited atomic.Uint64       // actions that waited for a token
+	dropped     atomic.Uint64       // candidates not queued: queue full
+	swaps       atomic.Uint64
+
+	mu       sync.Mutex
+	skipped  map[string]int
+	fix      []uint64 // cumulative, by FixBuckets
+	fixSum   float64
+	fixCount uint64
+}
+
+func strategyIdx(s Strategy) int {
+	for i, x := range Strategies() {
+		if x == s {
+			return i
+		}
+	}
+	return 0
+}
+
+func outcomeIdx(o Outcome) int {
+	for i, x := range Outcomes() {
+		if x == o {
+			return i
+		}
+	}
+	return 0
+}
+
+func (c *counters) action(s Strategy, o Outcome) { c.actions[strategyIdx(s)][outcomeIdx(o)].Add(1) }
+
+func (c *counters) setSkipped(m map[string]int) {
+	c.mu.Lock()
+	c.skipped = m
+	c.mu.Unlock()
+}
+
+func (c *counters) observeFix(seconds float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fix == nil {
+		c.fix = make([]uint64, len(FixBuckets))
+	}
+	for i, b := range FixBuckets {
+		if seconds <= b {
+			c.fix[i]++
+		}
+	}
+	c.fixSum += seconds
+	c.fixCount++
+}
+
+func (c *counters) stats() Stats {
+	s := Stats{
+		Actions:     make(map[Strategy]map[Outcome]uint64, len(Strategies())),
+		RateLimited: c.rateLimited.Load(), Dropped: c.dropped.Load(), Swaps: c.swaps.Load(),
+		FixBuckets: make(map[float64]uint64, len(FixBuckets)),
+	}
+	for _, st := range Strategies() {
+		m := make(map[Outcome]uint64, len(Outcomes()))
+		for _, o := range Outcomes() {
+			m[o] = c.actions[strategyIdx(st)][outcomeIdx(o)].Load()
+		}
+		s.Actions[st] = m
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.Skipped = make(map[string]int, len(c.skipped))
+	for k, v := range c.skipped {
+		s.Skipped[k] = v
+	}
+	for i, b := range FixBuckets {
+		if c.fix != nil {
+			s.FixBuckets[b] = c.fix[i]
+		} else {
+			s.FixBuckets[b] = 0
+		}
+	}
+	s.FixSum, s.FixCount = c.fixSum, c.fixCount
+	return s
+}
