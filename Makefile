@@ -7,7 +7,10 @@ LDFLAGS  := -X github.com/neighwatch/neighwatch/metrics.Version=$(VERSION) \
             -X github.com/neighwatch/neighwatch/metrics.Revision=$(REVISION)
 ARGS     ?=
 
-.PHONY: all deps build run test unit vet fmt-check generate check-generate \
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+UNPARAM     := mvdan.cc/unparam@v0.0.0-20260823230713-2fa3d841b0c8
+
+.PHONY: all deps build run test unit vet lint cross fmt-check generate check-generate \
         checkrules bench bench-root lab-up lab-down clean
 
 all: build
@@ -27,14 +30,25 @@ run: deps build
 
 # The whole suite, privileged tests included (run as root; CI=true turns
 # would-be skips of privileged tests into failures).
-test: deps vet fmt-check check-generate checkrules
+test: deps vet lint cross fmt-check check-generate checkrules
 	$(GO) test -count=1 -timeout 20m ./...
 
+# Tests any user can run: privileged ones skip with their reason (unless
+# CI=true, where they fail instead).
 unit:
 	$(GO) test -count=1 -short ./...
 
 vet:
 	$(GO) vet ./...
+
+lint:
+	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(UNPARAM) ./...
+
+# The pure parts build on any OS; Linux-only code lives in _linux.go files.
+cross:
+	GOOS=darwin $(GO) build ./...
+	GOOS=darwin $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -61,7 +75,7 @@ checkrules:
 # Go benchmarks of the pure code; BENCHMARKS.md has the method of each run.
 bench:
 	mkdir -p .bench
-	$(GO) test -run '^$$' -bench 'Apply|Stats|Decode' -benchmem -count 6 ./monitor/ | tee .bench/go-bench.txt
+	$(GO) test -run '^$$' -bench 'Apply|Stats|Decode' -benchmem -count 6 ./internal/table/ ./monitor/mirror/ | tee .bench/go-bench.txt
 
 # The privileged runs (root): 100k-entry sync/memory/scrape, event drain,
 # forwarding with and without the tracer, datapath decisions.
@@ -69,7 +83,7 @@ bench-root: build
 	mkdir -p .bench
 	$(GO) build -o bin/nwbench ./internal/bench/cmd/nwbench
 	./bin/nwbench run --rounds 11 --entries 1000,100000 | tee .bench/sync-100k.txt
-	$(GO) test ./monitor -run '^$$' -bench DrainInterleaved -benchtime 7x | tee .bench/drain.txt
+	$(GO) test ./monitor/mirror -run '^$$' -bench DrainInterleaved -benchtime 7x | tee .bench/drain.txt
 	NEIGHWATCH_BENCH_OUT=.bench/forwarding.txt $(GO) test ./bpf -run '^$$' -bench Forwarding -benchtime 11x
 	$(GO) test ./bpf -run '^$$' -bench Decision -benchtime 2000x -count 5 | tee .bench/decision.txt
 

@@ -5,7 +5,8 @@ set -euo pipefail
 
 pkgs=(
   clang llvm libbpf-dev bpftool   # eBPF programs (bpf2go)
-  iproute2 iputils-ping iputils-arping tcpdump util-linux  # lab and tests
+  iproute2 util-linux             # lab and tests (ip, setpriv)
+  iputils-ping                    # the lab walkthrough's traffic (tests send their own)
   prometheus                      # promtool: metrics and rules linting
 )
 missing=()

@@ -79,7 +79,7 @@ func runEvents(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	enc := json.NewEncoder(stdout)
-	return control.NewClient(*sock).Events(ctx, func(ev control.Event) error {
+	err := control.NewClient(*sock).Events(ctx, func(ev control.Event) error {
 		if *asJSON {
 			return enc.Encode(ev)
 		}
@@ -91,6 +91,10 @@ func runEvents(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			strings.ToUpper(ev.From), strings.ToUpper(ev.To), ll, ev.Cause, ev.Class, ev.Detail)
 		return err
 	})
+	if errors.Is(err, control.ErrStreamClosed) {
+		return nil // the agent shut down cleanly: the stream is over
+	}
+	return err
 }
 
 // runDatapath: `neighwatch datapath` lists modes, `neighwatch datapath

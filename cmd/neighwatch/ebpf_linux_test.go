@@ -1,15 +1,14 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
+	"context"
+	"net/netip"
 	"os/exec"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/neighwatch/neighwatch/internal/control"
 	"github.com/neighwatch/neighwatch/internal/lab"
 )
 
@@ -30,35 +29,36 @@ func TestTracepointEventForSilentTransition(t *testing.T) {
 	}
 	sock := sockPath(t)
 	a := startAgent(t, l.Node, sock, "--tracer", "xmit")
-	if !strings.Contains(a.logs(), "tracer running") {
-		t.Fatalf("tracer not running:\n%s", a.logs())
-	}
-	ev := exec.Command(binPath, "events", "--json", "--control.socket", sock)
-	out, _ := ev.StdoutPipe()
-	if err := ev.Start(); err != nil {
+	// ready means the table is loaded; the tracer has its own readiness
+	// (seeded and reading its events).
+	a.waitPart(t, "tracer")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := control.NewClient(sock).OpenEvents(ctx) // returns once subscribed
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = ev.Process.Kill(); _ = ev.Wait() }()
-	found := make(chan map[string]any, 1)
+	defer stream.Close()
+	found := make(chan control.Event, 1)
 	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil && m["cause"] == "tracepoint" && m["ip"] == lab.ClientIP.String() &&
-				m["from"] == "stale" && m["to"] == "delay" {
-				found <- m
+		for {
+			ev, err := stream.Next()
+			if err != nil {
+				return
+			}
+			if ev.Cause == "tracepoint" && ev.IP == lab.ClientIP.String() && ev.From == "stale" && ev.To == "delay" {
+				found <- ev
 				return
 			}
 		}
 	}()
-	time.Sleep(300 * time.Millisecond) // let the stream subscribe
-	if err := l.Backend.Ping(lab.ClientIP, 2, "2"); err != nil {
+	if err := l.Backend.Ping(lab.ClientIP, 2, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case m := <-found:
-		t.Logf("event: %v", m)
-	case <-time.After(10 * time.Second):
+	case ev := <-found:
+		t.Logf("event: %+v", ev)
+	case <-time.After(30 * time.Second):
 		t.Fatalf("no stale->delay tracepoint event\n%s", a.logs())
 	}
 	body := a.metrics(t)
@@ -68,32 +68,15 @@ func TestTracepointEventForSilentTransition(t *testing.T) {
 	checkMetricsLint(t, body)
 }
 
-var lossRE = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
-
-// pingLoss runs count pings at interval from ns and returns sent, received.
-func pingLoss(t *testing.T, ns lab.NS, dst string, count int, interval string) (int, int) {
+// echo sends count echo requests at interval from ns to dst and returns
+// how many were sent and answered.
+func echo(t *testing.T, ns lab.NS, dst netip.Addr, count int, interval time.Duration) (int, int) {
 	t.Helper()
-	out, _ := ns.Exec("ping", "-q", "-c", strconv.Itoa(count), "-i", interval, "-W", "1", dst)
-	m := lossRE.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("ping output: %s", out)
+	sent, received, err := ns.Echo(dst, count, interval, time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return atoi(m[1]), atoi(m[2])
-}
-
-func itoa(i int) string {
-	return strings.TrimSpace(strings.Repeat(" ", 0) + func() string { return fmtInt(i) }())
-}
-
-func fmtInt(i int) string {
-	b, _ := json.Marshal(i)
-	return string(b)
-}
-
-func atoi(s string) int {
-	var n int
-	_ = json.Unmarshal([]byte(s), &n)
-	return n
+	return sent, received
 }
 
 // TestDatapathSwapUnderTraffic attaches the legacy datapath to the node's
@@ -121,7 +104,7 @@ func TestDatapathSwapUnderTraffic(t *testing.T) {
 			t.Fatalf("neighwatch datapath %s %s: %v\n%s", lab.NodeBackendIf, mode, err, out)
 		}
 	}
-	if err := l.Client.Ping(lab.BackendIP, 2, "2"); err != nil {
+	if err := l.Client.Ping(lab.BackendIP, 2, 2*time.Second); err != nil {
 		t.Fatalf("legacy datapath does not forward: %v", err)
 	}
 
@@ -129,7 +112,7 @@ func TestDatapathSwapUnderTraffic(t *testing.T) {
 	for _, mode := range []string{"neigh", "legacy"} {
 		done := make(chan [2]int, 1)
 		go func() {
-			s, r := pingLoss(t, l.Client, lab.BackendIP.String(), 300, "0.01")
+			s, r := echo(t, l.Client, lab.BackendIP, 300, 10*time.Millisecond)
 			done <- [2]int{s, r}
 		}()
 		time.Sleep(1 * time.Second)
@@ -156,7 +139,7 @@ func TestDatapathSwapUnderTraffic(t *testing.T) {
 	if err := l.MoveClientMAC(newMAC); err != nil {
 		t.Fatal(err)
 	}
-	if s, r := pingLoss(t, l.Client, lab.BackendIP.String(), 20, "0.1"); r != 0 {
+	if s, r := echo(t, l.Client, lab.BackendIP, 20, 100*time.Millisecond); r != 0 {
 		t.Fatalf("%d of %d pings answered through a stuck entry: the failure did not reproduce", r, s)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -169,12 +152,12 @@ func TestDatapathSwapUnderTraffic(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("entry not stuck with bypass packets: %+v", e)
 		}
-		_ = l.Client.Ping(lab.BackendIP, 1, "1")
+		_ = l.Client.Ping(lab.BackendIP, 1, 1*time.Second)
 	}
 	swap("neigh")
 	start := time.Now()
 	for {
-		_, r := pingLoss(t, l.Client, lab.BackendIP.String(), 5, "0.2")
+		_, r := echo(t, l.Client, lab.BackendIP, 5, 200*time.Millisecond)
 		e, _ := findEntry(statusJSON(t, sock), lab.NodeClientIf, lab.ClientIP.String())
 		if r == 5 && e.LLAddr == newMAC.String() && e.Class == "ok" {
 			t.Logf("recovered %v after the swap: %s %s", time.Since(start).Round(100*time.Millisecond), e.State, e.LLAddr)

@@ -99,7 +99,7 @@ func TestKilledAgentLeavesNoDatapath(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := l.Client.Ping(lab.BackendIP, 2, "2"); err != nil {
+	if err := l.Client.Ping(lab.BackendIP, 2, 2*time.Second); err != nil {
 		t.Fatalf("kernel forwarding after the agent died: %v", err)
 	}
 }

@@ -184,7 +184,7 @@ func build(cfg Config) (a *agent, err error) {
 		metrics.NewKernelTableCollector(neightbl.NewReader(netns.None()), log),
 		metrics.NewTracerCollector(tp, log),
 		metrics.NewRemediationCollector(rem.engine, log),
-		a.ready,
+		metrics.NewReadinessCollector(a.ready, log),
 	}
 	if ev != nil {
 		collectors = append(collectors, metrics.NewEvidenceCollector(ev, a.table.LinkName, log))
@@ -261,13 +261,11 @@ func (a *agent) metricsServer(cfg Config, collectors []prometheus.Collector) (*h
 	flags := &web.FlagConfig{WebListenAddresses: &[]string{cfg.MetricsListen}, WebSystemdSocket: &systemd, WebConfigFile: &webCfg}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return &httpPart{
-		ln:    ln,
-		srv:   srv,
-		serve: func(l net.Listener) error { return web.Serve(l, srv, flags, a.log) },
-		stop: func(s *http.Server) {
+		serve: func() error { return web.Serve(ln, srv, flags, a.log) },
+		stop: func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_ = s.Shutdown(ctx)
+			_ = srv.Shutdown(ctx)
 		},
 		ready: make(chan struct{}),
 	}, nil
@@ -286,14 +284,11 @@ func (a *agent) controlServer(path string, h http.Handler) *httpPart {
 	}
 	a.closers = append(a.closers, func() { ln.Close() })
 	a.log.Info("serving control socket", "path", path)
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := control.NewServer(h)
 	return &httpPart{
-		ln:    ln,
-		srv:   srv,
-		serve: srv.Serve,
-		stop: func(s *http.Server) {
-			// Event streams never end on their own: close them.
-			_ = s.Close()
+		serve: func() error { return srv.Serve(ln) },
+		stop: func() {
+			srv.Stop() // event streams end cleanly: clients see a shutdown
 			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				a.log.Warn("removing the control socket failed", "path", path, "err", err)
 			}

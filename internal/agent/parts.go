@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/table"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Part is one long-running piece of the agent.
@@ -91,10 +89,8 @@ func classifier(t *table.Table) *task {
 // httpPart serves HTTP on a listener bound before the agent starts, so a
 // taken port fails start-up rather than a running agent.
 type httpPart struct {
-	ln    net.Listener
-	srv   *http.Server
-	serve func(net.Listener) error // srv.Serve, or exporter-toolkit's
-	stop  func(*http.Server)       // graceful or not
+	serve func() error // until stop; http.ErrServerClosed then
+	stop  func()
 	ready chan struct{}
 }
 
@@ -102,7 +98,7 @@ func (h *httpPart) Ready() <-chan struct{} { return h.ready }
 
 func (h *httpPart) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
-	go func() { errc <- h.serve(h.ln) }()
+	go func() { errc <- h.serve() }()
 	close(h.ready)
 	select {
 	case err := <-errc:
@@ -112,7 +108,7 @@ func (h *httpPart) Run(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	h.stop(h.srv)
+	h.stop()
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -206,31 +202,14 @@ func (r *readiness) names() string {
 	return strings.Join(ns, ", ")
 }
 
-var (
-	readyDesc = prometheus.NewDesc("neighwatch_ready",
-		"1 once the table is loaded and the parts /readyz waits for are ready.", nil, nil)
-	partReadyDesc = prometheus.NewDesc("neighwatch_part_ready",
-		"1 once a part of the agent is ready (the tracer once it is seeded and counting).", []string{"part"}, nil)
-)
+// AgentReady implements metrics.ReadinessSource.
+func (r *readiness) AgentReady() bool { return r.ready() }
 
-// Describe implements prometheus.Collector.
-func (r *readiness) Describe(ch chan<- *prometheus.Desc) {
-	ch <- readyDesc
-	ch <- partReadyDesc
-}
-
-// Collect implements prometheus.Collector.
-func (r *readiness) Collect(ch chan<- prometheus.Metric) {
-	v := 0.0
-	if r.ready() {
-		v = 1
-	}
-	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, v)
+// PartsReady implements metrics.ReadinessSource.
+func (r *readiness) PartsReady() map[string]bool {
+	out := make(map[string]bool, len(r.parts))
 	for _, p := range r.parts {
-		v := 0.0
-		if isClosed(p.Ready()) {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(partReadyDesc, prometheus.GaugeValue, v, p.name)
+		out[p.name] = isClosed(p.Ready())
 	}
+	return out
 }

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -163,4 +164,38 @@ type RemediationStatus struct {
 	RateLimited   uint64                       `json:"rate_limited"`
 	Dropped       uint64                       `json:"dropped"`
 	Actions       map[string]map[string]uint64 `json:"actions"`
+}
+
+// Server serves the control API. Stop ends event streams cleanly, so a
+// client can tell an agent that shut down from a broken connection.
+type Server struct {
+	srv    *http.Server
+	cancel context.CancelFunc
+}
+
+// NewServer returns a server for h.
+func NewServer(h http.Handler) *Server {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		srv: &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second,
+			BaseContext:       func(net.Listener) context.Context { return ctx },
+		},
+		cancel: cancel,
+	}
+}
+
+// Serve serves on ln until Stop; it returns http.ErrServerClosed then.
+func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// Stop ends every request: event streams finish their response, the
+// rest get up to 5 s, then connections are closed.
+func (s *Server) Stop() {
+	s.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+	}
 }

@@ -47,7 +47,7 @@ func newStuckLab(t *testing.T, prefix string, mode bpf.Mode, tmode bpf.TracerMod
 		t.Fatal(err)
 	}
 	// Let the backend know the node, so replies do not wait on ARP.
-	if err := l.Backend.Ping(lab.NodeBackendIP, 1, "2"); err != nil {
+	if err := l.Backend.Ping(lab.NodeBackendIP, 1, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 
@@ -120,7 +120,7 @@ func (s *stuckLab) clientKey(t *testing.T) table.Key {
 // traffic pings the backend from the client: requests are forwarded by the
 // node's stack, replies come back through n1 ingress (the datapath, if any).
 func (s *stuckLab) traffic(count int) error {
-	return s.Client.Ping(lab.BackendIP, count, "1")
+	return s.Client.Ping(lab.BackendIP, count, 1*time.Second)
 }
 
 // TestTracerCountsLegacyBypass runs the failure with the legacy datapath,
@@ -201,7 +201,7 @@ func TestTracerNoFalsePositives(t *testing.T) {
 			defer sub.Close()
 			start := time.Now()
 			lab.WaitFor(t, 20*time.Second, "the entry to recover with the new MAC", func() bool {
-				_ = s.Client.Ping(lab.BackendIP, 1, "1") // replies make the kernel re-resolve
+				_ = s.Client.Ping(lab.BackendIP, 1, 1*time.Second) // replies make the kernel re-resolve
 				e, ok := s.table.Lookup(k)
 				return ok && e.HardwareAddr().String() == s.newMAC && (e.State == table.StateReachable || e.State == table.StateStale)
 			})
@@ -241,7 +241,7 @@ func TestTracerBlamesTheGateway(t *testing.T) {
 	s := newStuckLab(t, "trg", bpf.ModeLegacy, bpf.TracerXmit)
 	// The client becomes the gateway to 10.0.9.0/24.
 	s.Node.MustIP(t, "route", "add", "10.0.9.0/24", "via", lab.ClientIP.String(), "dev", lab.NodeClientIf)
-	if err := s.Backend.Ping(netip.MustParseAddr("10.0.9.5"), 10, "1"); err == nil {
+	if err := s.Backend.Ping(netip.MustParseAddr("10.0.9.5"), 10, 1*time.Second); err == nil {
 		t.Fatal("routed pings answered")
 	}
 	k := s.clientKey(t)

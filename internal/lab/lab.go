@@ -264,16 +264,6 @@ func (n NS) SetNeigh(dev string, ip netip.Addr, mac net.HardwareAddr, state stri
 	return n.IP(append(args, extra...)...)
 }
 
-// Ping sends count pings and reports whether any reply came.
-func (n NS) Ping(dst netip.Addr, count int, timeout string) error {
-	args := []string{"-c", fmt.Sprint(count), "-W", timeout, "-i", "0.2", "-q", dst.String()}
-	if dst.Is6() {
-		args = append([]string{"-6"}, args...)
-	}
-	_, err := n.Exec("ping", args...)
-	return err
-}
-
 // NeighJSON is one entry as `ip -j neigh show nud all` prints it.
 type NeighJSON struct {
 	Dst    string    `json:"dst"`

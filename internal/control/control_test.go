@@ -1,0 +1,100 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/table"
+)
+
+func serve(t *testing.T, tb *table.Table) (*Client, *Server) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "c.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode %v, %v; want 0600", fi.Mode(), err)
+	}
+	srv := NewServer(NewHandler(tb))
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return NewClient(path), srv
+}
+
+// TestStatusAndEvents: status lists the table; an event stream opened with
+// OpenEvents sees every change made after it returned, and ends with
+// ErrStreamClosed when the agent closes it.
+func TestStatusAndEvents(t *testing.T) {
+	tb := table.New(time.Minute, nil)
+	tb.SetLinkName(2, "eth0")
+	ip := netip.MustParseAddr("10.0.0.7")
+	mac := net.HardwareAddr{2, 0, 0, 0, 0, 7}
+	tb.Apply(table.CauseNetlink, table.Update{Family: table.FamilyInet, Ifindex: 2, State: table.StateReachable, Addr: ip, LLAddr: mac})
+	c, srv := serve(t, tb)
+	ctx := context.Background()
+	entries, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].IP != ip.String() || entries[0].Interface != "eth0" || entries[0].LLAddr != mac.String() {
+		t.Fatalf("status = %+v", entries)
+	}
+	stream, err := c.OpenEvents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	// No wait: OpenEvents returned after the agent subscribed.
+	tb.Apply(table.CauseNetlink, table.Update{Family: table.FamilyInet, Ifindex: 2, State: table.StateStale, Addr: ip, LLAddr: mac})
+	ev, err := stream.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Kind != "transition" || ev.From != "reachable" || ev.To != "stale" || ev.Cause != "netlink" || ev.Interface != "eth0" {
+		t.Fatalf("event = %+v", ev)
+	}
+	srv.Stop()
+	if _, err := stream.Next(); !errors.Is(err, ErrStreamClosed) {
+		t.Fatalf("after the agent closed the stream: %v, want ErrStreamClosed", err)
+	}
+}
+
+func TestListenRefusesWhatIsNotASocket(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listen(file); err == nil {
+		t.Fatal("a regular file was replaced by the control socket")
+	}
+	// A socket nobody serves (left by a crash) is replaced.
+	stale := filepath.Join(dir, "stale.sock")
+	ln, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	ln2, err := Listen(stale)
+	if err != nil {
+		t.Fatalf("a stale socket was not replaced: %v", err)
+	}
+	ln2.Close()
+}
+
+func TestClientExplainsMissingAgent(t *testing.T) {
+	c := NewClient(filepath.Join(t.TempDir(), "none.sock"))
+	if _, err := c.Status(context.Background()); err == nil || !strings.Contains(err.Error(), "no agent at") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,108 @@
+package lab
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+)
+
+// Echo sends count ICMP echo requests to dst from inside the namespace, one
+// every interval, and returns how many were sent and how many answered.
+// It waits up to wait after the last request for late replies. The
+// packets are made and read here, not by ping(8), whose variants differ
+// in flags and output.
+func (n NS) Echo(dst netip.Addr, count int, interval, wait time.Duration) (sent, received int, err error) {
+	network, listen, proto := "ip4:icmp", "0.0.0.0", 1
+	var request icmp.Type = ipv4.ICMPTypeEcho
+	var reply icmp.Type = ipv4.ICMPTypeEchoReply
+	if dst.Is6() {
+		network, listen, proto = "ip6:ipv6-icmp", "::", 58
+		request, reply = ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply
+	}
+	var c *icmp.PacketConn
+	if err := n.Do(func() error {
+		var err error
+		c, err = icmp.ListenPacket(network, listen) // the socket stays in the namespace
+		return err
+	}); err != nil {
+		return 0, 0, fmt.Errorf("open ICMP socket in %s: %w", n.Name, err)
+	}
+	defer c.Close()
+	var idb [2]byte
+	_, _ = rand.Read(idb[:])
+	id := int(binary.BigEndian.Uint16(idb[:]))
+
+	var mu sync.Mutex
+	answered := make(map[int]bool, count)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		buf := make([]byte, 1500)
+		for {
+			nr, _, err := c.ReadFrom(buf)
+			if err != nil {
+				return // the deadline after the last request, or Close
+			}
+			m, err := icmp.ParseMessage(proto, buf[:nr])
+			if err != nil || m.Type != reply {
+				continue
+			}
+			if e, ok := m.Body.(*icmp.Echo); ok && e.ID == id {
+				mu.Lock()
+				answered[e.Seq] = true
+				mu.Unlock()
+			}
+		}
+	}()
+	to := &net.IPAddr{IP: dst.AsSlice(), Zone: dst.Zone()}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for seq := range count {
+		if seq > 0 {
+			<-tick.C
+		}
+		msg := icmp.Message{Type: request, Body: &icmp.Echo{ID: id, Seq: seq, Data: []byte("neighwatch lab")}}
+		b, err := msg.Marshal(nil) // ICMPv6: the kernel fills in the checksum of raw sockets
+		if err != nil {
+			return sent, 0, err
+		}
+		if _, err := c.WriteTo(b, to); err != nil {
+			// A route or neighbour that fails is a lost packet, not an
+			// error of the test: count it as sent and unanswered.
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				sent++
+				continue
+			}
+			return sent, 0, err
+		}
+		sent++
+	}
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	<-readDone
+	mu.Lock()
+	defer mu.Unlock()
+	return sent, len(answered), nil
+}
+
+// Ping sends count echo requests 200 ms apart and returns an error unless
+// at least one was answered within wait of the last.
+func (n NS) Ping(dst netip.Addr, count int, wait time.Duration) error {
+	sent, received, err := n.Echo(dst, count, 200*time.Millisecond, wait)
+	if err != nil {
+		return err
+	}
+	if received == 0 {
+		return fmt.Errorf("no reply from %s to %d echo requests from %s", dst, sent, n.Name)
+	}
+	return nil
+}
