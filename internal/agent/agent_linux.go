@@ -132,7 +132,7 @@ func build(cfg Config) (a *agent, err error) {
 	log := cfg.Logger
 	c := effectiveCaps()
 	a = &agent{log: log, table: table.New(cfg.StaleThreshold, nil)}
-	a.ready = &readiness{log: log}
+	a.ready = &readiness{}
 	defer func() {
 		if err != nil {
 			a.close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -119,7 +118,6 @@ func (h *httpPart) Run(ctx context.Context) error {
 // parts, /readyz/PART for one part, and the same as metrics.
 type readiness struct {
 	parts []part
-	log   *slog.Logger
 }
 
 func isClosed(ch <-chan struct{}) bool {

@@ -3,8 +3,12 @@
 // vishvananda NeighList of the same table, and /metrics scrape latency, in
 // interleaved rounds.
 //
-//	nwbench run [--entries 1000,100000] [--rounds 7] [--bin bin/neighwatch]
+//	nwbench run [--entries 1000,100000] [--rounds 7] [--bin bin/neighwatch[,other]]
 //	nwbench bare     (internal: one NeighList, prints JSON)
+//
+// With two or more --bin agents (say the build before and after a change),
+// every round runs each of them after the bare dump, in turn, and the
+// report adds each agent's per-round ratio to the first.
 package main
 
 import (
@@ -132,7 +136,7 @@ func runAll(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	sizes := fs.String("entries", "1000,100000", "comma-separated table sizes")
 	rounds := fs.Int("rounds", 7, "interleaved rounds per size")
-	bin := fs.String("bin", "bin/neighwatch", "agent binary")
+	bin := fs.String("bin", "bin/neighwatch", "agent binaries, comma-separated: each runs in every round")
 	scrapes := fs.Int("scrapes", 30, "scrapes per round")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -166,14 +170,19 @@ func runAll(args []string) error {
 	go func() { <-sig; restore(); os.Exit(130) }()
 
 	for _, n := range ns {
-		if err := runSize(n, *rounds, *scrapes, self, *bin); err != nil {
+		if err := runSize(n, *rounds, *scrapes, self, strings.Split(*bin, ",")); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func runSize(n, rounds, scrapes int, self, bin string) error {
+// series are one agent binary's figures over the rounds.
+type series struct {
+	syncRatio, sync, hwm, rss, scrapeMed, allScrapes []float64
+}
+
+func runSize(n, rounds, scrapes int, self string, bins []string) error {
 	name := lab.Unique("nwbench")
 	nsx := lab.NS{Name: name}
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
@@ -194,8 +203,11 @@ func runSize(n, rounds, scrapes int, self, bin string) error {
 		return err
 	}
 	fmt.Printf("# %d entries created in %v\n", n, time.Since(start).Round(time.Millisecond))
-	var syncRatio, bareSync, agentSync, bareHWM, agentHWM, agentRSS, scrapeMed []float64
-	var allScrapes []float64
+	var bareSync, bareHWM []float64
+	per := make([]series, len(bins))
+	// vsFirst[i] are agent i's per-round ratios to agent 0: sync, steady
+	// RSS, peak RSS, scrape median.
+	vsFirst := make([][4][]float64, len(bins))
 	for r := 0; r < rounds; r++ {
 		out, err := nsx.Command(self, "bare").Output()
 		if err != nil {
@@ -208,36 +220,57 @@ func runSize(n, rounds, scrapes int, self, bin string) error {
 		if br.Entries < n {
 			return fmt.Errorf("bare listed %d entries, want >= %d", br.Entries, n)
 		}
-		ar, err := runAgent(nsx, bin, scrapes)
-		if err != nil {
-			return err
-		}
-		syncRatio = append(syncRatio, ar.SyncSeconds/br.DumpSeconds)
 		bareSync = append(bareSync, br.DumpSeconds*1000)
-		agentSync = append(agentSync, ar.SyncSeconds*1000)
 		bareHWM = append(bareHWM, float64(br.HWMKB)/1024)
-		agentHWM = append(agentHWM, float64(ar.HWMKB)/1024)
-		agentRSS = append(agentRSS, float64(ar.RSSKB)/1024)
-		ms := make([]float64, len(ar.ScrapeSeconds))
-		for i, s := range ar.ScrapeSeconds {
-			ms[i] = s * 1000
+		var first [4]float64
+		for i, bin := range bins {
+			ar, err := runAgent(nsx, bin, scrapes)
+			if err != nil {
+				return fmt.Errorf("%s: %w", bin, err)
+			}
+			s := &per[i]
+			s.syncRatio = append(s.syncRatio, ar.SyncSeconds/br.DumpSeconds)
+			s.sync = append(s.sync, ar.SyncSeconds*1000)
+			s.hwm = append(s.hwm, float64(ar.HWMKB)/1024)
+			s.rss = append(s.rss, float64(ar.RSSKB)/1024)
+			ms := make([]float64, len(ar.ScrapeSeconds))
+			for j, d := range ar.ScrapeSeconds {
+				ms[j] = d * 1000
+			}
+			s.scrapeMed = append(s.scrapeMed, med(ms))
+			s.allScrapes = append(s.allScrapes, ms...)
+			this := [4]float64{ar.SyncSeconds, float64(ar.RSSKB), float64(ar.HWMKB), med(ms)}
+			if i == 0 {
+				first = this
+			}
+			for k := range this {
+				vsFirst[i][k] = append(vsFirst[i][k], this[k]/first[k])
+			}
 		}
-		scrapeMed = append(scrapeMed, med(ms))
-		allScrapes = append(allScrapes, ms...)
 	}
 	fmt.Printf("entries=%d rounds=%d\n", n, rounds)
 	row := func(what string, v []float64, unit string) {
-		fmt.Printf("  %-34s median %8.3f %s  min %8.3f  max %8.3f\n", what, med(v), unit, minf(v), maxf(v))
+		fmt.Printf("  %-40s median %8.3f %s  min %8.3f  max %8.3f\n", what, med(v), unit, minf(v), maxf(v))
 	}
 	row("bare NeighList dump", bareSync, "ms")
-	row("agent initial sync", agentSync, "ms")
-	row("agent/bare sync ratio (per round)", syncRatio, "x ")
 	row("bare NeighList peak RSS (VmHWM)", bareHWM, "MB")
-	row("agent peak RSS (VmHWM)", agentHWM, "MB")
-	row("agent RSS after sync", agentRSS, "MB")
-	row("agent /metrics scrape (round median)", scrapeMed, "ms")
-	sort.Float64s(allScrapes)
-	fmt.Printf("  %-34s p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  (n=%d)\n", "all scrapes", pct(allScrapes, 50), pct(allScrapes, 90), pct(allScrapes, 99), len(allScrapes))
+	for i, bin := range bins {
+		s := per[i]
+		fmt.Printf(" agent %s\n", bin)
+		row("agent initial sync", s.sync, "ms")
+		row("agent/bare sync ratio (per round)", s.syncRatio, "x ")
+		row("agent peak RSS (VmHWM)", s.hwm, "MB")
+		row("agent RSS after sync", s.rss, "MB")
+		row("agent /metrics scrape (round median)", s.scrapeMed, "ms")
+		sort.Float64s(s.allScrapes)
+		fmt.Printf("  %-40s p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  (n=%d)\n", "all scrapes",
+			pct(s.allScrapes, 50), pct(s.allScrapes, 90), pct(s.allScrapes, 99), len(s.allScrapes))
+		if i > 0 {
+			for k, what := range []string{"sync", "RSS after sync", "peak RSS", "scrape median"} {
+				row(fmt.Sprintf("%s / first agent (per round)", what), vsFirst[i][k], "x ")
+			}
+		}
+	}
 	return nil
 }
 
