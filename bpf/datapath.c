@@ -25,6 +25,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+// Not in the uapi headers: address families come from the C library's
+// sys/socket.h, the fragment bits from the kernel's include/net/ip.h.
 #define AF_INET 2
 #define AF_INET6 10
 #define IP_MF 0x2000

@@ -18,7 +18,8 @@ import (
 
 // Echo sends count ICMP echo requests to dst from inside the namespace, one
 // every interval, and returns how many were sent and how many answered.
-// It waits up to wait after the last request for late replies. The
+// It waits up to wait after the last request for late replies, less when
+// every request is answered. The
 // packets are made and read here, not by ping(8), whose variants differ
 // in flags and output.
 func (n NS) Echo(dst netip.Addr, count int, interval, wait time.Duration) (sent, received int, err error) {
@@ -44,6 +45,7 @@ func (n NS) Echo(dst netip.Addr, count int, interval, wait time.Duration) (sent,
 
 	var mu sync.Mutex
 	answered := make(map[int]bool, count)
+	all := make(chan struct{}) // closed when every request was answered
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -57,9 +59,14 @@ func (n NS) Echo(dst netip.Addr, count int, interval, wait time.Duration) (sent,
 			if err != nil || m.Type != reply {
 				continue
 			}
-			if e, ok := m.Body.(*icmp.Echo); ok && e.ID == id {
+			if e, ok := m.Body.(*icmp.Echo); ok && e.ID == id && e.Seq < count {
 				mu.Lock()
-				answered[e.Seq] = true
+				if !answered[e.Seq] {
+					answered[e.Seq] = true
+					if len(answered) == count {
+						close(all)
+					}
+				}
 				mu.Unlock()
 			}
 		}
@@ -87,7 +94,11 @@ func (n NS) Echo(dst netip.Addr, count int, interval, wait time.Duration) (sent,
 		}
 		sent++
 	}
-	_ = c.SetReadDeadline(time.Now().Add(wait))
+	select {
+	case <-all:
+	case <-time.After(wait):
+	}
+	_ = c.SetReadDeadline(time.Now())
 	<-readDone
 	mu.Lock()
 	defer mu.Unlock()
