@@ -92,7 +92,7 @@ func newFwdBench(b *testing.B) *fwdBench {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { tr.Close() })
-		if err := tr.SetXmitAttached(false); err != nil {
+		if err := tr.SetPerPacket(false); err != nil {
 			b.Fatal(err)
 		}
 		if err := tr.SetWatched([]int{f.n0, f.n1}, false); err != nil {
@@ -107,7 +107,7 @@ func newFwdBench(b *testing.B) *fwdBench {
 // forwarding) and tracer variant ("" = none).
 func (f *fwdBench) setup(b *testing.B, mode Mode, tracer string) {
 	for name, tr := range f.tracers {
-		if err := tr.SetXmitAttached(name == tracer); err != nil {
+		if err := tr.SetPerPacket(name == tracer); err != nil {
 			b.Fatal(err)
 		}
 	}

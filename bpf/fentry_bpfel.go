@@ -13,6 +13,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type fentryCand struct {
+	_       structs.HostLayout
+	Mac     [6]uint8
+	Seen    [6]uint8
+	_       [4]byte
+	Packets uint64
+}
+
 type fentryFeHelper uint32
 
 const (
@@ -75,6 +83,7 @@ const (
 	fentryMapFeRedirects      = "fe_redirects"
 	fentryMapHits             = "hits"
 	fentryMapNeighMirror      = "neigh_mirror"
+	fentryMapSourceCandidates = "source_candidates"
 	fentryMapStaleMacs        = "stale_macs"
 	fentryMapTpEvents         = "tp_events"
 	fentryMapTrStats          = "tr_stats"
@@ -86,7 +95,9 @@ const (
 	fentryProgFeXdpFib        = "fe_xdp_fib"
 	fentryVarMacBloom         = "mac_bloom"
 	fentryVarNetnsIno         = "netns_ino"
+	fentryVarSourceBloom      = "source_bloom"
 	fentryVarStaleOnIf        = "stale_on_if"
+	fentryVarUnusedCand       = "unused_cand"
 	fentryVarUnusedFeHelper   = "unused_fe_helper"
 	fentryVarUnusedFeNexthop  = "unused_fe_nexthop"
 	fentryVarUnusedTpEvent    = "unused_tp_event"
@@ -149,14 +160,15 @@ type fentryProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fentryMapSpecs struct {
-	FeLast      *ebpf.MapSpec `ebpf:"fe_last"`
-	FeRedirects *ebpf.MapSpec `ebpf:"fe_redirects"`
-	Hits        *ebpf.MapSpec `ebpf:"hits"`
-	NeighMirror *ebpf.MapSpec `ebpf:"neigh_mirror"`
-	StaleMacs   *ebpf.MapSpec `ebpf:"stale_macs"`
-	TpEvents    *ebpf.MapSpec `ebpf:"tp_events"`
-	TrStats     *ebpf.MapSpec `ebpf:"tr_stats"`
-	WatchedBig  *ebpf.MapSpec `ebpf:"watched_big"`
+	FeLast           *ebpf.MapSpec `ebpf:"fe_last"`
+	FeRedirects      *ebpf.MapSpec `ebpf:"fe_redirects"`
+	Hits             *ebpf.MapSpec `ebpf:"hits"`
+	NeighMirror      *ebpf.MapSpec `ebpf:"neigh_mirror"`
+	SourceCandidates *ebpf.MapSpec `ebpf:"source_candidates"`
+	StaleMacs        *ebpf.MapSpec `ebpf:"stale_macs"`
+	TpEvents         *ebpf.MapSpec `ebpf:"tp_events"`
+	TrStats          *ebpf.MapSpec `ebpf:"tr_stats"`
+	WatchedBig       *ebpf.MapSpec `ebpf:"watched_big"`
 }
 
 // fentryVariableSpecs contains global variables before they are loaded into the kernel.
@@ -165,7 +177,9 @@ type fentryMapSpecs struct {
 type fentryVariableSpecs struct {
 	MacBloom        *ebpf.VariableSpec `ebpf:"mac_bloom"`
 	NetnsIno        *ebpf.VariableSpec `ebpf:"netns_ino"`
+	SourceBloom     *ebpf.VariableSpec `ebpf:"source_bloom"`
 	StaleOnIf       *ebpf.VariableSpec `ebpf:"stale_on_if"`
+	UnusedCand      *ebpf.VariableSpec `ebpf:"unused_cand"`
 	UnusedFeHelper  *ebpf.VariableSpec `ebpf:"unused_fe_helper"`
 	UnusedFeNexthop *ebpf.VariableSpec `ebpf:"unused_fe_nexthop"`
 	UnusedTpEvent   *ebpf.VariableSpec `ebpf:"unused_tp_event"`
@@ -195,14 +209,15 @@ func (o *fentryObjects) Close() error {
 //
 // It can be passed to loadFentryObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fentryMaps struct {
-	FeLast      *ebpf.Map `ebpf:"fe_last"`
-	FeRedirects *ebpf.Map `ebpf:"fe_redirects"`
-	Hits        *ebpf.Map `ebpf:"hits"`
-	NeighMirror *ebpf.Map `ebpf:"neigh_mirror"`
-	StaleMacs   *ebpf.Map `ebpf:"stale_macs"`
-	TpEvents    *ebpf.Map `ebpf:"tp_events"`
-	TrStats     *ebpf.Map `ebpf:"tr_stats"`
-	WatchedBig  *ebpf.Map `ebpf:"watched_big"`
+	FeLast           *ebpf.Map `ebpf:"fe_last"`
+	FeRedirects      *ebpf.Map `ebpf:"fe_redirects"`
+	Hits             *ebpf.Map `ebpf:"hits"`
+	NeighMirror      *ebpf.Map `ebpf:"neigh_mirror"`
+	SourceCandidates *ebpf.Map `ebpf:"source_candidates"`
+	StaleMacs        *ebpf.Map `ebpf:"stale_macs"`
+	TpEvents         *ebpf.Map `ebpf:"tp_events"`
+	TrStats          *ebpf.Map `ebpf:"tr_stats"`
+	WatchedBig       *ebpf.Map `ebpf:"watched_big"`
 }
 
 func (m *fentryMaps) Close() error {
@@ -211,6 +226,7 @@ func (m *fentryMaps) Close() error {
 		m.FeRedirects,
 		m.Hits,
 		m.NeighMirror,
+		m.SourceCandidates,
 		m.StaleMacs,
 		m.TpEvents,
 		m.TrStats,
@@ -224,7 +240,9 @@ func (m *fentryMaps) Close() error {
 type fentryVariables struct {
 	MacBloom        *ebpf.Variable `ebpf:"mac_bloom"`
 	NetnsIno        *ebpf.Variable `ebpf:"netns_ino"`
+	SourceBloom     *ebpf.Variable `ebpf:"source_bloom"`
 	StaleOnIf       *ebpf.Variable `ebpf:"stale_on_if"`
+	UnusedCand      *ebpf.Variable `ebpf:"unused_cand"`
 	UnusedFeHelper  *ebpf.Variable `ebpf:"unused_fe_helper"`
 	UnusedFeNexthop *ebpf.Variable `ebpf:"unused_fe_nexthop"`
 	UnusedTpEvent   *ebpf.Variable `ebpf:"unused_tp_event"`

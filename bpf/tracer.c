@@ -8,6 +8,7 @@
 // can be seen leaving towards a STALE entry: no false positives by design.
 
 #include "tracer.h"
+#include <linux/pkt_cls.h>
 
 static __always_inline void track(struct neighbour *n, __u8 source, int dead)
 {
@@ -32,24 +33,38 @@ static __always_inline void track(struct neighbour *n, __u8 source, int dead)
 
 	struct nval *old = bpf_map_lookup_elem(&neigh_mirror, &k);
 	__u8 from = 0;
+	int was_stale = 0;
+	__u8 old_mac[6] = {};
 	if (old) {
 		from = old->state;
 		if (!dead && old->state == nv.state && mac_eq(old->mac, nv.mac))
 			return;
-		if (old->state == NUD_STALE) {
-			struct mkey mk = {.ifindex = k.ifindex, .family = k.family};
-			__builtin_memcpy(mk.mac, old->mac, 6);
-			__u32 slot = bloom_slot(k.ifindex, old->mac, k.family);
-			if (mac_bloom[slot])
-				__sync_fetch_and_add(&mac_bloom[slot], -1);
-			struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
-			if (mv) {
-				__sync_fetch_and_add(&mv->count, -1);
-				if ((__s32)mv->count <= 0)
-					bpf_map_delete_elem(&stale_macs, &mk);
-			}
-			__sync_fetch_and_add(&stale_on_if[k.ifindex % STALE_BUCKETS], -1);
+		was_stale = old->state == NUD_STALE;
+		__builtin_memcpy(old_mac, old->mac, 6);
+	}
+	// The mirror first: an entry it cannot hold (full) must not be
+	// counted as STALE, or nothing would ever uncount it.
+	if (dead) {
+		if (!old)
+			return;
+		bpf_map_delete_elem(&neigh_mirror, &k);
+	} else if (bpf_map_update_elem(&neigh_mirror, &k, &nv, BPF_ANY)) {
+		stat_inc(ST_MIRROR_DROPPED);
+		return;
+	}
+	if (was_stale) {
+		struct mkey mk = {.ifindex = k.ifindex, .family = k.family};
+		__builtin_memcpy(mk.mac, old_mac, 6);
+		__u32 slot = bloom_slot(k.ifindex, old_mac, k.family);
+		if (mac_bloom[slot])
+			__sync_fetch_and_add(&mac_bloom[slot], -1);
+		struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
+		if (mv) {
+			__sync_fetch_and_add(&mv->count, -1);
+			if ((__s32)mv->count <= 0)
+				bpf_map_delete_elem(&stale_macs, &mk);
 		}
+		__sync_fetch_and_add(&stale_on_if[k.ifindex % STALE_BUCKETS], -1);
 	}
 	if (!dead && nv.state == NUD_STALE) {
 		struct mkey mk = {.ifindex = k.ifindex, .family = k.family};
@@ -66,14 +81,13 @@ static __always_inline void track(struct neighbour *n, __u8 source, int dead)
 		}
 		__sync_fetch_and_add(&stale_on_if[k.ifindex % STALE_BUCKETS], 1);
 	}
-	if (dead)
-		bpf_map_delete_elem(&neigh_mirror, &k);
-	else if (bpf_map_update_elem(&neigh_mirror, &k, &nv, BPF_ANY))
-		stat_inc(ST_MIRROR_DROPPED);
 
-	// Netlink reports every other change; these it never does.
+	// Netlink reports every other change; these it never does. A new
+	// entry may never be reported either (IPv6 multicast, NOARP): user
+	// space looks it up.
 	int silent = (source == SRC_EVENT_SEND && from != nv.state) ||
-		     (source == SRC_TIMER && nv.state == NUD_DELAY && from != NUD_DELAY);
+		     (source == SRC_TIMER && nv.state == NUD_DELAY && from != NUD_DELAY) ||
+		     (source == SRC_CREATE && !old);
 	if (!silent)
 		return;
 	struct tp_event *ev = bpf_ringbuf_reserve(&tp_events, sizeof(*ev), 0);
@@ -189,6 +203,47 @@ int BPF_PROG(tr_xmit, const struct sk_buff *skb, const struct net_device *dev)
 	k = mv->entry;
 	count_hit(&k);
 	return 0;
+}
+
+// Source-MAC evidence, on tcx ingress of the interfaces with candidates
+// (stale-long entries): a packet whose source address is a candidate's and
+// whose Ethernet source is not the candidate's MAC came from the host at
+// another MAC. In the failure neighwatch exists for, the moved host keeps
+// sending, so this proves the move passively. A packet from any other
+// address costs one test of source_bloom after the headers are parsed.
+SEC("tc")
+int tr_source(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return TC_ACT_UNSPEC;
+	struct nkey k = {.ifindex = skb->ifindex};
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *iph = (void *)(eth + 1);
+		if ((void *)(iph + 1) > data_end)
+			return TC_ACT_UNSPEC;
+		k.family = AF_INET;
+		__builtin_memcpy(k.addr, &iph->saddr, 4);
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6h = (void *)(eth + 1);
+		if ((void *)(ip6h + 1) > data_end)
+			return TC_ACT_UNSPEC;
+		k.family = AF_INET6;
+		__builtin_memcpy(k.addr, &ip6h->saddr, 16);
+	} else {
+		return TC_ACT_UNSPEC;
+	}
+	if (!source_bloom[source_slot(k.ifindex, k.family, (__u32 *)k.addr)])
+		return TC_ACT_UNSPEC;
+	stat_inc(ST_SOURCE_LOOKUPS);
+	struct cand *c = bpf_map_lookup_elem(&source_candidates, &k);
+	if (!c || mac_eq(c->mac, eth->h_source))
+		return TC_ACT_UNSPEC;
+	__builtin_memcpy(c->seen, eth->h_source, ETH_ALEN);
+	__sync_fetch_and_add(&c->packets, 1);
+	return TC_ACT_UNSPEC; // on to the next program, or the stack
 }
 
 char __license[] SEC("license") = "GPL";

@@ -106,21 +106,24 @@ enum tp_source {
 /* Counters in tr_stats. */
 enum tr_stat {
 	ST_HITS_DROPPED = 0,	/* hit not recorded: the hits map was full */
-	ST_MIRROR_DROPPED,	/* transition not mirrored: the mirror was full */
+	ST_MIRROR_DROPPED,	/* entry not mirrored: the mirror was full */
 	ST_EVENTS_DROPPED,	/* ring buffer full */
 	ST_XMIT_LOOKUPS,	/* IPv4 packets that reached the STALE-MAC lookup */
 	ST_XMIT_LOOKUPS6,	/* IPv6 packets that did */
+	ST_SOURCE_LOOKUPS,	/* received packets that passed the candidate filter */
 	ST_MAX,
 };
 
 /* Keep the types in BTF for bpf2go -type (Go decodes with them). */
 const struct tp_event *unused_tp_event __attribute__((unused));
+const struct cand *unused_cand __attribute__((unused));
 const enum tp_source *unused_tp_source __attribute__((unused));
 const enum tr_stat *unused_tr_stat __attribute__((unused));
 
 #define WATCH_BITS_WORDS 1024 /* ifindex < 65536 by bitmap, the rest by hash */
 #define STALE_BUCKETS 4096
 #define MAC_BLOOM_SLOTS 16384
+#define SOURCE_BLOOM_SLOTS 16384
 
 /* The network namespace (inode number) whose neighbours are mirrored:
  * ifindexes are only unique inside one. Set at load; 0 means any. */
@@ -135,6 +138,10 @@ __u32 stale_on_if[STALE_BUCKETS];
 /* A counting filter of STALE (interface, MAC, family) triples: a zero slot
  * proves the packet's destination is no STALE entry without a hash lookup. */
 __u32 mac_bloom[MAC_BLOOM_SLOTS];
+/* A filter of source-MAC candidates (interface, address): a zero slot
+ * proves a received packet's source is no candidate. User space writes it
+ * with the candidates. */
+__u8 source_bloom[SOURCE_BLOOM_SLOTS];
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -144,9 +151,14 @@ struct {
 	__type(value, __u8);
 } watched_big SEC(".maps");
 
+/* Plain hashes, not LRU: an entry evicted behind the tracer's back would
+ * leave its STALE accounting (stale_macs, mac_bloom, stale_on_if) counted
+ * forever. When one is full, inserts fail and are counted in tr_stats.
+ * User space may set max_entries at load. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 262144);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct nkey);
 	__type(value, struct nval);
 } neigh_mirror SEC(".maps");
@@ -159,12 +171,30 @@ struct {
 	__type(value, struct mval);
 } stale_macs SEC(".maps");
 
+/* Bypass packets per STALE entry; user space deletes the keys of entries
+ * that are no longer STALE. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct nkey);
 	__type(value, __u64);
 } hits SEC(".maps");
+
+/* A source-MAC candidate: a stale-long entry, and what was seen of its
+ * address arriving from another MAC than the entry's. */
+struct cand {
+	__u8 mac[6];	/* the entry's lladdr, written by user space */
+	__u8 seen[6];	/* the last other source MAC seen */
+	__u64 packets;	/* packets from the address at another MAC */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct nkey);
+	__type(value, struct cand);
+} source_candidates SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -206,6 +236,18 @@ static __always_inline __u32 bloom_slot(__u32 ifindex, const __u8 *mac, __u8 fam
 	x ^= ((__u64)ifindex << 48) ^ ((__u64)family << 56);
 	x *= 0x9E3779B97F4A7C15ULL; /* Fibonacci hashing */
 	return (__u32)(x >> 50) & (MAC_BLOOM_SLOTS - 1);
+}
+
+/* source_slot hashes (interface, family, address); IPv4 uses the first 4
+ * bytes of addr. Go mirrors it in sourceSlot. */
+static __always_inline __u32 source_slot(__u32 ifindex, __u8 family, const __u32 *addr)
+{
+	__u64 x = ((__u64)ifindex << 32) ^ family;
+	x ^= addr[0];
+	if (family == AF_INET6)
+		x ^= ((__u64)addr[1] << 32) ^ addr[2] ^ ((__u64)addr[3] << 16);
+	x *= 0x9E3779B97F4A7C15ULL;
+	return (__u32)(x >> 50) & (SOURCE_BLOOM_SLOTS - 1);
 }
 
 static __always_inline int in_netns(struct net_device *dev)

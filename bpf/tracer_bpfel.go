@@ -13,6 +13,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type tracerCand struct {
+	_       structs.HostLayout
+	Mac     [6]uint8
+	Seen    [6]uint8
+	_       [4]byte
+	Packets uint64
+}
+
 type tracerMkey struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -71,7 +79,8 @@ const (
 	tracerTrStatST_EVENTS_DROPPED tracerTrStat = 2
 	tracerTrStatST_XMIT_LOOKUPS   tracerTrStat = 3
 	tracerTrStatST_XMIT_LOOKUPS6  tracerTrStat = 4
-	tracerTrStatST_MAX            tracerTrStat = 5
+	tracerTrStatST_SOURCE_LOOKUPS tracerTrStat = 5
+	tracerTrStatST_MAX            tracerTrStat = 6
 )
 
 // Names of all BPF objects in the ELF.
@@ -80,6 +89,7 @@ const (
 const (
 	tracerMapHits             = "hits"
 	tracerMapNeighMirror      = "neigh_mirror"
+	tracerMapSourceCandidates = "source_candidates"
 	tracerMapStaleMacs        = "stale_macs"
 	tracerMapTpEvents         = "tp_events"
 	tracerMapTrStats          = "tr_stats"
@@ -87,12 +97,15 @@ const (
 	tracerProgTrCleanup       = "tr_cleanup"
 	tracerProgTrCreate        = "tr_create"
 	tracerProgTrEventSendDone = "tr_event_send_done"
+	tracerProgTrSource        = "tr_source"
 	tracerProgTrTimerHandler  = "tr_timer_handler"
 	tracerProgTrUpdateDone    = "tr_update_done"
 	tracerProgTrXmit          = "tr_xmit"
 	tracerVarMacBloom         = "mac_bloom"
 	tracerVarNetnsIno         = "netns_ino"
+	tracerVarSourceBloom      = "source_bloom"
 	tracerVarStaleOnIf        = "stale_on_if"
+	tracerVarUnusedCand       = "unused_cand"
 	tracerVarUnusedTpEvent    = "unused_tp_event"
 	tracerVarUnusedTpSource   = "unused_tp_source"
 	tracerVarUnusedTrStat     = "unused_tr_stat"
@@ -146,6 +159,7 @@ type tracerProgramSpecs struct {
 	TrCleanup       *ebpf.ProgramSpec `ebpf:"tr_cleanup"`
 	TrCreate        *ebpf.ProgramSpec `ebpf:"tr_create"`
 	TrEventSendDone *ebpf.ProgramSpec `ebpf:"tr_event_send_done"`
+	TrSource        *ebpf.ProgramSpec `ebpf:"tr_source"`
 	TrTimerHandler  *ebpf.ProgramSpec `ebpf:"tr_timer_handler"`
 	TrUpdateDone    *ebpf.ProgramSpec `ebpf:"tr_update_done"`
 	TrXmit          *ebpf.ProgramSpec `ebpf:"tr_xmit"`
@@ -155,12 +169,13 @@ type tracerProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tracerMapSpecs struct {
-	Hits        *ebpf.MapSpec `ebpf:"hits"`
-	NeighMirror *ebpf.MapSpec `ebpf:"neigh_mirror"`
-	StaleMacs   *ebpf.MapSpec `ebpf:"stale_macs"`
-	TpEvents    *ebpf.MapSpec `ebpf:"tp_events"`
-	TrStats     *ebpf.MapSpec `ebpf:"tr_stats"`
-	WatchedBig  *ebpf.MapSpec `ebpf:"watched_big"`
+	Hits             *ebpf.MapSpec `ebpf:"hits"`
+	NeighMirror      *ebpf.MapSpec `ebpf:"neigh_mirror"`
+	SourceCandidates *ebpf.MapSpec `ebpf:"source_candidates"`
+	StaleMacs        *ebpf.MapSpec `ebpf:"stale_macs"`
+	TpEvents         *ebpf.MapSpec `ebpf:"tp_events"`
+	TrStats          *ebpf.MapSpec `ebpf:"tr_stats"`
+	WatchedBig       *ebpf.MapSpec `ebpf:"watched_big"`
 }
 
 // tracerVariableSpecs contains global variables before they are loaded into the kernel.
@@ -169,7 +184,9 @@ type tracerMapSpecs struct {
 type tracerVariableSpecs struct {
 	MacBloom       *ebpf.VariableSpec `ebpf:"mac_bloom"`
 	NetnsIno       *ebpf.VariableSpec `ebpf:"netns_ino"`
+	SourceBloom    *ebpf.VariableSpec `ebpf:"source_bloom"`
 	StaleOnIf      *ebpf.VariableSpec `ebpf:"stale_on_if"`
+	UnusedCand     *ebpf.VariableSpec `ebpf:"unused_cand"`
 	UnusedTpEvent  *ebpf.VariableSpec `ebpf:"unused_tp_event"`
 	UnusedTpSource *ebpf.VariableSpec `ebpf:"unused_tp_source"`
 	UnusedTrStat   *ebpf.VariableSpec `ebpf:"unused_tr_stat"`
@@ -198,18 +215,20 @@ func (o *tracerObjects) Close() error {
 //
 // It can be passed to loadTracerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tracerMaps struct {
-	Hits        *ebpf.Map `ebpf:"hits"`
-	NeighMirror *ebpf.Map `ebpf:"neigh_mirror"`
-	StaleMacs   *ebpf.Map `ebpf:"stale_macs"`
-	TpEvents    *ebpf.Map `ebpf:"tp_events"`
-	TrStats     *ebpf.Map `ebpf:"tr_stats"`
-	WatchedBig  *ebpf.Map `ebpf:"watched_big"`
+	Hits             *ebpf.Map `ebpf:"hits"`
+	NeighMirror      *ebpf.Map `ebpf:"neigh_mirror"`
+	SourceCandidates *ebpf.Map `ebpf:"source_candidates"`
+	StaleMacs        *ebpf.Map `ebpf:"stale_macs"`
+	TpEvents         *ebpf.Map `ebpf:"tp_events"`
+	TrStats          *ebpf.Map `ebpf:"tr_stats"`
+	WatchedBig       *ebpf.Map `ebpf:"watched_big"`
 }
 
 func (m *tracerMaps) Close() error {
 	return _TracerClose(
 		m.Hits,
 		m.NeighMirror,
+		m.SourceCandidates,
 		m.StaleMacs,
 		m.TpEvents,
 		m.TrStats,
@@ -223,7 +242,9 @@ func (m *tracerMaps) Close() error {
 type tracerVariables struct {
 	MacBloom       *ebpf.Variable `ebpf:"mac_bloom"`
 	NetnsIno       *ebpf.Variable `ebpf:"netns_ino"`
+	SourceBloom    *ebpf.Variable `ebpf:"source_bloom"`
 	StaleOnIf      *ebpf.Variable `ebpf:"stale_on_if"`
+	UnusedCand     *ebpf.Variable `ebpf:"unused_cand"`
 	UnusedTpEvent  *ebpf.Variable `ebpf:"unused_tp_event"`
 	UnusedTpSource *ebpf.Variable `ebpf:"unused_tp_source"`
 	UnusedTrStat   *ebpf.Variable `ebpf:"unused_tr_stat"`
@@ -239,6 +260,7 @@ type tracerPrograms struct {
 	TrCleanup       *ebpf.Program `ebpf:"tr_cleanup"`
 	TrCreate        *ebpf.Program `ebpf:"tr_create"`
 	TrEventSendDone *ebpf.Program `ebpf:"tr_event_send_done"`
+	TrSource        *ebpf.Program `ebpf:"tr_source"`
 	TrTimerHandler  *ebpf.Program `ebpf:"tr_timer_handler"`
 	TrUpdateDone    *ebpf.Program `ebpf:"tr_update_done"`
 	TrXmit          *ebpf.Program `ebpf:"tr_xmit"`
@@ -249,6 +271,7 @@ func (p *tracerPrograms) Close() error {
 		p.TrCleanup,
 		p.TrCreate,
 		p.TrEventSendDone,
+		p.TrSource,
 		p.TrTimerHandler,
 		p.TrUpdateDone,
 		p.TrXmit,

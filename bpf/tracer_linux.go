@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -33,7 +35,17 @@ type Tracer struct {
 	watched map[int]bool
 
 	hitEntries, mirrorEntries atomic.Int64
-	xmitLink                  link.Link
+
+	// Per-packet hooks, attached only while SetPerPacket(true).
+	inNetNS      func(func() error) error
+	perPacket    bool
+	since        time.Time     // when they were last attached
+	attached     time.Duration // attached before since
+	xmitLink     link.Link
+	fentryLinks  []link.Link
+	sourceIfaces map[int]bool      // interfaces with candidates
+	sourceLinks  map[int]link.Link // tcx ingress of tr_source
+	candidates   map[tracerNkey][6]byte
 }
 
 // TracerOptions configure LoadTracer.
@@ -49,6 +61,13 @@ type TracerOptions struct {
 	vmlinux string
 	// fentrySpec overrides the fentry object (tests make loading fail).
 	fentrySpec func() (*ebpf.CollectionSpec, error)
+	// MirrorSize, HitsSize and CandidatesSize override the capacity of the
+	// in-kernel mirror, the bypass hit counters and the source-MAC
+	// candidates (0: 262,144, 65,536, 65,536).
+	MirrorSize, HitsSize, CandidatesSize int
+	// InNetNS runs fn inside the network namespace whose interfaces the
+	// tracer attaches to (the NetNSIno one); nil runs it where it is.
+	InNetNS func(fn func() error) error
 }
 
 // LoadTracer loads the tracer and attaches it. In fentry or auto mode it
@@ -67,7 +86,11 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	if _, err := btf.LoadKernelSpec(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoBTF, err)
 	}
-	t := &Tracer{watched: make(map[int]bool)}
+	t := &Tracer{watched: make(map[int]bool), inNetNS: opts.InNetNS, sourceIfaces: map[int]bool{},
+		sourceLinks: map[int]link.Link{}, candidates: map[tracerNkey][6]byte{}}
+	if t.inNetNS == nil {
+		t.inNetNS = func(fn func() error) error { return fn() }
+	}
 	if opts.NetNSIno == 0 {
 		ino, err := NetNSInode("/proc/self/ns/net")
 		if err != nil {
@@ -85,6 +108,11 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	if opts.xmitFilter != 0 {
 		if err := spec.Variables["xmit_filter"].Set(opts.xmitFilter - 1); err != nil {
 			return nil, err
+		}
+	}
+	for name, n := range map[string]int{"neigh_mirror": opts.MirrorSize, "hits": opts.HitsSize, "source_candidates": opts.CandidatesSize} {
+		if n > 0 {
+			spec.Maps[name].MaxEntries = uint32(n)
 		}
 	}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
@@ -105,11 +133,12 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 			t.mode = TracerFentry
 		}
 	}
-	if t.mode == TracerXmit {
-		if err := t.SetXmitAttached(true); err != nil {
-			t.Close()
-			return nil, err
-		}
+	// The per-packet hooks start detached: the caller attaches them
+	// while some entry needs watching (SetPerPacket). The fentry ones
+	// were attached once to prove that the kernel takes them.
+	if err := t.SetPerPacket(false); err != nil {
+		t.Close()
+		return nil, err
 	}
 	rd, err := ringbuf.NewReader(t.objs.TpEvents)
 	if err != nil {
@@ -149,6 +178,7 @@ func (t *Tracer) loadFentry(specFn func() (*ebpf.CollectionSpec, error)) error {
 	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"neigh_mirror": t.objs.NeighMirror, "hits": t.objs.Hits, "tr_stats": t.objs.TrStats,
 		"stale_macs": t.objs.StaleMacs, "tp_events": t.objs.TpEvents, "watched_big": t.objs.WatchedBig,
+		"source_candidates": t.objs.SourceCandidates,
 	}})
 	if err != nil {
 		if errors.Is(err, unix.EPERM) {
@@ -159,47 +189,263 @@ func (t *Tracer) loadFentry(specFn func() (*ebpf.CollectionSpec, error)) error {
 		}
 		return fmt.Errorf("load fentry programs: %w", verifierDetail(err))
 	}
-	n := len(t.links)
+	t.fentry = &objs
+	if err := t.attachFentry(); err != nil {
+		objs.Close()
+		t.fentry = nil
+		return err
+	}
+	return nil
+}
+
+// attachFentry attaches the fentry/fexit programs (per packet: they run
+// for every FIB lookup and redirect).
+func (t *Tracer) attachFentry() error {
 	for _, p := range []struct {
 		prog *ebpf.Program
 		at   ebpf.AttachType
 	}{
-		{objs.FeSkbFib, ebpf.AttachTraceFExit}, {objs.FeXdpFib, ebpf.AttachTraceFExit},
-		{objs.FeRedirect, ebpf.AttachTraceFEntry}, {objs.FeRedirectNeigh, ebpf.AttachTraceFEntry}, {objs.FeRedirectPeer, ebpf.AttachTraceFEntry},
+		{t.fentry.FeSkbFib, ebpf.AttachTraceFExit}, {t.fentry.FeXdpFib, ebpf.AttachTraceFExit},
+		{t.fentry.FeRedirect, ebpf.AttachTraceFEntry}, {t.fentry.FeRedirectNeigh, ebpf.AttachTraceFEntry}, {t.fentry.FeRedirectPeer, ebpf.AttachTraceFEntry},
 	} {
-		if err := t.attach(p.prog, p.at); err != nil {
-			for _, l := range t.links[n:] {
-				l.Close()
-			}
-			t.links = t.links[:n]
-			objs.Close()
-			return err
+		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog, AttachType: p.at})
+		if err != nil {
+			closeAll(t.fentryLinks)
+			t.fentryLinks = nil
+			return fmt.Errorf("attach %s: %w", p.prog, err)
 		}
+		t.fentryLinks = append(t.fentryLinks, l)
 	}
-	t.fentry = &objs
 	return nil
 }
 
-// SetXmitAttached attaches or detaches the transmit hook alone; the mirror
-// keeps running. Benchmarks use it to compare with and without the hook on
-// the same machine state.
-func (t *Tracer) SetXmitAttached(on bool) error {
+func closeAll(ls []link.Link) error {
+	var errs []error
+	for _, l := range ls {
+		errs = append(errs, l.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// SetPerPacket attaches (on) or detaches the hooks that run for every
+// packet: the transmit hook (xmit mode) or the fentry programs (fentry
+// mode), and the source-MAC program on the interfaces with candidates.
+// Detached, no program of the tracer runs per packet; the neighbour
+// tracepoints, which run per neighbour event, stay. The agent attaches
+// them only while some entry needs watching, and then in windows.
+func (t *Tracer) SetPerPacket(on bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if on == (t.xmitLink != nil) {
-		return nil
+	return t.setPerPacketLocked(on)
+}
+
+func (t *Tracer) setPerPacketLocked(on bool) error {
+	if on != t.perPacket {
+		if on {
+			t.since = time.Now()
+		} else {
+			t.attached += time.Since(t.since)
+		}
+		t.perPacket = on
 	}
-	if !on {
-		err := t.xmitLink.Close()
+	var errs []error
+	switch {
+	case t.mode == TracerFentry && on && t.fentryLinks == nil:
+		errs = append(errs, t.attachFentry())
+	case t.mode == TracerFentry && !on:
+		errs = append(errs, closeAll(t.fentryLinks))
+		t.fentryLinks = nil
+	case t.mode == TracerXmit && on && t.xmitLink == nil:
+		l, err := link.AttachTracing(link.TracingOptions{Program: t.objs.TrXmit})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("attach transmit hook: %w", err))
+		} else {
+			t.xmitLink = l
+		}
+	case t.mode == TracerXmit && !on && t.xmitLink != nil:
+		errs = append(errs, t.xmitLink.Close())
 		t.xmitLink = nil
-		return err
 	}
-	l, err := link.AttachTracing(link.TracingOptions{Program: t.objs.TrXmit})
-	if err != nil {
-		return fmt.Errorf("attach transmit hook: %w", err)
+	errs = append(errs, t.syncSourceLinksLocked())
+	return errors.Join(errs...)
+}
+
+// syncSourceLinksLocked attaches tr_source where it should run (hooks on,
+// interface with candidates) and detaches it elsewhere. An interface that
+// is gone is forgotten.
+func (t *Tracer) syncSourceLinksLocked() error {
+	var errs []error
+	for idx, l := range t.sourceLinks {
+		if !t.perPacket || !t.sourceIfaces[idx] {
+			errs = append(errs, l.Close())
+			delete(t.sourceLinks, idx)
+		}
 	}
-	t.xmitLink = l
-	return nil
+	if !t.perPacket {
+		return errors.Join(errs...)
+	}
+	for idx := range t.sourceIfaces {
+		if t.sourceLinks[idx] != nil {
+			continue
+		}
+		var l link.Link
+		err := t.inNetNS(func() error {
+			var err error
+			// At the head of the chain: a datapath program later in it
+			// may redirect the packet away.
+			l, err = link.AttachTCX(link.TCXOptions{Interface: idx, Program: t.objs.TrSource, Attach: ebpf.AttachTCXIngress, Anchor: link.Head()})
+			return err
+		})
+		if errors.Is(err, unix.ENODEV) {
+			delete(t.sourceIfaces, idx)
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("attach source-MAC program to interface %d: %w", idx, err))
+			continue
+		}
+		t.sourceLinks[idx] = l
+	}
+	return errors.Join(errs...)
+}
+
+// PerPacket reports whether the per-packet hooks are attached, and for how
+// long in all they have been since load.
+func (t *Tracer) PerPacket() (bool, time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d := t.attached
+	if t.perPacket {
+		d += time.Since(t.since)
+	}
+	return t.perPacket, d
+}
+
+// Candidate is an entry whose own packets the tracer watches for: packets
+// from Addr on Ifindex whose Ethernet source is not MAC.
+type Candidate struct {
+	Ifindex int
+	Addr    netip.Addr
+	MAC     net.HardwareAddr
+}
+
+// SetCandidates replaces the source-MAC candidates. A candidate that stays
+// with the same MAC keeps what was seen of it.
+func (t *Tracer) SetCandidates(cs []Candidate) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	want := make(map[tracerNkey][6]byte, len(cs))
+	ifaces := make(map[int]bool)
+	var bloom [16384]uint8
+	for _, c := range cs {
+		if len(c.MAC) != 6 {
+			continue
+		}
+		k := nkeyOf(c.Ifindex, c.Addr)
+		want[k] = [6]byte(c.MAC)
+		ifaces[c.Ifindex] = true
+		bloom[sourceSlot(k)] = 1
+	}
+	var errs []error
+	for k := range t.candidates {
+		if _, ok := want[k]; !ok {
+			if err := t.objs.SourceCandidates.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, err)
+			}
+			delete(t.candidates, k)
+		}
+	}
+	full := 0
+	for k, mac := range want {
+		if old, ok := t.candidates[k]; ok && old == mac {
+			continue
+		}
+		if err := t.objs.SourceCandidates.Put(k, tracerCand{Mac: mac}); err != nil {
+			full++
+			continue
+		}
+		t.candidates[k] = mac
+	}
+	if full > 0 {
+		errs = append(errs, fmt.Errorf("source-MAC candidates map full: %d of %d candidates not watched", full, len(want)))
+	}
+	if err := t.objs.SourceBloom.Set(bloom); err != nil {
+		errs = append(errs, fmt.Errorf("set source filter: %w", err))
+	}
+	t.sourceIfaces = ifaces
+	errs = append(errs, t.syncSourceLinksLocked())
+	return errors.Join(errs...)
+}
+
+// sourceSlot is source_slot() of tracer.h.
+func sourceSlot(k tracerNkey) uint32 {
+	w := func(i int) uint64 { return uint64(binary.NativeEndian.Uint32(k.Addr[i*4:])) }
+	x := uint64(k.Ifindex)<<32 ^ uint64(k.Family)
+	x ^= w(0)
+	if k.Family == unix.AF_INET6 {
+		x ^= w(1)<<32 ^ w(2) ^ w(3)<<16
+	}
+	x *= 0x9E3779B97F4A7C15
+	return uint32(x>>50) & (16384 - 1)
+}
+
+// Sighting is what the source-MAC program saw of a candidate: packets from
+// its address at another MAC, and the last such MAC.
+type Sighting struct {
+	MAC     net.HardwareAddr
+	Packets uint64 // since the candidate was set
+}
+
+// Sightings returns the candidates whose address was seen at another MAC.
+func (t *Tracer) Sightings() (map[HitKey]Sighting, error) {
+	out := make(map[HitKey]Sighting)
+	var k tracerNkey
+	var v tracerCand
+	it := t.objs.SourceCandidates.Iterate()
+	for it.Next(&k, &v) {
+		if v.Packets > 0 {
+			out[k.hitKey()] = Sighting{MAC: bytes.Clone(v.Seen[:]), Packets: v.Packets}
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read source-MAC candidates: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteHits forgets the hit counters of entries that no longer need them
+// (no longer STALE, or gone), so the hits map holds only live ones.
+func (t *Tracer) DeleteHits(keys []HitKey) {
+	for _, k := range keys {
+		_ = t.objs.Hits.Delete(nkeyOf(k.Ifindex, k.Addr))
+	}
+}
+
+// ProgramRuns returns how many times each of the tracer's programs ran,
+// from the kernel's own statistics; ok is false unless
+// kernel.bpf_stats_enabled is 1.
+func (t *Tracer) ProgramRuns() (runs map[string]uint64, ok bool) {
+	runs = make(map[string]uint64)
+	progs := []*ebpf.Program{t.objs.TrXmit, t.objs.TrSource, t.objs.TrUpdateDone, t.objs.TrEventSendDone,
+		t.objs.TrTimerHandler, t.objs.TrCreate, t.objs.TrCleanup}
+	if t.fentry != nil {
+		progs = append(progs, t.fentry.FeSkbFib, t.fentry.FeXdpFib, t.fentry.FeRedirect, t.fentry.FeRedirectNeigh, t.fentry.FeRedirectPeer)
+	}
+	for _, p := range progs {
+		st, err := p.Stats()
+		if err != nil {
+			return nil, false
+		}
+		info, err := p.Info()
+		if err != nil {
+			return nil, false
+		}
+		runs[info.Name] = st.RunCount
+	}
+	if enabled, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled"); err != nil || strings.TrimSpace(string(enabled)) != "1" {
+		return runs, false
+	}
+	return runs, true
 }
 
 // NetNSInode returns the inode number of a network namespace file
@@ -477,10 +723,18 @@ func (t *Tracer) Close() error {
 		errs = append(errs, l.Close())
 	}
 	t.links = nil
+	t.mu.Lock()
 	if t.xmitLink != nil {
 		errs = append(errs, t.xmitLink.Close())
 		t.xmitLink = nil
 	}
+	errs = append(errs, closeAll(t.fentryLinks))
+	t.fentryLinks = nil
+	for idx, l := range t.sourceLinks {
+		errs = append(errs, l.Close())
+		delete(t.sourceLinks, idx)
+	}
+	t.mu.Unlock()
 	if t.fentry != nil {
 		errs = append(errs, t.fentry.Close())
 	}

@@ -62,6 +62,9 @@ func (fakeTracer) Redirects() (bpf.RedirectCounts, error) {
 	}, nil
 }
 func (fakeTracer) FeedCounters() feed.Counters { return feed.Counters{Transitions: 4} }
+func (fakeTracer) ProgramRuns() (map[string]uint64, bool) {
+	return map[string]uint64{"tr_xmit": 0, "tr_source": 12}, true
+}
 
 type fakeDatapath struct{}
 
@@ -126,10 +129,10 @@ neighwatch_neighbours{family="inet",interface="eth0",state="permanent"} 0
 neighwatch_neighbours{family="inet",interface="eth0",state="probe"} 0
 neighwatch_neighbours{family="inet",interface="eth0",state="reachable"} 1
 neighwatch_neighbours{family="inet",interface="eth0",state="stale"} 1
-# HELP neighwatch_neighbours_stuck Stale-long entries with evidence that traffic still uses them or that the host moved.
+# HELP neighwatch_neighbours_stuck Stale-long entries with evidence that the host is not at the entry's MAC: seen elsewhere in ARP/NDP or its own packets, or an unanswered unicast probe.
 # TYPE neighwatch_neighbours_stuck gauge
 neighwatch_neighbours_stuck{family="inet",interface="eth0"} 1
-# HELP neighwatch_neighbours_stale_long Entries STALE for at least the stale threshold.
+# HELP neighwatch_neighbours_stale_long Entries STALE for at least the stale threshold, whatever their class.
 # TYPE neighwatch_neighbours_stale_long gauge
 neighwatch_neighbours_stale_long{family="inet",interface="eth0"} 1
 # HELP neighwatch_stuck_neighbour_info One series per stuck entry (capped), naming it for alerts.

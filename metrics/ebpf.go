@@ -16,6 +16,9 @@ type TracerSource interface {
 	Stats() (bpf.TracerStats, error)
 	// Redirects returns nil outside fentry mode.
 	Redirects() (bpf.RedirectCounts, error)
+	// ProgramRuns are the kernel's run counts of the tracer's programs;
+	// ok is false unless kernel.bpf_stats_enabled is 1.
+	ProgramRuns() (runs map[string]uint64, ok bool)
 	FeedCounters() feed.Counters
 }
 
@@ -32,6 +35,12 @@ func NewTracerCollector(src TracerSource, log *slog.Logger) prometheus.Collector
 		transitions = s.counter("tracer_transitions_total", "Silent transitions from the tracepoints: applied to the table, or already overtaken by netlink.", "result")
 		hitsUnknown = s.counter("tracer_hits_unattributed_total", "Bypass packets counted for entries the table does not hold.")
 		redirects   = s.counter("tracer_redirects_total", "fentry mode: redirect helper calls by helper and the state of the neighbour the FIB lookup before them resolved.", "helper", "nexthop")
+		attached    = s.gauge("tracer_hooks_attached", "1 while the per-packet hooks (transmit or fentry, source MAC) are attached: only while some entry is stale-long, for --tracer.window of every --tracer.period.")
+		attachedFor = s.counter("tracer_hooks_attached_seconds_total", "Time the per-packet hooks were attached; its rate is the fraction of time they cost anything.")
+		runs        = s.counter("tracer_program_runs_total", "Runs of each tracer program, from the kernel's statistics (only while kernel.bpf_stats_enabled=1).", "program")
+		candidates  = s.gauge("tracer_source_candidates", "Stale-long entries whose own packets the source-MAC program watches for another MAC.")
+		sourcePkts  = s.counter("tracer_source_mac_packets_total", "Packets from a stale-long entry's address that arrived from another MAC than the entry's.")
+		created     = s.counter("tracer_created_lookups_total", "Entries the neigh_create tracepoint saw created, looked up at once (netlink does not announce some).")
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
 		active := src.Mode()
@@ -45,6 +54,16 @@ func NewTracerCollector(src TracerSource, log *slog.Logger) prometheus.Collector
 		ch <- transitions.with(float64(f.Transitions), "applied")
 		ch <- transitions.with(float64(f.TransitionsStale), "overtaken")
 		ch <- hitsUnknown.with(float64(f.HitsUnknown))
+		ch <- attached.with(bool01(f.Attached))
+		ch <- attachedFor.with(f.AttachedTime.Seconds())
+		ch <- candidates.with(float64(f.Candidates))
+		ch <- sourcePkts.with(float64(f.SourcePackets))
+		ch <- created.with(float64(f.Created))
+		if rs, ok := src.ProgramRuns(); ok {
+			for name, n := range rs {
+				ch <- runs.with(float64(n), name)
+			}
+		}
 		var errs []error
 		if st, err := src.Stats(); err != nil {
 			errs = append(errs, err)

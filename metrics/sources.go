@@ -26,7 +26,8 @@ func NewEvidenceCollector(src EvidenceSource, names func(ifindex int32) string, 
 		arpPackets   = s.counter("arp_packets_total", "ARP packets seen by the listeners.", "interface", "kind")
 		ndpPackets   = s.counter("ndp_packets_total", "Neighbor Solicitations and Advertisements seen by the NDP listeners.", "interface", "kind")
 		mismatches   = s.counter("arp_mismatches_total", "Times an ARP or NDP packet showed an entry's IP at a MAC other than the kernel's lladdr.", "interface")
-		conflicts    = s.counter("arp_conflicts_total", "Times one IP answered from two MACs within the conflict window (ARP or NDP).", "interface")
+		moves        = s.counter("arp_moves_total", "Times an IP was seen (ARP or NDP) at a new MAC: a host that moved.", "interface")
+		conflicts    = s.counter("arp_conflicts_total", "Times two MACs answered for one IP in turn within the conflict window (ARP or NDP): a duplicate IP or a spoofer.", "interface")
 		malformed    = s.counter("arp_malformed_frames_total", "Frames on ARP and NDP listeners that did not parse.")
 		hostsDropped = s.counter("arp_hosts_dropped_total", "ARP and NDP observations not kept because the evidence map was full.")
 	)
@@ -43,6 +44,7 @@ func NewEvidenceCollector(src EvidenceSource, names func(ifindex int32) string, 
 				ch <- ndpPackets.with(float64(c.Packets[k]), name, k.String())
 			}
 			ch <- mismatches.with(float64(c.Mismatches), name)
+			ch <- moves.with(float64(c.Moves), name)
 			ch <- conflicts.with(float64(c.Conflicts), name)
 		}
 		ch <- malformed.with(float64(src.Malformed()))
@@ -65,6 +67,7 @@ func NewNetlinkCollector(src NetlinkSource, log *slog.Logger) prometheus.Collect
 		resyncs  = s.counter("netlink_resyncs_total", "Full dumps that reconciled the table, by reason.", "reason")
 		errs     = s.counter("netlink_errors_total", "Netlink receive and decode errors, by kind.", "kind")
 		messages = s.counter("netlink_messages_total", "Neighbour messages applied to the table.")
+		lookups  = s.counter("netlink_lookups_total", "Entries added by a single-entry lookup: the kernel created them without a notification.")
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
 		k := src.Counters()
@@ -78,6 +81,7 @@ func NewNetlinkCollector(src NetlinkSource, log *slog.Logger) prometheus.Collect
 			ch <- errs.with(float64(v), kind)
 		}
 		ch <- messages.with(float64(k.Messages))
+		ch <- lookups.with(float64(k.Lookups))
 		return nil
 	}
 	return s

@@ -17,9 +17,10 @@ func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheu
 	s := newSubsystem("table", log)
 	var (
 		neighbours    = s.gauge("neighbours", "Neighbour entries by interface, family and NUD state.", "interface", "family", "state")
-		staleLong     = s.gauge("neighbours_stale_long", "Entries STALE for at least the stale threshold.", "interface", "family")
-		stuck         = s.gauge("neighbours_stuck", "Stale-long entries with evidence that traffic still uses them or that the host moved.", "interface", "family")
-		mismatched    = s.gauge("neighbours_mismatched", "Entries whose IP was last seen in ARP or NDP at a MAC other than the kernel's lladdr.", "interface", "family")
+		staleLong     = s.gauge("neighbours_stale_long", "Entries STALE for at least the stale threshold, whatever their class.", "interface", "family")
+		atRisk        = s.gauge("neighbours_at_risk", "Stale-long entries that traffic reaches without the neighbour subsystem, so the kernel never re-validates them; nothing says their host is gone.", "interface", "family")
+		stuck         = s.gauge("neighbours_stuck", "Stale-long entries with evidence that the host is not at the entry's MAC: seen elsewhere in ARP/NDP or its own packets, or an unanswered unicast probe.", "interface", "family")
+		mismatched    = s.gauge("neighbours_mismatched", "Entries whose IP was last seen (ARP, NDP or its own packets) at a MAC other than the kernel's lladdr.", "interface", "family")
 		oldestStale   = s.gauge("neighbour_oldest_stale_age_seconds", "Age of the oldest STALE entry; absent when none is STALE.", "interface", "family")
 		transitions   = s.counter("neighbour_transitions_total", "NUD state transitions seen; from or to is \"absent\" for creation and deletion.", "family", "from", "to")
 		lladdrChanges = s.counter("neighbour_lladdr_changes_total", "Changes of an entry's link-layer address.", "interface", "family")
@@ -47,6 +48,7 @@ func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheu
 					ch <- neighbours.with(float64(fs.Count(state)), is.Name, fam, state.String())
 				}
 				ch <- staleLong.with(float64(fs.StaleLong), is.Name, fam)
+				ch <- atRisk.with(float64(fs.AtRisk), is.Name, fam)
 				ch <- stuck.with(float64(fs.Stuck), is.Name, fam)
 				ch <- mismatched.with(float64(fs.Mismatched), is.Name, fam)
 				ch <- lladdrChanges.with(float64(fs.LLAddrChanges), is.Name, fam)

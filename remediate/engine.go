@@ -249,7 +249,7 @@ func (e *Engine) sweep() {
 	skipped := make(map[string]int)
 	var dropped uint64
 	e.mu.Lock()
-	picked := e.table.Walk(e.cfg.Scope == ScopeAllStale, func(en *table.Entry, ifname string) bool {
+	picked := e.table.Walk(e.cfg.Scope.MinClass(), func(en *table.Entry, ifname string) bool {
 		d := Decide(en, ifname, mode, e.cfg.Scope, &e.cfg.Filter)
 		if !d.Act {
 			skipped[d.Reason]++
@@ -422,15 +422,18 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 	oldMAC := en.LLAddr
 	var do func() error
 	timeout := e.cfg.KernelTimeout // kick and swap wait for the kernel's timers
+	unicastUnanswered := false
 	switch s {
 	case StrategyProbe:
-		// Unicast first; the broadcast one only if no answer came.
+		// Unicast first, as the kernel probes a STALE entry that carries
+		// traffic; the broadcast one only if no answer came.
 		if err := e.actor.Probe(en, 0); err != nil {
 			return OutcomeFailed, err
 		}
 		if o, done := e.await(ctx, ch, en.Key, oldMAC, e.cfg.ProbeGap, false); done {
 			return o, nil
 		}
+		unicastUnanswered = true
 		do = func() error { return e.actor.Probe(en, 1) }
 		timeout = e.cfg.VerifyTimeout
 	case StrategyKick:
@@ -453,6 +456,11 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 		return OutcomeFailed, err
 	}
 	o, _ := e.await(ctx, ch, en.Key, oldMAC, timeout, true)
+	if unicastUnanswered && o != OutcomeFixed && ctx.Err() == nil {
+		// Nobody answered at the entry's MAC: evidence that the host is
+		// not there (the table keeps it while the entry keeps that MAC).
+		e.table.ProbeUnanswered(en.Key, oldMAC, time.Now())
+	}
 	return o, nil
 }
 

@@ -31,19 +31,31 @@ func ParseMode(s string) (Mode, error) {
 // Scope says which entries are candidates.
 type Scope string
 
-// Scopes.
+// Scopes, from narrow to wide.
 const (
-	ScopeStuck    Scope = "stuck"     // stale-long with evidence
+	ScopeStuck    Scope = "stuck"     // evidence that the host is not at the entry's MAC
+	ScopeAtRisk   Scope = "at-risk"   // and entries that bypassing traffic keeps the kernel from re-validating
 	ScopeAllStale Scope = "all-stale" // every stale-long entry (hosts without the tracer)
 )
 
 // ParseScope checks a --remediation.scope value.
 func ParseScope(s string) (Scope, error) {
 	switch Scope(s) {
-	case ScopeStuck, ScopeAllStale:
+	case ScopeStuck, ScopeAtRisk, ScopeAllStale:
 		return Scope(s), nil
 	}
-	return "", fmt.Errorf("remediation scope %q: want stuck or all-stale", s)
+	return "", fmt.Errorf("remediation scope %q: want stuck, at-risk or all-stale", s)
+}
+
+// MinClass is the least harmful class the scope acts on.
+func (s Scope) MinClass() table.Class {
+	switch s {
+	case ScopeAllStale:
+		return table.ClassStaleLong
+	case ScopeAtRisk:
+		return table.ClassAtRisk
+	}
+	return table.ClassStuck
 }
 
 // Strategy is one way to repair an entry.
@@ -92,7 +104,8 @@ type Filter struct {
 const (
 	SkipNotStale     = "not-stale"
 	SkipNotLong      = "not-stale-long"
-	SkipNoEvidence   = "no-evidence"
+	SkipNoEvidence   = "no-evidence" // stale-long, nothing else known; scope stuck or at-risk
+	SkipAtRisk       = "at-risk"     // at-risk, scope stuck
 	SkipPermanent    = "permanent"
 	SkipNoARP        = "noarp"
 	SkipManaged      = "managed"
@@ -141,27 +154,28 @@ func Decide(e *table.Entry, ifname string, mode Mode, scope Scope, f *Filter) De
 			return Decision{Reason: SkipCIDR}
 		}
 	}
-	switch e.Class() {
-	case table.ClassStuck:
-		return Decision{Act: true, Reason: evidence(e)}
-	case table.ClassStaleLong:
-		if scope == ScopeAllStale {
-			return Decision{Act: true, Reason: "stale-long"}
-		}
-		return Decision{Reason: SkipNoEvidence}
+	c := e.Class()
+	switch {
+	case c == table.ClassOK:
+		return Decision{Reason: SkipNotLong}
+	case c >= scope.MinClass():
+		return Decision{Act: true, Reason: reason(e)}
+	case c == table.ClassAtRisk:
+		return Decision{Reason: SkipAtRisk}
 	}
-	return Decision{Reason: SkipNotLong}
+	return Decision{Reason: SkipNoEvidence}
 }
 
-func evidence(e *table.Entry) string {
+// reason names the class and its evidence: "stuck:source-mac+bypass".
+func reason(e *table.Entry) string {
 	var why []string
-	if e.Mismatch {
-		why = append(why, "arp-mismatch")
+	for _, ev := range e.Evidence() {
+		why = append(why, string(ev.Signal))
 	}
-	if e.BypassInState > 0 {
-		why = append(why, "bypass-traffic")
+	if len(why) == 0 {
+		return e.Class().String()
 	}
-	return "stuck:" + strings.Join(why, "+")
+	return e.Class().String() + ":" + strings.Join(why, "+")
 }
 
 func cidrAllowed(a netip.Addr, allow, deny []netip.Prefix) bool {

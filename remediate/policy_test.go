@@ -67,9 +67,13 @@ func TestDecide(t *testing.T) {
 		act    bool
 		reason string
 	}{
-		{"stuck by mismatch acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp-mismatch"},
-		{"stuck by bypass acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:bypass-traffic"},
-		{"dry-run decides too", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeDryRun, ScopeStuck, nil, true, "stuck:bypass-traffic"},
+		{"stuck by mismatch acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp"},
+		{"stuck with bypass acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:bypass+arp"},
+		{"at-risk, scope stuck: skipped", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, false, SkipAtRisk},
+		{"at-risk, scope at-risk: acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeAtRisk, nil, true, "at-risk:bypass"},
+		{"stuck, scope at-risk: acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeAtRisk, nil, true, "stuck:arp"},
+		{"stale-long, scope at-risk: skipped", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeAtRisk, nil, false, SkipNoEvidence},
+		{"dry-run decides too", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeDryRun, ScopeAtRisk, nil, true, "at-risk:bypass"},
 		{"off never acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOff, ScopeStuck, nil, false, SkipModeOff},
 		{"stale-long without evidence, scope stuck", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeStuck, nil, false, SkipNoEvidence},
 		{"stale-long without evidence, scope all-stale", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeAllStale, nil, true, "stale-long"},
@@ -82,8 +86,8 @@ func TestDecide(t *testing.T) {
 		{"interface not included", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth1", ModeOn, ScopeStuck, &Filter{Interfaces: only("eth0")}, false, SkipInterface},
 		{"cidr denied", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}, false, SkipCIDR},
 		{"cidr not allowed", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}}, false, SkipCIDR},
-		{"cidr allowed", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, true, "stuck:bypass-traffic"},
-		{"ipv6 stuck", entrySpec{ip: "fd00::2", state: table.StateStale, bypass: 1}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:bypass-traffic"},
+		{"cidr allowed", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, true, "stuck:arp"},
+		{"ipv6 stuck", entrySpec{ip: "fd00::2", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp"},
 		{"multicast never", entrySpec{ip: "ff02::1", state: table.StateStale, bypass: 1}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipLoopbackAddr},
 	}
 	for _, tt := range tests {

@@ -27,14 +27,16 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	stuckCap := fs.Int("metrics.stuck-info-limit", 100, "most neighwatch_stuck_neighbour_info series per scrape")
 	rcvbuf := fs.Int("netlink.receive-buffer", mirror.DefaultReceiveBuffer, "netlink socket receive buffer in bytes")
 	resync := fs.Duration("netlink.resync-interval", 5*time.Minute, "full dump to catch entries the kernel creates silently (0 disables)")
-	conflict := fs.Duration("arp.conflict-window", 5*time.Second, "two ARP answers for one IP from different MACs within this window are a conflict")
+	conflict := fs.Duration("arp.conflict-window", 5*time.Second, "two MACs answering for one IP in turn within this window are a conflict; one change is a move")
 	tracer := fs.String("tracer", "auto", "bypass tracer: off, auto (fentry, else xmit), xmit or fentry (falls back to xmit)")
-	tracerInterval := fs.Duration("tracer.interval", time.Second, "how often tracer hit counts reach the table")
+	tracerInterval := fs.Duration("tracer.interval", time.Second, "how often tracer hit counts and source-MAC sightings reach the table")
+	tracerWindow := fs.Duration("tracer.window", time.Second, "while some entry is stale-long, attach the per-packet hooks for this long out of every --tracer.period (never while none is)")
+	tracerPeriod := fs.Duration("tracer.period", 30*time.Second, "how often the per-packet hooks get a window; equal to --tracer.window: attached all the time while needed")
 	var dpIfaces stringList
 	fs.Var(&dpIfaces, "datapath.interfaces", "comma-separated interfaces to attach the eBPF forwarding datapath to (tcx ingress)")
 	dpMode := fs.String("datapath.mode", "legacy", "datapath mode: legacy (bpf_redirect), neigh (bpf_redirect_neigh), or auto (legacy, swapped to neigh by remediation where stuck entries get bypass traffic)")
 	remMode := fs.String("remediation", "dry-run", "auto-remediation: off, dry-run (decide and report, touch nothing) or on; change at runtime with 'neighwatch remediation'")
-	remScope := fs.String("remediation.scope", "stuck", "entries to act on: stuck (stale-long with evidence) or all-stale (every stale-long entry)")
+	remScope := fs.String("remediation.scope", "stuck", "entries to act on: stuck (evidence the host is not at the entry's MAC), at-risk (and entries bypassing traffic keeps from re-validation) or all-stale (every stale-long entry)")
 	remStrategies := fs.String("remediation.strategies", "", "strategies in order, from probe, kick, swap, flush (default probe,kick,flush; swap,probe,kick,flush with --datapath.mode=auto)")
 	remRate := fs.Float64("remediation.rate", 10, "actions per second, all interfaces together (an action sends at most two probe packets)")
 	remIfRate := fs.Float64("remediation.interface-rate", 5, "actions per second on one interface")
@@ -102,6 +104,8 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		ConflictWindow:     *conflict,
 		Tracer:             tmode,
 		TracerInterval:     *tracerInterval,
+		TracerWindow:       *tracerWindow,
+		TracerPeriod:       *tracerPeriod,
 		DatapathInterfaces: dpIfaces,
 		DatapathMode:       mode,
 		DatapathAuto:       auto,

@@ -95,7 +95,7 @@ func TestDatapathSwapUnderTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := sockPath(t)
-	a := startAgent(t, l.Node, sock, "--tracer", "xmit", "--stale-threshold", "2s",
+	a := startAgent(t, l.Node, sock, "--tracer", "xmit", "--stale-threshold", "2s", "--tracer.window", "1s", "--tracer.period", "1s",
 		"--datapath.interfaces", lab.NodeBackendIf, "--datapath.mode", "legacy", "--tracer.interval", "200ms")
 	swap := func(mode string) {
 		t.Helper()
@@ -146,7 +146,7 @@ func TestDatapathSwapUnderTraffic(t *testing.T) {
 	for {
 		e, _ := findEntry(statusJSON(t, sock), lab.NodeClientIf, lab.ClientIP.String())
 		if e.Class == "stuck" && e.BypassPackets > 0 {
-			t.Logf("stuck with %d bypass packets", e.BypassPackets)
+			t.Logf("stuck with %d bypass packets, evidence %+v", e.BypassPackets, e.Evidence)
 			break
 		}
 		if time.Now().After(deadline) {

@@ -157,9 +157,11 @@ func metricValue(body, series string) string {
 
 const staleThreshold = 2 * time.Second
 
+// remediationArgs run the tracer's per-packet hooks all the time while an
+// entry is stale-long (window = period), so tests see evidence at once.
 func remediationArgs(extra ...string) []string {
-	return append([]string{"--tracer", "xmit", "--tracer.interval", "200ms", "--stale-threshold", staleThreshold.String(),
-		"--datapath.interfaces", lab.NodeBackendIf, "--remediation.verify-timeout", "1s"}, extra...)
+	return append([]string{"--tracer", "xmit", "--tracer.interval", "200ms", "--tracer.window", "1s", "--tracer.period", "1s",
+		"--stale-threshold", staleThreshold.String(), "--datapath.interfaces", lab.NodeBackendIf, "--remediation.verify-timeout", "1s"}, extra...)
 }
 
 // TestRemediationProbeRepairsMovedClient: the failure, legacy datapath,
@@ -206,8 +208,9 @@ func TestRemediationProbeRepairsMovedClient(t *testing.T) {
 	}
 }
 
-// TestRemediationKick: kick (NTF_USE) repairs an entry stuck by bypass
-// traffic whose host did not move (the kernel's unicast probe reaches it).
+// TestRemediationKick: kick (NTF_USE) repairs an entry at-risk from bypass
+// traffic whose host did not move (the kernel's unicast probe reaches it);
+// scope at-risk.
 // When the host moved, the kernel's probes go to the old MAC and the entry
 // goes FAILED; only the next packet, which the legacy datapath then sends
 // through bpf_redirect_neigh (NO_NEIGH), resolves the host afresh (see
@@ -227,7 +230,7 @@ func TestRemediationKick(t *testing.T) {
 				t.Fatal(err)
 			}
 			sock := sockPath(t)
-			a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "legacy", "--remediation", "on",
+			a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "legacy", "--remediation", "on", "--remediation.scope", "at-risk",
 				"--remediation.strategies", "kick", "--remediation.kernel-timeout", "4s")...)
 			m.agent = a
 			events := collectEvents(t, sock)

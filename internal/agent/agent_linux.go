@@ -41,6 +41,9 @@ type Config struct {
 	ConflictWindow   time.Duration
 	Tracer           bpf.TracerMode
 	TracerInterval   time.Duration
+	// TracerWindow out of every TracerPeriod the per-packet hooks are
+	// attached, while some entry is stale-long.
+	TracerWindow, TracerPeriod time.Duration
 	// DatapathInterfaces get the forwarding datapath in DatapathMode.
 	DatapathInterfaces []string
 	DatapathMode       bpf.Mode
@@ -69,6 +72,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TracerInterval <= 0 {
 		return fmt.Errorf("--tracer.interval must be positive, got %v", c.TracerInterval)
+	}
+	if c.TracerWindow <= 0 || c.TracerPeriod < c.TracerWindow {
+		return fmt.Errorf("--tracer.window (%v) must be positive and --tracer.period (%v) at least as long", c.TracerWindow, c.TracerPeriod)
 	}
 	if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
 		return fmt.Errorf("--metrics.listen %q is not host:port: %w", c.MetricsListen, err)
@@ -164,11 +170,10 @@ func build(cfg Config) (a *agent, err error) {
 		return a, err
 	}
 	a.closers = append(a.closers, func() { _ = dp.Close() })
-	tp := &tracerPart{tracer: loadTracer(cfg.Tracer, c, log)}
-	if tp.tracer != nil {
-		a.closers = append(a.closers, func() { _ = tp.tracer.Close() })
-		tp.feed = feed.New(tp.tracer, a.table, mir, cfg.TracerInterval, log.With("component", "tracer"))
-	}
+	tlog := log.With("component", "tracer")
+	tp := &tracerPart{mode: cfg.Tracer, table: a.table, links: mir, log: tlog, ready: make(chan struct{}),
+		cfg: feed.Config{Interval: cfg.TracerInterval, Window: cfg.TracerWindow, Period: cfg.TracerPeriod, Logger: tlog}}
+	runTracer := tracerWanted(cfg.Tracer, c, log)
 
 	// Readers.
 	var swapper remediate.Swapper
@@ -203,8 +208,9 @@ func build(cfg Config) (a *agent, err error) {
 	if ev != nil {
 		a.parts = append(a.parts, part{Part: afterPart{ev, mir.LinksReady()}, name: "evidence", gate: true})
 	}
-	if tp.feed != nil {
-		a.parts = append(a.parts, part{Part: tp.feed, name: "tracer"})
+	if runTracer {
+		// Loads concurrently with the first dump; seeds once it is in.
+		a.parts = append(a.parts, part{Part: tp, name: "tracer"})
 	}
 	a.parts = append(a.parts,
 		part{Part: classifier(a.table), name: "classifier"},

@@ -1,64 +1,158 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/internal/feed"
+	"github.com/neighwatch/neighwatch/internal/table"
 	"github.com/neighwatch/neighwatch/metrics"
 	"github.com/neighwatch/neighwatch/remediate"
 	"golang.org/x/sys/unix"
 )
 
-// tracerPart is the bypass tracer and its feed into the table; tracer is
-// nil when it does not run.
+// tracerPart loads the bypass tracer when it runs, concurrently with the
+// mirror's first dump, and then feeds the table from it. Until it is
+// loaded, and if it cannot be, the tracer counts as off.
 type tracerPart struct {
-	tracer *bpf.Tracer
-	feed   *feed.Feed
+	mode  bpf.TracerMode
+	table *table.Table
+	links feed.Links
+	cfg   feed.Config
+	log   *slog.Logger
+	ready chan struct{}
+
+	mu       sync.Mutex
+	tracer   *bpf.Tracer
+	feed     *feed.Feed
+	disabled error
 }
 
 var _ metrics.TracerSource = (*tracerPart)(nil)
 
-func (t *tracerPart) Mode() bpf.TracerMode {
-	if t.tracer == nil {
-		return bpf.TracerOff
-	}
-	return t.tracer.Mode()
+func (t *tracerPart) Ready() <-chan struct{} { return t.ready }
+
+// Disabled says why the tracer does not run, once that is known.
+func (t *tracerPart) Disabled() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.disabled
 }
 
-func (t *tracerPart) Stats() (bpf.TracerStats, error)        { return t.tracer.Stats() }
-func (t *tracerPart) Redirects() (bpf.RedirectCounts, error) { return t.tracer.Redirects() }
-func (t *tracerPart) FeedCounters() feed.Counters            { return t.feed.Counters() }
-
-// loadTracer loads the tracer the configuration asks for. It is optional:
-// if it cannot run, the agent says why in one line and goes on without.
-func loadTracer(mode bpf.TracerMode, c caps, log *slog.Logger) *bpf.Tracer {
-	switch {
-	case mode == bpf.TracerOff:
-		log.Info("tracer disabled by --tracer=off: bypass traffic is not counted; stuck needs ARP evidence")
-		return nil
-	case !c.bpf():
-		log.Warn("tracer disabled: needs CAP_BPF and CAP_PERFMON (or root); bypass traffic is not counted")
+func (t *tracerPart) Run(ctx context.Context) error {
+	tr, err := loadTracer(t.mode, t.log)
+	if err != nil {
+		t.mu.Lock()
+		t.disabled = err
+		t.mu.Unlock()
+		<-ctx.Done()
 		return nil
 	}
+	defer tr.Close()
+	f := feed.New(tr, t.table, t.links, t.cfg)
+	t.mu.Lock()
+	t.tracer, t.feed = tr, f
+	t.mu.Unlock()
+	go func() {
+		select {
+		case <-f.Ready():
+			close(t.ready)
+		case <-ctx.Done():
+		}
+	}()
+	err = f.Run(ctx)
+	t.mu.Lock()
+	t.tracer, t.feed = nil, nil // closed below: report off from now on
+	t.mu.Unlock()
+	return err
+}
+
+// running returns the tracer and its feed, or nil while it does not run.
+func (t *tracerPart) running() (*bpf.Tracer, *feed.Feed) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.tracer, t.feed
+}
+
+// Mode implements metrics.TracerSource.
+func (t *tracerPart) Mode() bpf.TracerMode {
+	if tr, _ := t.running(); tr != nil {
+		return tr.Mode()
+	}
+	return bpf.TracerOff
+}
+
+// Stats implements metrics.TracerSource.
+func (t *tracerPart) Stats() (bpf.TracerStats, error) {
+	if tr, _ := t.running(); tr != nil {
+		return tr.Stats()
+	}
+	return bpf.TracerStats{}, nil
+}
+
+// Redirects implements metrics.TracerSource.
+func (t *tracerPart) Redirects() (bpf.RedirectCounts, error) {
+	if tr, _ := t.running(); tr != nil {
+		return tr.Redirects()
+	}
+	return nil, nil
+}
+
+// ProgramRuns implements metrics.TracerSource.
+func (t *tracerPart) ProgramRuns() (map[string]uint64, bool) {
+	if tr, _ := t.running(); tr != nil {
+		return tr.ProgramRuns()
+	}
+	return nil, false
+}
+
+// FeedCounters implements metrics.TracerSource.
+func (t *tracerPart) FeedCounters() feed.Counters {
+	if _, f := t.running(); f != nil {
+		return f.Counters()
+	}
+	return feed.Counters{}
+}
+
+// tracerWanted reports whether the configuration asks for a tracer this
+// process may load, saying in one line why not when it may not.
+func tracerWanted(mode bpf.TracerMode, c caps, log *slog.Logger) bool {
+	switch {
+	case mode == bpf.TracerOff:
+		log.Info("tracer disabled by --tracer=off: bypass traffic is not counted and source MACs are not watched; stuck needs ARP evidence")
+		return false
+	case !c.bpf():
+		log.Warn("tracer disabled: needs CAP_BPF and CAP_PERFMON (or root); bypass traffic is not counted")
+		return false
+	}
+	return true
+}
+
+// loadTracer loads the tracer. It is optional: if it cannot run, the
+// agent says why in one line and goes on without.
+func loadTracer(mode bpf.TracerMode, log *slog.Logger) (*bpf.Tracer, error) {
+	start := time.Now()
 	tr, err := bpf.LoadTracer(bpf.TracerOptions{Mode: mode})
 	switch {
 	case errors.Is(err, bpf.ErrNoBTF):
 		log.Warn("tracer disabled: " + err.Error())
-		return nil
+		return nil, err
 	case err != nil:
 		log.Warn("tracer disabled: loading it failed", "err", err)
-		return nil
+		return nil, err
 	}
 	if fb := tr.Fallback(); fb != nil {
 		log.Warn("fentry tracer unavailable, counting at transmit (xmit mode) instead", "reason", fb.Error())
 	}
-	return tr
+	log.Debug("tracer loaded", "took", time.Since(start))
+	return tr, nil
 }
 
 // raiseMemlock lets kernels before 5.11, which charge BPF memory to

@@ -154,15 +154,28 @@ func (r *readiness) wait(ctx context.Context) bool {
 	return true
 }
 
-// status lists every part as "name: ready" or "name: waiting".
+// disabler is a part that may find out it cannot run (the tracer, when the
+// kernel refuses it).
+type disabler interface{ Disabled() error }
+
+// state says "ready", "waiting" or "disabled: why".
+func (p part) state() string {
+	if isClosed(p.Ready()) {
+		return "ready"
+	}
+	if d, ok := p.Part.(disabler); ok {
+		if err := d.Disabled(); err != nil {
+			return "disabled: " + err.Error()
+		}
+	}
+	return "waiting"
+}
+
+// status lists every part as "name: state".
 func (r *readiness) status() string {
 	var b strings.Builder
 	for _, p := range r.parts {
-		state := "waiting"
-		if isClosed(p.Ready()) {
-			state = "ready"
-		}
-		fmt.Fprintf(&b, "%s: %s\n", p.name, state)
+		fmt.Fprintf(&b, "%s: %s\n", p.name, p.state())
 	}
 	return b.String()
 }
@@ -182,11 +195,11 @@ func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		if p.name != name {
 			continue
 		}
-		if isClosed(p.Ready()) {
+		if st := p.state(); st == "ready" {
 			fmt.Fprintln(w, "ready")
-			return
+		} else {
+			http.Error(w, name+": "+st, http.StatusServiceUnavailable)
 		}
-		http.Error(w, "not ready: "+name, http.StatusServiceUnavailable)
 		return
 	}
 	http.Error(w, fmt.Sprintf("no part %q in this agent (parts: %s)", name, r.names()), http.StatusNotFound)

@@ -26,6 +26,15 @@ type Entry struct {
 	Mismatch            bool     `json:"mismatch"`
 	BypassPackets       uint64   `json:"bypass_packets"`
 	LastBypassAgeSecs   *float64 `json:"last_bypass_age_seconds,omitempty"`
+	Evidence            []Signal `json:"evidence"`
+}
+
+// Signal is one item of an entry's evidence.
+type Signal struct {
+	Signal     string  `json:"signal"`
+	MAC        string  `json:"mac,omitempty"`
+	AgeSeconds float64 `json:"age_seconds"`
+	Packets    uint64  `json:"packets,omitempty"`
 }
 
 // Event is one event as `neighwatch events --json` prints it.
@@ -76,6 +85,12 @@ func EntryFromTable(e *table.Entry, name string, now time.Time) Entry {
 		Mismatch:            e.Mismatch,
 		BypassPackets:       e.BypassPackets,
 		LastBypassAgeSecs:   age(now, e.LastBypass),
+		Evidence:            []Signal{},
+	}
+	for _, ev := range e.Evidence() {
+		out.Evidence = append(out.Evidence, Signal{
+			Signal: string(ev.Signal), MAC: ev.MAC.String(), AgeSeconds: now.Sub(ev.At).Seconds(), Packets: ev.Packets,
+		})
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
@@ -13,30 +14,50 @@ import (
 )
 
 // Links is what the feed needs of the netlink mirror: when the table is
-// loaded, and which interfaces are watched.
+// loaded, which interfaces are watched, and a way to fetch entries the
+// kernel created without telling netlink.
 type Links interface {
 	Ready() <-chan struct{}
 	Interfaces() map[int32]string
+	Lookup(keys []table.Key) (int, error)
+}
+
+// Config configures a Feed.
+type Config struct {
+	// Interval is how often hit counts and sightings reach the table.
+	Interval time.Duration
+	// Window out of every Period is how long the per-packet hooks are
+	// attached while some entry is stale-long; never while none is.
+	Window, Period time.Duration
+	Logger         *slog.Logger
 }
 
 // Feed runs a loaded tracer against the table.
 type Feed struct {
-	tracer   *bpf.Tracer
-	table    *table.Table
-	links    Links
-	interval time.Duration
-	log      *slog.Logger
-	c        counters
-	ready    chan struct{}
+	tracer *bpf.Tracer
+	table  *table.Table
+	links  Links
+	cfg    Config
+	log    *slog.Logger
+	c      counters
+	ready  chan struct{}
+
+	mu      sync.Mutex
+	created map[table.Key]bool // seen created by the tracepoints, to look up
 }
 
-// New returns a feed from tr to t that turns hit counts into evidence
-// every interval.
-func New(tr *bpf.Tracer, t *table.Table, links Links, interval time.Duration, log *slog.Logger) *Feed {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// New returns a feed from tr to t.
+func New(tr *bpf.Tracer, t *table.Table, links Links, cfg Config) *Feed {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Feed{tracer: tr, table: t, links: links, interval: interval, log: log, ready: make(chan struct{})}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Period <= 0 {
+		cfg.Window, cfg.Period = time.Second, time.Second
+	}
+	return &Feed{tracer: tr, table: t, links: links, cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), created: map[table.Key]bool{}}
 }
 
 // Ready is closed once the tracer's mirror is seeded and its events are
@@ -44,7 +65,11 @@ func New(tr *bpf.Tracer, t *table.Table, links Links, interval time.Duration, lo
 func (f *Feed) Ready() <-chan struct{} { return f.ready }
 
 // Counters returns the feed's counters.
-func (f *Feed) Counters() Counters { return f.c.snapshot() }
+func (f *Feed) Counters() Counters {
+	c := f.c.snapshot()
+	c.Attached, c.AttachedTime = f.tracer.PerPacket()
+	return c
+}
 
 // Run feeds the table until ctx ends. It waits for the table to be loaded
 // first, since the tracer's mirror is seeded from it.
@@ -54,6 +79,11 @@ func (f *Feed) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
+	defer func() {
+		if err := f.tracer.SetPerPacket(false); err != nil {
+			f.log.Warn("tracer: detaching the per-packet hooks failed", "err", err)
+		}
+	}()
 	var watched []int
 	syncWatched := func() {
 		var idx []int
@@ -79,11 +109,14 @@ func (f *Feed) Run(ctx context.Context) error {
 	g.Go(func() error {
 		return f.tracer.ReadTransitions(ctx, f.applyTransition, func(error) { f.c.transitionsBroken.Add(1) })
 	})
+	g.Go(func() error { return f.sample(ctx) })
 	close(f.ready)
-	f.log.Info("tracer running", "mode", f.tracer.Mode(), "seeded", n, "interfaces", len(watched))
+	f.log.Info("tracer running", "mode", f.tracer.Mode(), "seeded", n, "interfaces", len(watched),
+		"window", f.cfg.Window, "period", f.cfg.Period)
 	g.Go(func() error {
-		last := make(map[bpf.HitKey]uint64)
-		tick := time.NewTicker(f.interval)
+		hits := make(map[bpf.HitKey]uint64)
+		seen := make(map[bpf.HitKey]uint64)
+		tick := time.NewTicker(f.cfg.Interval)
 		defer tick.Stop()
 		lastSizes := time.Now() // the first count a minute in, not during start-up
 		for {
@@ -97,7 +130,9 @@ func (f *Feed) Run(ctx context.Context) error {
 				f.tracer.RefreshMirrorSize()
 				lastSizes = time.Now()
 			}
-			f.applyHits(last)
+			f.applyHits(hits)
+			f.applySightings(seen)
+			f.lookupCreated()
 		}
 	})
 	return g.Wait()
@@ -137,8 +172,59 @@ func (f *Feed) seed() (int, error) {
 	return n, flush()
 }
 
+// sample attaches the per-packet hooks only while some entry is
+// stale-long, and then for a window out of every period. Each window
+// starts with the current stale-long entries as source-MAC candidates.
+func (f *Feed) sample(ctx context.Context) error {
+	s := sampler{window: f.cfg.Window, period: f.cfg.Period}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	attached := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		need := f.table.CountClass(table.ClassStaleLong) > 0
+		on, wake := s.step(time.Now(), need)
+		if on && (!attached || f.cfg.Window >= f.cfg.Period) {
+			f.setCandidates()
+		}
+		if on != attached {
+			if err := f.tracer.SetPerPacket(on); err != nil {
+				f.log.Warn("tracer: switching the per-packet hooks failed", "on", on, "err", err)
+			}
+			attached = on
+		}
+		timer.Reset(wake)
+	}
+}
+
+// setCandidates makes the stale-long entries the source-MAC candidates.
+func (f *Feed) setCandidates() {
+	var cs []bpf.Candidate
+	f.table.Walk(table.ClassStaleLong, func(e *table.Entry, _ string) bool {
+		if len(e.LLAddr) == 6 {
+			cs = append(cs, bpf.Candidate{Ifindex: int(e.Ifindex), Addr: e.Addr, MAC: e.HardwareAddr()})
+		}
+		return false
+	})
+	if err := f.tracer.SetCandidates(cs); err != nil {
+		f.log.Warn("tracer: setting source-MAC candidates", "err", err)
+	}
+	f.c.candidates.Store(int64(len(cs)))
+}
+
 func (f *Feed) applyTransition(tr bpf.SilentTransition) {
 	k := table.Key{Ifindex: int32(tr.Key.Ifindex), Addr: tr.Key.Addr}
+	if tr.Source == "neigh_create" {
+		// The entry may never be reported by netlink: look it up soon.
+		f.mu.Lock()
+		f.created[k] = true
+		f.mu.Unlock()
+		return
+	}
 	if f.table.ApplyTracepoint(k, table.State(tr.From), table.State(tr.To), time.Now()) {
 		f.c.transitions.Add(1)
 	} else {
@@ -146,8 +232,28 @@ func (f *Feed) applyTransition(tr bpf.SilentTransition) {
 	}
 }
 
+// lookupCreated asks the kernel for the entries the tracepoints saw
+// created that the table does not hold.
+func (f *Feed) lookupCreated() {
+	f.mu.Lock()
+	var keys []table.Key
+	for k := range f.created {
+		keys = append(keys, k)
+	}
+	clear(f.created)
+	f.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	f.c.created.Add(uint64(len(keys)))
+	if _, err := f.links.Lookup(keys); err != nil {
+		f.log.Debug("tracer: looking up created entries", "err", err)
+	}
+}
+
 // applyHits adds the hits counted since the last call (last holds the
-// previous totals) to the table as bypass evidence.
+// previous totals) to the table as bypass evidence, and deletes the
+// counters of entries that are no longer STALE.
 func (f *Feed) applyHits(last map[bpf.HitKey]uint64) {
 	hits, err := f.tracer.Hits()
 	if err != nil {
@@ -155,23 +261,56 @@ func (f *Feed) applyHits(last map[bpf.HitKey]uint64) {
 		return
 	}
 	now := time.Now()
+	var done []bpf.HitKey
 	for k, v := range hits {
 		d := v - last[k]
-		if v < last[k] { // LRU evicted and re-created the key
+		if v < last[k] { // deleted and counted again
 			d = v
 		}
 		last[k] = v
+		tk := table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}
+		if d > 0 {
+			if f.table.AddBypass(tk, d, now) {
+				f.c.hitsApplied.Add(d)
+			} else {
+				f.c.hitsUnknown.Add(d)
+			}
+		}
+		if e, ok := f.table.Lookup(tk); !ok || e.State != table.StateStale {
+			done = append(done, k)
+			delete(last, k)
+		}
+	}
+	f.tracer.DeleteHits(done)
+	for k := range last {
+		if _, ok := hits[k]; !ok {
+			delete(last, k)
+		}
+	}
+}
+
+// applySightings turns what the source-MAC program saw into evidence.
+func (f *Feed) applySightings(last map[bpf.HitKey]uint64) {
+	sights, err := f.tracer.Sightings()
+	if err != nil {
+		f.log.Warn("tracer: reading source-MAC sightings failed", "err", err)
+		return
+	}
+	now := time.Now()
+	for k, s := range sights {
+		d := s.Packets - last[k]
+		if s.Packets < last[k] { // the candidate was set again
+			d = s.Packets
+		}
+		last[k] = s.Packets
 		if d == 0 {
 			continue
 		}
-		if f.table.AddBypass(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}, d, now) {
-			f.c.hitsApplied.Add(d)
-		} else {
-			f.c.hitsUnknown.Add(d)
-		}
+		f.c.sourcePackets.Add(d)
+		f.table.ObserveSourceMAC(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}, s.MAC, d, now)
 	}
 	for k := range last {
-		if _, ok := hits[k]; !ok {
+		if _, ok := sights[k]; !ok {
 			delete(last, k)
 		}
 	}

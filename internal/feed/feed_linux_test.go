@@ -3,6 +3,7 @@ package feed_test
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -74,11 +75,13 @@ func newStuckLab(t *testing.T, prefix string, mode bpf.Mode, tmode bpf.TracerMod
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.tracer, err = bpf.LoadTracer(bpf.TracerOptions{Mode: tmode, NetNSIno: ino})
+	s.tracer, err = bpf.LoadTracer(bpf.TracerOptions{Mode: tmode, NetNSIno: ino, InNetNS: l.Node.Do})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.feed = feed.New(s.tracer, s.table, mir, 200*time.Millisecond, slog.New(slog.DiscardHandler))
+	// Hooks attached all the time while some entry is stale-long.
+	s.feed = feed.New(s.tracer, s.table, mir, feed.Config{Interval: 200 * time.Millisecond, Window: time.Second, Period: time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())
 	mirDone := make(chan error, 1)
 	feedDone := make(chan error, 1)
@@ -101,6 +104,12 @@ func newStuckLab(t *testing.T, prefix string, mode bpf.Mode, tmode bpf.TracerMod
 	case <-time.After(20 * time.Second):
 		t.Fatal("feed not ready after 20s")
 	}
+	// The per-packet hooks attach once the entry is stale-long.
+	k := s.clientKey(t)
+	lab.WaitFor(t, 20*time.Second, "the client's entry to be stale-long and the hooks attached", func() bool {
+		e, ok := s.table.Lookup(k)
+		return ok && e.Class() >= table.ClassStaleLong && s.feed.Counters().Attached
+	})
 	newMAC := lab.HostMAC(77, 3)
 	s.newMAC = newMAC.String()
 	if err := l.MoveClientMAC(newMAC); err != nil {
@@ -170,10 +179,15 @@ func testLegacyBypass(t *testing.T, tm bpf.TracerMode) {
 		e, _ = s.table.Lookup(k)
 		return e.BypassPackets >= before+4
 	})
-	lab.WaitFor(t, 5*time.Second, "the entry to be classified stuck", func() bool {
+	// The moved client keeps sending: its packets arrive from the new MAC
+	// while the node sends to the old one.
+	lab.WaitFor(t, 10*time.Second, "the entry to be classified stuck by its source MAC", func() bool {
 		e, _ = s.table.Lookup(k)
 		return e.Class() == table.ClassStuck
 	})
+	if !e.SourceMismatch || e.HardwareAddr().String() == s.newMAC || net.HardwareAddr(e.SourceMAC).String() != s.newMAC {
+		t.Errorf("evidence %+v: want the new MAC %s as source, the old one in the entry", e.Evidence(), s.newMAC)
+	}
 	n0, _ := s.Node.Ifindex(lab.NodeClientIf)
 	n1, _ := s.Node.Ifindex(lab.NodeBackendIf)
 	if feeds, err := s.dp.FeedsInto(n0); err != nil || len(feeds) != 1 || feeds[0] != n1 {

@@ -9,7 +9,8 @@ import (
 type FamilyStats struct {
 	Family        Family
 	States        [numStates]int // by State.idx(); use Count
-	StaleLong     int
+	StaleLong     int            // past the threshold, whatever the class
+	AtRisk        int
 	Stuck         int
 	Mismatched    int
 	LLAddrChanges uint64
@@ -63,6 +64,7 @@ func (t *Table) Stats(stuckCap int) Stats {
 			}
 			fs.States = s.counts[f]
 			fs.StaleLong = s.staleLong[f]
+			fs.AtRisk = s.atRisk[f]
 			fs.Stuck = s.stuck[f]
 			fs.Mismatched = s.mismatched[f]
 			fs.LLAddrChanges = s.lladdrChanges[f]

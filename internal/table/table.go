@@ -19,6 +19,7 @@ type Table struct {
 	entries   map[Key]*Entry
 	ifaces    map[int32]*ifaceState
 	stuck     map[Key]*Entry
+	atRisk    map[Key]*Entry
 	trans     [2][numStates + 1][numStates + 1]uint64
 	gen       uint32
 	loading   bool // initial dump: no events, no transition counts
@@ -30,9 +31,10 @@ type Table struct {
 type ifaceState struct {
 	name          string
 	counts        [2][numStates]int
-	staleLong     [2]int
+	staleLong     [2]int // all classes past the threshold
+	atRisk        [2]int
 	stuck         [2]int
-	mismatched    [2]int
+	mismatched    [2]int // seen at another MAC (ARP/NDP or source MAC)
 	lladdrChanges [2]uint64
 	bypass        [2]uint64
 	pending       [2]staleHeap // STALE, not yet past the threshold
@@ -51,6 +53,7 @@ func New(threshold time.Duration, events *Broadcaster) *Table {
 		entries:   make(map[Key]*Entry),
 		ifaces:    make(map[int32]*ifaceState),
 		stuck:     make(map[Key]*Entry),
+		atRisk:    make(map[Key]*Entry),
 		events:    events,
 		now:       time.Now,
 	}
@@ -90,12 +93,15 @@ func (t *Table) detach(e *Entry) {
 	switch e.class {
 	case ClassStuck:
 		s.stuck[f]--
-		s.staleLong[f]--
 		delete(t.stuck, e.Key)
-	case ClassStaleLong:
+	case ClassAtRisk:
+		s.atRisk[f]--
+		delete(t.atRisk, e.Key)
+	}
+	if e.class != ClassOK {
 		s.staleLong[f]--
 	}
-	if e.Mismatch {
+	if e.Mismatch || e.SourceMismatch {
 		s.mismatched[f]--
 	}
 }
@@ -112,17 +118,23 @@ func (t *Table) attach(e *Entry, now int64) {
 			e.long = true
 			s.long[f].push(e)
 			s.staleLong[f]++
-			e.class = ClassStaleLong
-			if e.Mismatch || e.BypassInState > 0 {
+			switch {
+			case e.hostGone():
 				e.class = ClassStuck
 				s.stuck[f]++
 				t.stuck[e.Key] = e
+			case e.BypassInState > 0:
+				e.class = ClassAtRisk
+				s.atRisk[f]++
+				t.atRisk[e.Key] = e
+			default:
+				e.class = ClassStaleLong
 			}
 		} else {
 			s.pending[f].push(e)
 		}
 	}
-	if e.Mismatch {
+	if e.Mismatch || e.SourceMismatch {
 		s.mismatched[f]++
 	}
 }
@@ -204,6 +216,7 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 		e.Since = since(u, now)
 		e.Transitions++
 		e.BypassInState = 0
+		e.ProbeUnansweredAt, e.ProbeMAC = 0, ""
 		t.trans[f][oldState.idx()][u.State.idx()]++
 	}
 	if llChanged {
@@ -216,7 +229,7 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 		e.LLAddr = string(u.LLAddr)
 	}
 	e.Flags, e.FlagsExt = u.Flags, u.FlagsExt
-	e.Mismatch = mismatch(e)
+	e.Mismatch, e.SourceMismatch = mismatch(e)
 	t.attach(e, now)
 	if t.publishing() {
 		ev := t.event(e, KindTransition, cause, now)
@@ -235,10 +248,14 @@ func (t *Table) cacheTimes(e *Entry, u *Update, now int64) {
 	e.Updated = now - int64(u.UpdatedAge)
 }
 
-// mismatch reports whether ARP/NDP last saw the entry's IP answer from a MAC
-// other than the one the kernel will send to.
-func mismatch(e *Entry) bool {
-	return e.SeenMAC != "" && e.LLAddr != "" && e.SeenMAC != e.LLAddr && e.State.Valid()
+// mismatch reports whether ARP/NDP (arp) and the host's own packets
+// (source) last showed the entry's IP at a MAC other than the one the
+// kernel sends to.
+func mismatch(e *Entry) (arp, source bool) {
+	if e.LLAddr == "" || !e.State.Valid() {
+		return false, false
+	}
+	return e.SeenMAC != "" && e.SeenMAC != e.LLAddr, e.SourceMAC != "" && e.SourceMAC != e.LLAddr
 }
 
 func (t *Table) remove(e *Entry, cause Cause, now int64) {
@@ -335,7 +352,7 @@ func (t *Table) advance(now int64) {
 func (t *Table) reattach(e *Entry, now int64, cause Cause) {
 	old := e.class
 	t.detach(e)
-	e.Mismatch = mismatch(e)
+	e.Mismatch, e.SourceMismatch = mismatch(e)
 	t.attach(e, now)
 	if e.class != old && t.publishing() {
 		ev := t.event(e, KindClass, cause, now)
@@ -387,9 +404,53 @@ func (t *Table) AddBypass(k Key, packets uint64, when time.Time) bool {
 	if e.State == StateStale {
 		e.BypassInState += packets
 		if e.BypassInState == packets { // first evidence in this period
-			t.reattach(e, now, CauseTracepoint)
+			t.reattach(e, now, CauseTraffic)
 		}
 	}
+	return true
+}
+
+// ObserveSourceMAC records that packets from an entry's IP arrived on its
+// interface from mac. It returns true when this made the entry
+// source-mismatched (the host is at another MAC than the kernel sends to).
+// Unknown entries are ignored.
+func (t *Table) ObserveSourceMAC(k Key, mac net.HardwareAddr, packets uint64, when time.Time) bool {
+	now := when.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[k]
+	if e == nil || len(mac) == 0 {
+		return false
+	}
+	was := e.SourceMismatch
+	if e.SourceMAC != string(mac) {
+		e.SourceMAC = string(mac)
+		e.SourcePackets = 0
+	}
+	e.SourcePackets += packets
+	e.SourceAt = now
+	t.reattach(e, now, CauseTraffic)
+	if e.SourceMismatch && !was && t.publishing() {
+		ev := t.event(e, KindMismatch, CauseTraffic, now)
+		ev.Detail = "packets from " + e.Addr.String() + " come from " + mac.String() + ", kernel sends to " + hwString(e.LLAddr)
+		t.events.Publish(ev)
+	}
+	return e.SourceMismatch && !was
+}
+
+// ProbeUnanswered records that a unicast probe to mac, the entry's lladdr,
+// went unanswered. It counts as evidence only while the entry keeps that
+// lladdr and state. It reports whether it was recorded.
+func (t *Table) ProbeUnanswered(k Key, mac string, when time.Time) bool {
+	now := when.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[k]
+	if e == nil || mac == "" || e.LLAddr != mac {
+		return false
+	}
+	e.ProbeUnansweredAt, e.ProbeMAC = now, mac
+	t.reattach(e, now, CauseRemediate)
 	return true
 }
 
@@ -464,19 +525,29 @@ func (t *Table) ApplyTracepoint(k Key, from, to State, when time.Time) bool {
 	return true
 }
 
-// Walk calls fn, under the table's lock, for each stuck entry and, with
-// staleLong, for every stale-long entry, classified as of now. fn must not
-// call the table. Walk returns copies of the entries fn picked (returned
-// true for), so a caller can look at 100,000 entries and copy a few.
-func (t *Table) Walk(staleLong bool, fn func(e *Entry, ifname string) bool) []Entry {
+// Walk calls fn, under the table's lock, for each entry of class min or
+// worse, classified as of now: min ClassStuck walks the stuck entries,
+// ClassAtRisk the at-risk and stuck ones, ClassStaleLong (or ClassOK) every
+// stale-long entry. fn must not call the table. Walk returns copies of the
+// entries fn picked (returned true for), so a caller can look at 100,000
+// entries and copy a few.
+func (t *Table) Walk(min Class, fn func(e *Entry, ifname string) bool) []Entry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.advance(t.now().UnixNano())
 	var out []Entry
-	if !staleLong {
+	visit := func(e *Entry, name string) {
+		if fn(e, name) {
+			out = append(out, *e)
+		}
+	}
+	if min >= ClassAtRisk {
 		for _, e := range t.stuck {
-			if fn(e, t.iface(e.Ifindex).name) {
-				out = append(out, *e)
+			visit(e, t.iface(e.Ifindex).name)
+		}
+		if min == ClassAtRisk {
+			for _, e := range t.atRisk {
+				visit(e, t.iface(e.Ifindex).name)
 			}
 		}
 		return out
@@ -484,13 +555,33 @@ func (t *Table) Walk(staleLong bool, fn func(e *Entry, ifname string) bool) []En
 	for _, s := range t.ifaces {
 		for f := range s.long {
 			for _, e := range s.long[f] {
-				if fn(e, s.name) {
-					out = append(out, *e)
-				}
+				visit(e, s.name)
 			}
 		}
 	}
 	return out
+}
+
+// CountClass returns how many entries are of class min or worse, in
+// O(interfaces).
+func (t *Table) CountClass(min Class) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.advance(t.now().UnixNano())
+	n := 0
+	for _, s := range t.ifaces {
+		for f := range 2 {
+			switch {
+			case min <= ClassStaleLong:
+				n += s.staleLong[f]
+			case min == ClassAtRisk:
+				n += s.atRisk[f] + s.stuck[f]
+			default:
+				n += s.stuck[f]
+			}
+		}
+	}
+	return n
 }
 
 // Publish sends an event to the table's subscribers (other parts of the

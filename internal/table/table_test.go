@@ -3,6 +3,7 @@ package table
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -33,18 +34,25 @@ func TestClassification(t *testing.T) {
 		name      string
 		state     State
 		age       time.Duration
-		seen      net.HardwareAddr
+		seen      net.HardwareAddr // ARP/NDP
+		source    net.HardwareAddr // the host's own packets
+		probe     bool             // a unicast probe to the entry's MAC went unanswered
 		bypass    uint64
 		wantClass Class
+		signals   []Signal
 	}{
-		{"reachable is ok", StateReachable, time.Hour, nil, 0, ClassOK},
-		{"young stale is ok", StateStale, 59 * time.Second, nil, 0, ClassOK},
-		{"old stale is stale-long", StateStale, 60 * time.Second, nil, 0, ClassStaleLong},
-		{"old stale with same MAC seen is stale-long", StateStale, 2 * time.Minute, macA, 0, ClassStaleLong},
-		{"old stale with moved MAC is stuck", StateStale, 2 * time.Minute, macB, 0, ClassStuck},
-		{"young stale with moved MAC is not yet stuck", StateStale, 10 * time.Second, macB, 0, ClassOK},
-		{"old stale with bypass traffic is stuck", StateStale, 2 * time.Minute, nil, 5, ClassStuck},
-		{"permanent with moved MAC is ok", StatePermanent, time.Hour, macB, 0, ClassOK},
+		{name: "reachable is ok", state: StateReachable, age: time.Hour, wantClass: ClassOK},
+		{name: "young stale is ok", state: StateStale, age: 59 * time.Second, wantClass: ClassOK},
+		{name: "old stale is stale-long", state: StateStale, age: 60 * time.Second, wantClass: ClassStaleLong},
+		{name: "old stale with same MAC seen is stale-long", state: StateStale, age: 2 * time.Minute, seen: macA, source: macA, wantClass: ClassStaleLong},
+		{name: "old stale with moved MAC is stuck", state: StateStale, age: 2 * time.Minute, seen: macB, wantClass: ClassStuck, signals: []Signal{SignalARP}},
+		{name: "young stale with moved MAC is not yet stuck", state: StateStale, age: 10 * time.Second, seen: macB, wantClass: ClassOK, signals: []Signal{SignalARP}},
+		{name: "bypass traffic alone is at-risk, not stuck", state: StateStale, age: 2 * time.Minute, bypass: 5, wantClass: ClassAtRisk, signals: []Signal{SignalBypass}},
+		{name: "bypass traffic to a host seen at its MAC is at-risk", state: StateStale, age: 2 * time.Minute, bypass: 5, source: macA, seen: macA, wantClass: ClassAtRisk, signals: []Signal{SignalBypass}},
+		{name: "source MAC elsewhere is stuck", state: StateStale, age: 2 * time.Minute, source: macB, wantClass: ClassStuck, signals: []Signal{SignalSourceMAC}},
+		{name: "bypass and source MAC elsewhere is stuck", state: StateStale, age: 2 * time.Minute, bypass: 5, source: macB, wantClass: ClassStuck, signals: []Signal{SignalBypass, SignalSourceMAC}},
+		{name: "unanswered unicast probe is stuck", state: StateStale, age: 2 * time.Minute, probe: true, wantClass: ClassStuck, signals: []Signal{SignalProbeUnanswered}},
+		{name: "permanent with moved MAC is ok", state: StatePermanent, age: time.Hour, seen: macB, wantClass: ClassOK, signals: []Signal{SignalARP}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,23 +60,74 @@ func TestClassification(t *testing.T) {
 			u := upd(1, ipA, tt.state, macA)
 			u.UpdatedAge = tt.age
 			tb.Apply(CauseNetlink, u)
+			k := Key{1, ipA}
 			if tt.seen != nil {
 				tb.ObserveMAC(1, ipA, tt.seen, c.now())
 			}
-			if tt.bypass > 0 {
-				tb.AddBypass(Key{1, ipA}, tt.bypass, c.now())
+			if tt.source != nil {
+				tb.ObserveSourceMAC(k, tt.source, 3, c.now())
 			}
-			e, _ := tb.Lookup(Key{1, ipA})
+			if tt.probe && !tb.ProbeUnanswered(k, string(macA), c.now()) {
+				t.Fatal("probe not recorded")
+			}
+			if tt.bypass > 0 {
+				tb.AddBypass(k, tt.bypass, c.now())
+			}
+			e, _ := tb.Lookup(k)
 			if e.Class() != tt.wantClass {
 				t.Fatalf("class = %v, want %v", e.Class(), tt.wantClass)
+			}
+			var got []Signal
+			for _, ev := range e.Evidence() {
+				got = append(got, ev.Signal)
+			}
+			if !slices.Equal(got, tt.signals) {
+				t.Errorf("evidence %v, want %v", got, tt.signals)
 			}
 			st := tb.Stats(10)
 			fs := st.Interfaces[0].Families[0]
 			wantLong := tt.wantClass != ClassOK
-			if (fs.StaleLong == 1) != wantLong || (fs.Stuck == 1) != (tt.wantClass == ClassStuck) || (st.StuckTotal == 1) != (tt.wantClass == ClassStuck) {
-				t.Fatalf("aggregates: stale-long %d stuck %d stuck set %d for class %v", fs.StaleLong, fs.Stuck, st.StuckTotal, tt.wantClass)
+			if (fs.StaleLong == 1) != wantLong || (fs.Stuck == 1) != (tt.wantClass == ClassStuck) ||
+				(fs.AtRisk == 1) != (tt.wantClass == ClassAtRisk) || (st.StuckTotal == 1) != (tt.wantClass == ClassStuck) {
+				t.Fatalf("aggregates: stale-long %d at-risk %d stuck %d stuck set %d for class %v", fs.StaleLong, fs.AtRisk, fs.Stuck, st.StuckTotal, tt.wantClass)
+			}
+			for _, min := range []Class{ClassStaleLong, ClassAtRisk, ClassStuck} {
+				want := 0
+				if tt.wantClass >= min {
+					want = 1
+				}
+				if n := tb.CountClass(min); n != want {
+					t.Errorf("CountClass(%v) = %d, want %d", min, n, want)
+				}
+				if n := len(tb.Walk(min, func(*Entry, string) bool { return true })); n != want {
+					t.Errorf("Walk(%v) visited %d, want %d", min, n, want)
+				}
 			}
 		})
+	}
+}
+
+// TestEvidenceFollowsTheEntry: a new MAC for the entry (the kernel
+// re-resolved it) makes old source-MAC evidence agree with it, and a state
+// change clears an unanswered probe.
+func TestEvidenceFollowsTheEntry(t *testing.T) {
+	tb, c := newTestTable(time.Minute)
+	u := upd(1, ipA, StateStale, macA)
+	u.UpdatedAge = 2 * time.Minute
+	tb.Apply(CauseNetlink, u)
+	k := Key{1, ipA}
+	tb.ObserveSourceMAC(k, macB, 1, c.now())
+	tb.ProbeUnanswered(k, string(macA), c.now())
+	if e, _ := tb.Lookup(k); e.Class() != ClassStuck {
+		t.Fatalf("class %v, want stuck", e.Class())
+	}
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
+	e, _ := tb.Lookup(k)
+	if e.Class() != ClassOK || len(e.Evidence()) != 0 {
+		t.Fatalf("after repair: class %v, evidence %v", e.Class(), e.Evidence())
+	}
+	if tb.ProbeUnanswered(k, string(macA), c.now()) {
+		t.Error("a probe to a MAC the entry no longer has was recorded")
 	}
 }
 

@@ -143,25 +143,67 @@ type Key struct {
 // Family returns the address family of the key.
 func (k Key) Family() Family { return FamilyOf(k.Addr) }
 
-// Class is neighwatch's verdict on an entry.
+// Class is neighwatch's verdict on an entry. Classes are exclusive and
+// ordered from harmless to harmful.
 type Class uint8
 
-// Classes, from harmless to harmful.
+// Classes.
 const (
 	ClassOK        Class = iota
 	ClassStaleLong       // STALE for at least the threshold
-	ClassStuck           // stale-long with evidence that traffic or the host moved on
+	// ClassAtRisk: stale-long, and traffic reaches it without the
+	// neighbour subsystem, so the kernel will never re-validate it; nothing
+	// says its host is gone.
+	ClassAtRisk
+	// ClassStuck: stale-long, and evidence that the host is not at the
+	// entry's MAC: seen at another MAC in ARP/NDP or in the source of its
+	// own packets, or a unicast probe to the entry's MAC went unanswered.
+	ClassStuck
 )
 
-// String returns "ok", "stale-long" or "stuck".
+// String returns "ok", "stale-long", "at-risk" or "stuck".
 func (c Class) String() string {
 	switch c {
 	case ClassStaleLong:
 		return "stale-long"
+	case ClassAtRisk:
+		return "at-risk"
 	case ClassStuck:
 		return "stuck"
 	}
 	return "ok"
+}
+
+// Signal names one kind of evidence about an entry.
+type Signal string
+
+// Signals.
+const (
+	// SignalBypass: packets reached the entry without the neighbour
+	// subsystem (the tracer). It makes a stale-long entry at-risk.
+	SignalBypass Signal = "bypass"
+	// SignalARP: an ARP or NDP answer or announcement showed the IP at
+	// another MAC. It makes a stale-long entry stuck.
+	SignalARP Signal = "arp"
+	// SignalSourceMAC: the host's own packets arrived from another MAC.
+	// It makes a stale-long entry stuck.
+	SignalSourceMAC Signal = "source-mac"
+	// SignalProbeUnanswered: a unicast probe to the entry's MAC went
+	// unanswered (remediation on). It makes a stale-long entry stuck.
+	SignalProbeUnanswered Signal = "probe-unanswered"
+)
+
+// Signals lists every signal, in the order the README documents them.
+func Signals() []Signal {
+	return []Signal{SignalBypass, SignalARP, SignalSourceMAC, SignalProbeUnanswered}
+}
+
+// Evidence is one signal about an entry and when it was last seen.
+type Evidence struct {
+	Signal  Signal
+	MAC     net.HardwareAddr // the MAC the host was seen at (arp, source-mac) or probed at (probe-unanswered)
+	At      time.Time        // last seen
+	Packets uint64           // bypass and source-mac: packets counted
 }
 
 // Kind says what an event reports.
@@ -170,7 +212,7 @@ type Kind string
 // Event kinds.
 const (
 	KindTransition  Kind = "transition"  // the kernel entry changed: state, lladdr or flags
-	KindMismatch    Kind = "mismatch"    // ARP/NDP saw the IP at a MAC other than the entry's
+	KindMismatch    Kind = "mismatch"    // ARP/NDP or the host's own packets showed the IP at a MAC other than the entry's
 	KindConflict    Kind = "conflict"    // two MACs answered for one IP within the window
 	KindClass       Kind = "class"       // the entry changed class with time or evidence
 	KindRemediation Kind = "remediation" // neighwatch acted on the entry
@@ -183,11 +225,11 @@ func Kinds() []Kind {
 
 // Causes lists every cause, in the order the README documents them.
 func Causes() []Cause {
-	return []Cause{CauseNetlink, CauseResync, CauseLink, CauseARP, CauseClassify, CauseTracepoint, CauseRemediate}
+	return []Cause{CauseNetlink, CauseResync, CauseLink, CauseARP, CauseTraffic, CauseClassify, CauseTracepoint, CauseRemediate}
 }
 
 // Classes lists every class, from harmless to harmful.
-func Classes() []Class { return []Class{ClassOK, ClassStaleLong, ClassStuck} }
+func Classes() []Class { return []Class{ClassOK, ClassStaleLong, ClassAtRisk, ClassStuck} }
 
 // Cause says where a change came from.
 type Cause string
@@ -198,7 +240,8 @@ const (
 	CauseResync     Cause = "resync"      // found different by a fresh dump
 	CauseLink       Cause = "link"        // the interface went away or out of scope
 	CauseTracepoint Cause = "tracepoint"  // a neighbour tracepoint (silent transitions)
-	CauseARP        Cause = "arp"         // ARP evidence: mismatch or conflict
+	CauseARP        Cause = "arp"         // ARP/NDP evidence: mismatch or conflict
+	CauseTraffic    Cause = "traffic"     // evidence from packets: bypass or source MAC (the tracer)
 	CauseClassify   Cause = "classify"    // the entry changed class with time
 	CauseRemediate  Cause = "remediation" // neighwatch acted on the entry
 )
@@ -222,12 +265,23 @@ type Entry struct {
 	// ARP/NDP evidence.
 	SeenMAC  string // last MAC this IP was seen answering from
 	SeenAt   int64
-	Mismatch bool // SeenMAC differs from LLAddr after the entry last changed
+	Mismatch bool // SeenMAC differs from LLAddr (while the entry is valid)
 
 	// Tracer evidence.
 	BypassPackets uint64 // all packets sent to this entry while STALE, bypassing the neighbour subsystem
 	BypassInState uint64 // the same, in the current STALE period
 	LastBypass    int64
+
+	// Source-MAC evidence: packets from this IP arrived from SourceMAC.
+	SourceMAC      string
+	SourceAt       int64
+	SourcePackets  uint64 // packets from this IP at a MAC other than LLAddr
+	SourceMismatch bool   // SourceMAC differs from LLAddr (while the entry is valid)
+
+	// ProbeUnansweredAt: a unicast probe to ProbeMAC (then the entry's
+	// lladdr) went unanswered; cleared when the entry's state changes.
+	ProbeUnansweredAt int64
+	ProbeMAC          string
 
 	class   Class
 	gen     uint32 // resync generation that last confirmed the entry
@@ -237,6 +291,30 @@ type Entry struct {
 
 // Class returns the classification as of the last table update or Advance.
 func (e *Entry) Class() Class { return e.class }
+
+// hostGone reports whether some evidence says the host is not at the
+// entry's MAC.
+func (e *Entry) hostGone() bool {
+	return e.Mismatch || e.SourceMismatch || (e.ProbeUnansweredAt != 0 && e.ProbeMAC == e.LLAddr)
+}
+
+// Evidence lists what is known against the entry, one item per signal.
+func (e *Entry) Evidence() []Evidence {
+	var out []Evidence
+	if e.BypassInState > 0 {
+		out = append(out, Evidence{Signal: SignalBypass, At: time.Unix(0, e.LastBypass), Packets: e.BypassInState})
+	}
+	if e.Mismatch {
+		out = append(out, Evidence{Signal: SignalARP, MAC: net.HardwareAddr(e.SeenMAC), At: time.Unix(0, e.SeenAt)})
+	}
+	if e.SourceMismatch {
+		out = append(out, Evidence{Signal: SignalSourceMAC, MAC: net.HardwareAddr(e.SourceMAC), At: time.Unix(0, e.SourceAt), Packets: e.SourcePackets})
+	}
+	if e.ProbeUnansweredAt != 0 && e.ProbeMAC == e.LLAddr {
+		out = append(out, Evidence{Signal: SignalProbeUnanswered, MAC: net.HardwareAddr(e.ProbeMAC), At: time.Unix(0, e.ProbeUnansweredAt)})
+	}
+	return out
+}
 
 // HardwareAddr returns the lladdr as a net.HardwareAddr (a copy).
 func (e *Entry) HardwareAddr() net.HardwareAddr { return net.HardwareAddr(e.LLAddr) }

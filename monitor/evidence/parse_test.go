@@ -105,8 +105,9 @@ func (c *fakeConn) ReadFrom(b []byte) (int, net.Addr, error) {
 func (c *fakeConn) Close() error { c.closed = true; return nil }
 
 // TestWatcherFeed drives the listener loop with frames: counts by kind,
-// a mismatch against the table's entry, a conflict, malformed frames, and
-// the listener removing itself when its socket fails.
+// a mismatch against the table's entry, a move (one change of MAC is not a
+// conflict), malformed frames, and the listener removing itself when its
+// socket fails.
 func TestWatcherFeed(t *testing.T) {
 	tb := table.New(time.Minute, nil)
 	tb.Apply(table.CauseNetlink, table.Update{Family: table.FamilyInet, Ifindex: 4, State: table.StateStale, Addr: ipA, LLAddr: macA})
@@ -126,8 +127,8 @@ func TestWatcherFeed(t *testing.T) {
 	if c.Packets[ARPRequest] != 1 || c.Packets[ARPGratuitous] != 1 || c.Packets[ARPReply] != 0 {
 		t.Errorf("kinds: %v", c.Packets)
 	}
-	if c.Conflicts != 1 || c.Mismatches != 1 || w.Malformed() != 1 {
-		t.Errorf("conflicts %d mismatches %d malformed %d", c.Conflicts, c.Mismatches, w.Malformed())
+	if c.Moves != 1 || c.Conflicts != 0 || c.Mismatches != 1 || w.Malformed() != 1 {
+		t.Errorf("moves %d conflicts %d mismatches %d malformed %d; want one move, no conflict", c.Moves, c.Conflicts, c.Mismatches, w.Malformed())
 	}
 	if mac, _, ok := w.Seen(4, ipA); !ok || mac.String() != macB.String() {
 		t.Errorf("seen = %v %v", mac, ok)

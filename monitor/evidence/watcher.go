@@ -40,18 +40,60 @@ type Link struct {
 type Counters struct {
 	Packets    [numKinds]uint64 // by Kind
 	Mismatches uint64
+	Moves      uint64
 	Conflicts  uint64
 }
 
 type ifCounters struct {
 	packets    [numKinds]atomic.Uint64
 	mismatches atomic.Uint64
+	moves      atomic.Uint64
 	conflicts  atomic.Uint64
 }
 
+// host is what was seen of one IP on one interface: the MAC it last
+// answered from, and the one before it.
 type host struct {
-	mac string
-	at  int64
+	mac     string
+	at      int64 // last seen at mac
+	prev    string
+	changed int64 // when mac replaced prev
+}
+
+// Verdict is what one observation says about its host.
+type Verdict uint8
+
+// Verdicts.
+const (
+	Same     Verdict = iota // the MAC it was last seen at, or the first sighting
+	Move                    // a new MAC: the host moved (one change is a move, not a duplicate)
+	Conflict                // back to the MAC it left within the window: two MACs answering in turn
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Move:
+		return "move"
+	case Conflict:
+		return "conflict"
+	}
+	return "same"
+}
+
+// observe applies one sighting of mac at now to h. Two MACs that answer in
+// turn within window (A, B, A: arpwatch's "flip flop"), or both keep
+// answering, are a conflict; a single change is a move.
+func (h *host) observe(mac string, now, window int64) Verdict {
+	switch {
+	case h.mac == "" || mac == h.mac:
+		h.mac, h.at = mac, now
+		return Same
+	case mac == h.prev && now-h.changed < window:
+		h.prev, h.mac, h.at, h.changed = h.mac, mac, now, now
+		return Conflict
+	}
+	h.prev, h.mac, h.at, h.changed = h.mac, mac, now, now
+	return Move
 }
 
 type listenerKey struct {
@@ -139,7 +181,7 @@ func (w *Watcher) Counters() map[int32]Counters {
 		for k := range s.Packets {
 			s.Packets[k] = c.packets[k].Load()
 		}
-		s.Mismatches, s.Conflicts = c.mismatches.Load(), c.conflicts.Load()
+		s.Mismatches, s.Moves, s.Conflicts = c.mismatches.Load(), c.moves.Load(), c.conflicts.Load()
 		out[idx] = s
 	}
 	return out
@@ -260,21 +302,25 @@ func (w *Watcher) Observe(ifindex int32, o Observation, now time.Time) {
 	w.mu.Lock()
 	c := w.countersLocked(ifindex)
 	c.packets[o.Kind].Add(1)
-	prev, had := w.hosts[k]
-	conflict := had && prev.mac != mac && nanos-prev.at < int64(w.cfg.ConflictWindow)
+	h, had := w.hosts[k]
+	was := h.mac
+	verdict := h.observe(mac, nanos, int64(w.cfg.ConflictWindow))
 	if had || len(w.hosts) < w.cfg.MaxHosts {
-		w.hosts[k] = host{mac: mac, at: nanos}
+		w.hosts[k] = h
 	} else {
 		w.hostsDropped.Add(1)
 	}
 	w.mu.Unlock()
-	if conflict {
+	switch verdict {
+	case Move:
+		c.moves.Add(1)
+	case Conflict:
 		c.conflicts.Add(1)
 		if w.table.Events().Active() {
 			w.table.Publish(table.Event{
 				Time: now, Ifindex: ifindex, Family: table.FamilyOf(o.SenderIP), IP: o.SenderIP,
-				LLAddr: o.SenderMAC, OldLLAddr: net.HardwareAddr(prev.mac), Cause: table.CauseARP, Kind: table.KindConflict,
-				Detail: "answered from " + net.HardwareAddr(prev.mac).String() + " and " + o.SenderMAC.String() + " within " + w.cfg.ConflictWindow.String(),
+				LLAddr: o.SenderMAC, OldLLAddr: net.HardwareAddr(was), Cause: table.CauseARP, Kind: table.KindConflict,
+				Detail: "answered from " + net.HardwareAddr(was).String() + " and " + o.SenderMAC.String() + " in turn within " + w.cfg.ConflictWindow.String(),
 			})
 		}
 	}

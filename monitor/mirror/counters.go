@@ -16,6 +16,7 @@ type Counters struct {
 	ErrDecode       uint64
 	ErrSocket       uint64
 	LinkResubscribe uint64 // link subscriptions that failed and were renewed
+	Lookups         uint64 // entries added by Lookup: created without a notification
 }
 
 // counters is the live form of Counters.
@@ -23,6 +24,7 @@ type counters struct {
 	messages, ignored, dumps                                          atomic.Uint64
 	resyncENOBUFS, resyncInterrupt, resyncLink, resyncError           atomic.Uint64
 	resyncPeriodic, errENOBUFS, errDecode, errSocket, linkResubscribe atomic.Uint64
+	lookups                                                           atomic.Uint64
 }
 
 func (c *counters) snapshot() Counters {
@@ -31,6 +33,6 @@ func (c *counters) snapshot() Counters {
 		ResyncENOBUFS: c.resyncENOBUFS.Load(), ResyncInterrupt: c.resyncInterrupt.Load(),
 		ResyncLink: c.resyncLink.Load(), ResyncError: c.resyncError.Load(), ResyncPeriodic: c.resyncPeriodic.Load(),
 		ErrENOBUFS: c.errENOBUFS.Load(), ErrDecode: c.errDecode.Load(), ErrSocket: c.errSocket.Load(),
-		LinkResubscribe: c.linkResubscribe.Load(),
+		LinkResubscribe: c.linkResubscribe.Load(), Lookups: c.lookups.Load(),
 	}
 }
