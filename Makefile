@@ -56,14 +56,14 @@ fmt-check:
 
 # Regenerates the eBPF objects with clang (bpf2go).
 generate:
-	$(GO) generate ./bpf/... ./internal/bench/progs/...
+	$(GO) generate ./bpf/... ./internal/bench/progs/... ./internal/lab/fwd/...
 
 # Fails when the committed eBPF objects differ from a fresh build.
 check-generate:
 	@if [ -n "$$(ls bpf/*.c 2>/dev/null)" ]; then \
 		$(MAKE) --no-print-directory generate && \
-		git diff --exit-code --stat -- bpf/ internal/bench/progs/ && \
-		test -z "$$(git status --porcelain -- bpf/ internal/bench/progs/)" || { git status --short -- bpf/ internal/bench/progs/; echo "generated eBPF objects are out of date or uncommitted: run make generate and commit" >&2; exit 1; }; \
+		git diff --exit-code --stat -- bpf/ internal/bench/progs/ internal/lab/fwd/ && \
+		test -z "$$(git status --porcelain -- bpf/ internal/bench/progs/ internal/lab/fwd/)" || { git status --short -- bpf/ internal/bench/progs/ internal/lab/fwd/; echo "generated eBPF objects are out of date or uncommitted: run make generate and commit" >&2; exit 1; }; \
 	fi
 
 checkrules:

@@ -82,12 +82,9 @@ static __always_inline void track(struct neighbour *n, __u8 source, int dead)
 		__sync_fetch_and_add(&stale_on_if[k.ifindex % STALE_BUCKETS], 1);
 	}
 
-	// Netlink reports every other change; these it never does. A new
-	// entry may never be reported either (IPv6 multicast, NOARP): user
-	// space looks it up.
+	// Netlink reports every other change; these it never does.
 	int silent = (source == SRC_EVENT_SEND && from != nv.state) ||
-		     (source == SRC_TIMER && nv.state == NUD_DELAY && from != NUD_DELAY) ||
-		     (source == SRC_CREATE && !old);
+		     (source == SRC_TIMER && nv.state == NUD_DELAY && from != NUD_DELAY);
 	if (!silent)
 		return;
 	struct tp_event *ev = bpf_ringbuf_reserve(&tp_events, sizeof(*ev), 0);
@@ -124,10 +121,36 @@ int BPF_PROG(tr_timer_handler, struct neighbour *n, int err)
 	return 0;
 }
 
+// neigh_create fires in ___neigh_create() right after the allocation,
+// before the entry has its device, address or state (and n may be NULL),
+// so the key comes from the arguments. The entry's state is not known
+// yet: this only tells user space to look the entry up, since netlink
+// never announces some entries (IPv6 multicast, NOARP). The mirror learns
+// the entry from its first update.
 SEC("tp_btf/neigh_create")
 int BPF_PROG(tr_create, struct neigh_table *tbl, struct net_device *dev, const void *pkey, struct neighbour *n, _Bool exempt_from_gc)
 {
-	track(n, SRC_CREATE, 0);
+	struct nkey k = {};
+	k.ifindex = BPF_CORE_READ(dev, ifindex);
+	if (!n || !is_watched(k.ifindex) || !in_netns(dev))
+		return 0;
+	k.family = BPF_CORE_READ(tbl, family);
+	unsigned int key_len = BPF_CORE_READ(tbl, key_len);
+	if (k.family == AF_INET && key_len == 4)
+		bpf_probe_read_kernel(k.addr, 4, pkey);
+	else if (k.family == AF_INET6 && key_len == 16)
+		bpf_probe_read_kernel(k.addr, 16, pkey);
+	else
+		return 0;
+	struct tp_event *ev = bpf_ringbuf_reserve(&tp_events, sizeof(*ev), 0);
+	if (!ev) {
+		stat_inc(ST_EVENTS_DROPPED);
+		return 0;
+	}
+	__builtin_memset(ev, 0, sizeof(*ev));
+	ev->key = k;
+	ev->source = SRC_CREATE;
+	bpf_ringbuf_submit(ev, 0);
 	return 0;
 }
 

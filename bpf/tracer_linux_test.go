@@ -91,3 +91,78 @@ func TestTracerWatchesLargeIfindex(t *testing.T) {
 		t.Fatal("an entry of an unwatched interface was mirrored")
 	}
 }
+
+// TestTracerPastCapacity: with a mirror of 16 entries and 40 STALE entries
+// on one interface, the entries that do not fit are counted as dropped and
+// never counted as STALE; once all are deleted no STALE accounting is left
+// (no MAC in stale_macs, the interface's bucket and the MAC filter back to
+// zero), so no packet can later be blamed on an entry the mirror never
+// held. An LRU mirror, which evicts behind the tracer's back, fails this.
+func TestTracerPastCapacity(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	ns := lab.NewNS(t, "cap")
+	ns.MustIP(t, "link", "add", "cap0", "type", "veth", "peer", "name", "cap1")
+	ns.MustIP(t, "link", "set", "cap0", "up")
+	idx, err := ns.Ifindex("cap0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino, err := NetNSInode("/run/netns/" + ns.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const capacity, n = 16, 40
+	tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, NetNSIno: ino, MirrorSize: capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.SetWatched([]int{idx}, false); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for i := range n {
+		lines = append(lines, "neigh add "+lab.HostIP(8, i).String()+" lladdr "+lab.HostMAC(i, 8).String()+" dev cap0 nud stale")
+	}
+	if err := ns.Batch(lines); err != nil {
+		t.Fatal(err)
+	}
+	lab.WaitFor(t, 10*time.Second, "the entries past capacity to be counted as dropped", func() bool {
+		st, err := tr.Stats()
+		return err == nil && st.MirrorDropped >= n-capacity
+	})
+	staleMACs := func() int {
+		var k tracerMkey
+		var v tracerMval
+		c := 0
+		for it := tr.objs.StaleMacs.Iterate(); it.Next(&k, &v); {
+			c++
+		}
+		return c
+	}
+	bucket := func() uint32 {
+		var b [4096]uint32
+		if err := tr.objs.StaleOnIf.Get(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b[idx%len(b)]
+	}
+	if m, b, held := staleMACs(), bucket(), countKeys(tr.objs.NeighMirror); m != held || int(b) != held || held > capacity {
+		t.Fatalf("%d entries in the mirror (capacity %d), %d STALE MACs, bucket %d: accounting does not match the mirror", held, capacity, m, b)
+	}
+	ns.MustIP(t, "neigh", "flush", "dev", "cap0")
+	lab.WaitFor(t, 10*time.Second, "every STALE count to go back to zero", func() bool {
+		var bloom [16384]uint32
+		if err := tr.objs.MacBloom.Get(&bloom); err != nil {
+			t.Fatal(err)
+		}
+		sum := uint32(0)
+		for _, v := range bloom {
+			sum += v
+		}
+		return staleMACs() == 0 && bucket() == 0 && sum == 0 && countKeys(tr.objs.NeighMirror) == 0
+	})
+	st, _ := tr.Stats()
+	t.Logf("%d entries against a mirror of %d: %d mirror updates dropped, nothing left counted after the flush", n, capacity, st.MirrorDropped)
+}

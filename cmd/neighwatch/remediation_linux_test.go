@@ -425,3 +425,25 @@ func TestRemediationRateBound(t *testing.T) {
 	t.Logf("%d probes in %v, at most %d in any second (limit %d); dropped %s, rate-limited %s", len(times), window, worst, limit,
 		metricValue(body, "neighwatch_remediation_dropped_total"), metricValue(body, "neighwatch_remediation_rate_limited_total"))
 }
+
+// TestRemediationScopeAtRisk: the moved client of issue 8 with remediation
+// on and scope at-risk: repaired, outcome moved.
+func TestRemediationScopeAtRisk(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	m := newMovedClient(t, "rar", false)
+	sock := sockPath(t)
+	a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "legacy", "--remediation", "on",
+		"--remediation.scope", "at-risk", "--remediation.strategies", "probe")...)
+	m.agent = a
+	m.move(t)
+	took := m.waitTraffic(t, 20*time.Second)
+	body := a.metrics(t)
+	if v := metricValue(body, `neighwatch_remediation_actions_total{outcome="moved",strategy="probe"}`); v != "1" {
+		t.Errorf("moved probe actions = %q, want 1\n%s", v, grep(body, "remediation_actions_total"))
+	}
+	if e := m.kernelEntry(t); !strings.EqualFold(e.LLAddr, m.newMAC.String()) {
+		t.Errorf("kernel entry at %s, want the new MAC %s", e.LLAddr, m.newMAC)
+	}
+	t.Logf("traffic back %v after the move", took.Round(100*time.Millisecond))
+}

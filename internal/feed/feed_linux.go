@@ -192,6 +192,7 @@ func (f *Feed) sample(ctx context.Context) error {
 			f.setCandidates()
 		}
 		if on != attached {
+			f.log.Debug("tracer: per-packet hooks", "attached", on, "stale_long", f.table.CountClass(table.ClassStaleLong))
 			if err := f.tracer.SetPerPacket(on); err != nil {
 				f.log.Warn("tracer: switching the per-packet hooks failed", "on", on, "err", err)
 			}

@@ -267,3 +267,69 @@ func TestTracerBlamesTheGateway(t *testing.T) {
 		t.Fatal("an entry for the routed destination exists: the test would not show attribution")
 	}
 }
+
+// TestCreatedEntriesLookedUp: the kernel creates IPv6 multicast entries
+// without any netlink notification; the neigh_create tracepoint names
+// them and the feed looks them up, so the table has them within a second
+// or two, without a resync.
+func TestCreatedEntriesLookedUp(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	l := lab.New(t, "crt")
+	h, err := l.Node.Handle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	tb := table.New(time.Minute, nil)
+	mir := mirror.New(mirror.Config{NetNS: &h}, tb)
+	ino, err := bpf.NetNSInode("/run/netns/" + l.Node.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := bpf.LoadTracer(bpf.TracerOptions{Mode: bpf.TracerXmit, NetNSIno: ino, InNetNS: l.Node.Do})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := feed.New(tr, tb, mir, feed.Config{Interval: 200 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- mir.Run(ctx) }()
+	go func() { done <- f.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+		tr.Close()
+	})
+	select {
+	case <-f.Ready():
+	case err := <-done:
+		t.Fatalf("stopped before ready: %v", err)
+	}
+	n0, _ := l.Node.Ifindex(lab.NodeClientIf)
+	group := netip.MustParseAddr("ff02::1:ff00:2") // a solicited-node group nobody else uses here
+	k := table.Key{Ifindex: int32(n0), Addr: group}
+	if _, ok := tb.Lookup(k); ok {
+		t.Fatal("the multicast entry exists before the test made it")
+	}
+	// Sending to a multicast group makes the kernel create a NOARP entry
+	// for it, and tell netlink nothing.
+	if _, _, err := l.Node.Echo(group.WithZone(lab.NodeClientIf), 1, time.Millisecond, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	lab.WaitFor(t, 5*time.Second, "the multicast entry in the table", func() bool {
+		e, ok := tb.Lookup(k)
+		return ok && e.State == table.StateNoARP
+	})
+	c := mir.Counters()
+	if c.Lookups == 0 || c.Dumps != 1 {
+		t.Errorf("lookups %d, dumps %d: want the entry found by a lookup, with no resync", c.Lookups, c.Dumps)
+	}
+	if ke, err := l.Node.Entry(lab.NodeClientIf, group); err != nil || ke.State[0] != "NOARP" {
+		t.Errorf("kernel entry: %+v %v", ke, err)
+	}
+}

@@ -8,9 +8,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
@@ -31,7 +33,15 @@ func (n NS) Echo(dst netip.Addr, count int, interval, wait time.Duration) (sent,
 		request, reply = ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply
 	}
 	var c *icmp.PacketConn
+	zone := dst.Zone()
 	if err := n.Do(func() error {
+		if zone != "" { // an interface of the namespace, by index: names resolve where the caller runs
+			ifi, err := net.InterfaceByName(zone)
+			if err != nil {
+				return err
+			}
+			zone = strconv.Itoa(ifi.Index)
+		}
 		var err error
 		c, err = icmp.ListenPacket(network, listen) // the socket stays in the namespace
 		return err
@@ -71,7 +81,7 @@ func (n NS) Echo(dst netip.Addr, count int, interval, wait time.Duration) (sent,
 			}
 		}
 	}()
-	to := &net.IPAddr{IP: dst.AsSlice(), Zone: dst.Zone()}
+	to := &net.IPAddr{IP: dst.AsSlice(), Zone: zone}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for seq := range count {
@@ -116,4 +126,22 @@ func (n NS) Ping(dst netip.Addr, count int, wait time.Duration) error {
 		return fmt.Errorf("no reply from %s to %d echo requests from %s", dst, sent, n.Name)
 	}
 	return nil
+}
+
+// LinkStats returns an interface's received and transmitted packets, as
+// the kernel counts them.
+func (n NS) LinkStats(dev string) (rx, tx uint64, err error) {
+	err = n.Do(func() error {
+		l, err := netlink.LinkByName(dev)
+		if err != nil {
+			return err
+		}
+		s := l.Attrs().Statistics
+		if s == nil {
+			return fmt.Errorf("no statistics for %s in %s", dev, n.Name)
+		}
+		rx, tx = s.RxPackets, s.TxPackets
+		return nil
+	})
+	return rx, tx, err
 }

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/lab"
+)
+
+// enableBPFStats turns on the kernel's per-program run counts
+// (kernel.bpf_stats_enabled, host-wide) until the test ends.
+func enableBPFStats(t *testing.T) {
+	t.Helper()
+	const p = "/proc/sys/kernel/bpf_stats_enabled"
+	old, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("kernel.bpf_stats_enabled: %v", err)
+	}
+	if err := os.WriteFile(p, []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.WriteFile(p, old, 0o644) })
+}
+
+// labPackets sums the packets the lab's interfaces transmitted (every one
+// of them passes net_dev_start_xmit) and the node received on n0 (where
+// the source-MAC program attaches).
+func labPackets(t *testing.T, l *lab.Lab) (tx, rxN0 uint64) {
+	t.Helper()
+	for _, d := range []struct {
+		ns  lab.NS
+		dev string
+	}{{l.Client, lab.ClientIf}, {l.Node, lab.NodeClientIf}, {l.Node, lab.NodeBackendIf}, {l.Backend, lab.BackendIf}} {
+		rx, txd, err := d.ns.LinkStats(d.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx += txd
+		if d.dev == lab.NodeClientIf {
+			rxN0 = rx
+		}
+	}
+	return tx, rxN0
+}
+
+func programRuns(t *testing.T, a *agentProc) (xmit, source float64) {
+	t.Helper()
+	body := a.metrics(t)
+	v := func(p string) float64 {
+		s := metricValue(body, `neighwatch_tracer_program_runs_total{program="`+p+`"}`)
+		if s == "" {
+			t.Fatalf("no run count for %s: is kernel.bpf_stats_enabled on?\n%s", p, grep(body, "program_runs"))
+		}
+		f, _ := strconv.ParseFloat(s, 64)
+		return f
+	}
+	return v("tr_xmit"), v("tr_source")
+}
+
+// TestPerPacketRunsOnlyWhenNeeded counts the tracer's per-packet program
+// runs with the kernel's own statistics while traffic flows through the
+// lab's legacy datapath: with no STALE entry in the agent's namespace,
+// none (at most 0.02 per packet); with a stale-long bypassed entry, at
+// most the configured duty fraction (window/period) plus 0.02 per packet,
+// and bypass evidence still gathered.
+func TestPerPacketRunsOnlyWhenNeeded(t *testing.T) {
+	lab.Require(t)
+	enableBPFStats(t)
+	l := lab.New(t, "pps")
+	// IPv4 only: IPv6 would give the node STALE link-local entries of its
+	// own (router and multicast listener traffic) that the test does not
+	// control.
+	for _, ns := range []lab.NS{l.Client, l.Node, l.Backend} {
+		if err := ns.Sysctl("net.ipv6.conf.all.disable_ipv6", "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n0mac, _ := l.Node.MAC(lab.NodeClientIf)
+	cmac, _ := l.Client.MAC(lab.ClientIf)
+	bmac, _ := l.Backend.MAC(lab.BackendIf)
+	n1mac, _ := l.Node.MAC(lab.NodeBackendIf)
+	for _, e := range []struct {
+		ns  lab.NS
+		dev string
+		ip  string
+		mac string
+		nud string
+	}{
+		{l.Node, lab.NodeClientIf, lab.ClientIP.String(), cmac.String(), "permanent"},
+		{l.Node, lab.NodeBackendIf, lab.BackendIP.String(), bmac.String(), "permanent"},
+		{l.Backend, lab.BackendIf, lab.NodeBackendIP.String(), n1mac.String(), "permanent"},
+		{l.Client, lab.ClientIf, lab.NodeClientIP.String(), n0mac.String(), "permanent"},
+	} {
+		e.ns.MustIP(t, "neigh", "replace", e.ip, "lladdr", e.mac, "dev", e.dev, "nud", e.nud)
+	}
+	const window, period = 100 * time.Millisecond, time.Second
+	const duty = float64(window) / float64(period)
+	sock := sockPath(t)
+	a := startAgent(t, l.Node, sock, "--interfaces", "n0,n1", "--stale-threshold", "1s", "--tracer", "xmit", "--tracer.interval", "200ms",
+		"--tracer.window", window.String(), "--tracer.period", period.String(),
+		"--datapath.interfaces", lab.NodeBackendIf, "--datapath.mode", "legacy")
+	for _, e := range statusJSON(t, sock) {
+		if e.State == "stale" {
+			t.Fatalf("the node has a STALE entry before the first measurement: %+v", e)
+		}
+	}
+	measure := func(what string, d time.Duration) (perTx, perRx float64) {
+		t.Helper()
+		x0, s0 := programRuns(t, a)
+		tx0, rx0 := labPackets(t, l)
+		n := int(d / time.Millisecond)
+		if sent, got, err := l.Client.Echo(lab.BackendIP, n, time.Millisecond, time.Second); err != nil || got < sent*9/10 {
+			t.Fatalf("%s: %d of %d echo requests answered (%v)", what, got, sent, err)
+		}
+		x1, s1 := programRuns(t, a)
+		tx1, rx1 := labPackets(t, l)
+		perTx, perRx = (x1-x0)/float64(tx1-tx0), (s1-s0)/float64(rx1-rx0)
+		t.Logf("%s: %d packets sent and %d received by n0; tr_xmit ran %.0f times (%.4f per packet), tr_source %.0f (%.4f)",
+			what, tx1-tx0, rx1-rx0, x1-x0, perTx, s1-s0, perRx)
+		return perTx, perRx
+	}
+	if x, s := measure("no STALE entry", 3*time.Second); x > 0.02 || s > 0.02 {
+		t.Errorf("with no STALE entry the per-packet programs ran %.4f and %.4f times per packet, want <= 0.02", x, s)
+	}
+	if v := metricValue(a.metrics(t), "neighwatch_tracer_hooks_attached_seconds_total"); v != "0" {
+		t.Errorf("hooks attached for %ss with no STALE entry", v)
+	}
+
+	// The client's entry goes STALE; the legacy datapath keeps sending the
+	// replies to it: stale-long and bypassed after a second.
+	l.Node.MustIP(t, "neigh", "replace", lab.ClientIP.String(), "lladdr", cmac.String(), "dev", lab.NodeClientIf, "nud", "stale")
+	lab.WaitFor(t, 30*time.Second, "the client's entry to be at-risk", func() bool {
+		_ = l.Client.Ping(lab.BackendIP, 2, time.Second)
+		e, _ := findEntry(statusJSON(t, sock), lab.NodeClientIf, lab.ClientIP.String())
+		return e.Class == "at-risk"
+	})
+	before, _ := findEntry(statusJSON(t, sock), lab.NodeClientIf, lab.ClientIP.String())
+	if x, s := measure("a stale-long bypassed entry", 10*period); x > duty+0.02 || s > duty+0.02 {
+		t.Errorf("with a stale-long entry the per-packet programs ran %.4f and %.4f times per packet, want <= %.2f (duty %.2f + 0.02)", x, s, duty+0.02, duty)
+	}
+	after, _ := findEntry(statusJSON(t, sock), lab.NodeClientIf, lab.ClientIP.String())
+	if after.BypassPackets <= before.BypassPackets || after.Class != "at-risk" {
+		t.Errorf("bypass evidence not gathered while sampling: %d -> %d packets, class %s", before.BypassPackets, after.BypassPackets, after.Class)
+	}
+	body := a.metrics(t)
+	t.Logf("hooks attached for %ss in all", metricValue(body, "neighwatch_tracer_hooks_attached_seconds_total"))
+	if !strings.Contains(body, "neighwatch_tracer_hooks_attached ") {
+		t.Error("no neighwatch_tracer_hooks_attached")
+	}
+}
