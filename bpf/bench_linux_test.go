@@ -346,3 +346,113 @@ func BenchmarkDecision(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkForwardingSampled measures what the tracer costs forwarding as
+// the agent runs it on its defaults: the per-packet hooks attached only
+// while some entry is stale-long, and then for 1 s out of every 30 s. Each
+// configuration is measured over a whole period (frames injected back to
+// back for 30 s) and every round runs all four, interleaved: the legacy
+// datapath with the tracer off and sampled, with and without a stale-long
+// entry (another MAC) on the egress interface. Without one the agent keeps
+// the hooks detached, so sampled must equal off. Run it as
+//
+//	go test ./bpf -run '^$' -bench ForwardingSampled -benchtime 5x
+//
+// NEIGHWATCH_BENCH_PERIOD and NEIGHWATCH_BENCH_WINDOW change the period and
+// window (durations).
+func BenchmarkForwardingSampled(b *testing.B) {
+	f := newFwdBench(b)
+	period, window := 30*time.Second, time.Second
+	if v, err := time.ParseDuration(os.Getenv("NEIGHWATCH_BENCH_PERIOD")); err == nil {
+		period = v
+	}
+	if v, err := time.ParseDuration(os.Getenv("NEIGHWATCH_BENCH_WINDOW")); err == nil {
+		window = v
+	}
+	tr := f.tracers["full"]
+	staleIP := mustAddr("10.0.1.99")
+	staleMAC := net.HardwareAddr{2, 0, 0, 0, 9, 9}
+	f.setup(b, ModeLegacy, "")
+	f.inject(b, 1_000_000) // warm up
+	// measure injects frames back to back for one period; with sampled,
+	// the hooks are attached for the window at its start, as the agent
+	// does when some entry is stale-long. It returns packets per second
+	// and the fraction of the period the hooks were attached.
+	measure := func(sampled, stale bool) (float64, float64) {
+		if stale {
+			if err := f.l.Node.SetNeigh(lab.NodeClientIf, staleIP, staleMAC, "stale"); err != nil {
+				b.Fatal(err)
+			}
+			defer f.l.Node.MustIP(b, "neigh", "del", staleIP.String(), "dev", lab.NodeClientIf)
+			if err := tr.SetCandidates([]Candidate{{Ifindex: f.n0, Addr: staleIP, MAC: staleMAC}}); err != nil {
+				b.Fatal(err)
+			}
+		} else if err := tr.SetCandidates(nil); err != nil {
+			b.Fatal(err)
+		}
+		_, before := tr.PerPacket()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if !sampled || !stale { // the agent attaches nothing without a stale-long entry
+				return
+			}
+			if err := tr.SetPerPacket(true); err != nil {
+				b.Error(err)
+			}
+			time.Sleep(window)
+			if err := tr.SetPerPacket(false); err != nil {
+				b.Error(err)
+			}
+		}()
+		var frames uint64
+		start := time.Now()
+		for time.Since(start) < period {
+			f.inject(b, 250_000)
+			frames += 250_000
+		}
+		elapsed := time.Since(start)
+		<-done
+		_, after := tr.PerPacket()
+		return float64(frames) / elapsed.Seconds(), (after - before).Seconds() / elapsed.Seconds()
+	}
+	pps, ratios, attached := series{}, series{}, series{}
+	b.ResetTimer()
+	for r := 0; r < b.N; r++ {
+		for _, stale := range []bool{false, true} {
+			suffix := "/no stale-long entry"
+			if stale {
+				suffix = "/stale-long entry on egress"
+			}
+			off, _ := measure(false, stale)
+			on, frac := measure(true, stale)
+			pps.add("legacy, tracer off"+suffix, off)
+			pps.add("legacy, tracer sampled"+suffix, on)
+			ratios.add("sampled/off"+suffix, on/off)
+			attached.add("hooks attached"+suffix, frac)
+		}
+	}
+	b.StopTimer()
+	var out strings.Builder
+	fmt.Fprintf(&out, "rounds=%d period=%v window=%v (each configuration over one whole period)\n", b.N, period, window)
+	for _, s := range []series{pps, ratios, attached} {
+		keys := make([]string, 0, len(s))
+		for k := range s {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			m, lo, hi := stats(s[k])
+			if s[k][0] > 1000 { // packets per second: print Mpps
+				m, lo, hi = m/1e6, lo/1e6, hi/1e6
+			}
+			fmt.Fprintf(&out, "  %-52s median %.4f  (min %.4f, max %.4f)\n", k, m, lo, hi)
+		}
+	}
+	b.Log("\n" + out.String())
+	if p := os.Getenv("NEIGHWATCH_BENCH_OUT"); p != "" {
+		_ = os.WriteFile(p, []byte(out.String()), 0o644)
+	}
+	m, _, _ := stats(ratios["sampled/off/stale-long entry on egress"])
+	b.ReportMetric(m, "sampled/off-stale")
+}

@@ -68,7 +68,7 @@ const metricsAddr = "127.0.0.1:9947" // each namespace has its own loopback
 // startAgent runs the agent in ns and waits for /readyz and, when the
 // agent runs a tracer, for the tracer too: tests then see bypass traffic
 // counted from their first packet.
-func startAgent(t *testing.T, ns lab.NS, sock string, args ...string) *agentProc {
+func startAgent(t testing.TB, ns lab.NS, sock string, args ...string) *agentProc {
 	t.Helper()
 	full := append([]string{"agent", "--metrics.listen", metricsAddr, "--control.socket", sock, "--log.level", "debug"}, args...)
 	a := runAgentCmd(t, ns, sock, ns.Command(binPath, full...))
@@ -80,7 +80,7 @@ func startAgent(t *testing.T, ns lab.NS, sock string, args ...string) *agentProc
 }
 
 // waitPart waits until the agent reports one part ready (/readyz/PART).
-func (a *agentProc) waitPart(t *testing.T, part string) {
+func (a *agentProc) waitPart(t testing.TB, part string) {
 	t.Helper()
 	lab.WaitFor(t, 30*time.Second, "part "+part+" of the agent to be ready", func() bool {
 		code, _, err := a.ns.HTTPGet("http://" + metricsAddr + "/readyz/" + part)
@@ -90,7 +90,7 @@ func (a *agentProc) waitPart(t *testing.T, part string) {
 
 // runAgentCmd starts an agent command (run in ns) and stops it when the
 // test ends.
-func runAgentCmd(t *testing.T, ns lab.NS, sock string, cmd *exec.Cmd) *agentProc {
+func runAgentCmd(t testing.TB, ns lab.NS, sock string, cmd *exec.Cmd) *agentProc {
 	t.Helper()
 	a := &agentProc{ns: ns, sock: sock, done: make(chan error, 1), cmd: cmd}
 	cmd.Stderr, cmd.Stdout = a, a
@@ -108,7 +108,7 @@ func runAgentCmd(t *testing.T, ns lab.NS, sock string, cmd *exec.Cmd) *agentProc
 }
 
 // stop sends SIGTERM and requires a clean exit.
-func (a *agentProc) stop(t *testing.T) {
+func (a *agentProc) stop(t testing.TB) {
 	t.Helper()
 	if a.cmd.ProcessState != nil {
 		return
@@ -126,7 +126,7 @@ func (a *agentProc) stop(t *testing.T) {
 	}
 }
 
-func (a *agentProc) metrics(t *testing.T) string {
+func (a *agentProc) metrics(t testing.TB) string {
 	t.Helper()
 	code, body, err := a.ns.HTTPGet("http://" + metricsAddr + "/metrics")
 	if err != nil || code != 200 {
@@ -136,7 +136,7 @@ func (a *agentProc) metrics(t *testing.T) string {
 }
 
 // statusJSON runs `neighwatch status --json` like a user would.
-func statusJSON(t *testing.T, sock string) []control.Entry {
+func statusJSON(t testing.TB, sock string) []control.Entry {
 	t.Helper()
 	out, err := exec.Command(binPath, "status", "--json", "--control.socket", sock).Output()
 	if err != nil {
@@ -158,7 +158,7 @@ func findEntry(entries []control.Entry, dev, ip string) (control.Entry, bool) {
 	return control.Entry{}, false
 }
 
-func sockPath(t *testing.T) string { return filepath.Join(t.TempDir(), "nw.sock") }
+func sockPath(t testing.TB) string { return filepath.Join(t.TempDir(), "nw.sock") }
 
 func TestStateAgeFromCacheinfoSurvivesRestart(t *testing.T) {
 	lab.Require(t)
@@ -379,7 +379,7 @@ func TestUnprivilegedAgent(t *testing.T) {
 	}
 }
 
-func waitReady(t *testing.T, a *agentProc) {
+func waitReady(t testing.TB, a *agentProc) {
 	t.Helper()
 	lab.WaitFor(t, 60*time.Second, "the agent's /readyz", func() bool {
 		select {

@@ -227,6 +227,9 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 			t.iface(e.Ifindex).lladdrChanges[f]++
 		}
 		e.LLAddr = string(u.LLAddr)
+		// Sightings of the host's packets predate the new MAC: they say
+		// nothing about it.
+		e.SourceMAC, e.SourceAt, e.SourcePackets = "", 0, 0
 	}
 	e.Flags, e.FlagsExt = u.Flags, u.FlagsExt
 	e.Mismatch, e.SourceMismatch = mismatch(e)

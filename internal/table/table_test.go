@@ -126,6 +126,14 @@ func TestEvidenceFollowsTheEntry(t *testing.T) {
 	if e.Class() != ClassOK || len(e.Evidence()) != 0 {
 		t.Fatalf("after repair: class %v, evidence %v", e.Class(), e.Evidence())
 	}
+	// Set STALE at a third MAC: what was seen of the host's packets before
+	// is not evidence against the new MAC.
+	u = upd(1, ipA, StateStale, net.HardwareAddr{2, 0, 0, 0, 0, 0xc})
+	u.UpdatedAge = 2 * time.Minute
+	tb.Apply(CauseNetlink, u)
+	if e, _ := tb.Lookup(k); e.Class() != ClassStaleLong || e.SourceMismatch {
+		t.Fatalf("after a new MAC: class %v, evidence %v; want stale-long with none", e.Class(), e.Evidence())
+	}
 	if tb.ProbeUnanswered(k, string(macA), c.now()) {
 		t.Error("a probe to a MAC the entry no longer has was recorded")
 	}

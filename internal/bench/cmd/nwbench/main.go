@@ -8,7 +8,8 @@
 //
 // With two or more --bin agents (say the build before and after a change),
 // every round runs each of them after the bare dump, in turn, and the
-// report adds each agent's per-round ratio to the first.
+// report adds each agent's per-round ratio to the first. An agent may carry
+// extra flags after an @: --bin 'bin/neighwatch,bin/neighwatch@--tracer=off'.
 package main
 
 import (
@@ -127,7 +128,9 @@ func raiseGC(n int) (func(), error) {
 }
 
 type agentResult struct {
-	SyncSeconds   float64
+	SyncSeconds   float64 // the agent's own "took" of its first dump
+	LoadedSeconds float64 // process start to the "neighbour table loaded" line
+	ReadySeconds  float64 // process start to /readyz answering 200
 	HWMKB, RSSKB  int
 	ScrapeSeconds []float64
 }
@@ -179,7 +182,7 @@ func runAll(args []string) error {
 
 // series are one agent binary's figures over the rounds.
 type series struct {
-	syncRatio, sync, hwm, rss, scrapeMed, allScrapes []float64
+	syncRatio, sync, loaded, ready, hwm, rss, scrapeMed, allScrapes []float64
 }
 
 func runSize(n, rounds, scrapes int, self string, bins []string) error {
@@ -231,6 +234,8 @@ func runSize(n, rounds, scrapes int, self string, bins []string) error {
 			s := &per[i]
 			s.syncRatio = append(s.syncRatio, ar.SyncSeconds/br.DumpSeconds)
 			s.sync = append(s.sync, ar.SyncSeconds*1000)
+			s.loaded = append(s.loaded, ar.LoadedSeconds*1000)
+			s.ready = append(s.ready, ar.ReadySeconds*1000)
 			s.hwm = append(s.hwm, float64(ar.HWMKB)/1024)
 			s.rss = append(s.rss, float64(ar.RSSKB)/1024)
 			ms := make([]float64, len(ar.ScrapeSeconds))
@@ -257,7 +262,9 @@ func runSize(n, rounds, scrapes int, self string, bins []string) error {
 	for i, bin := range bins {
 		s := per[i]
 		fmt.Printf(" agent %s\n", bin)
-		row("agent initial sync", s.sync, "ms")
+		row("agent initial sync (its own timing)", s.sync, "ms")
+		row("start to table loaded", s.loaded, "ms")
+		row("start to /readyz 200", s.ready, "ms")
 		row("agent/bare sync ratio (per round)", s.syncRatio, "x ")
 		row("agent peak RSS (VmHWM)", s.hwm, "MB")
 		row("agent RSS after sync", s.rss, "MB")
@@ -281,11 +288,15 @@ func hostIP(i int) string {
 func runAgent(nsx lab.NS, bin string, scrapes int) (agentResult, error) {
 	var res agentResult
 	sock := fmt.Sprintf("/tmp/%s.sock", lab.Unique("nwb"))
-	cmd := nsx.Command(bin, "agent", "--metrics.listen", "127.0.0.1:9947", "--control.socket", sock, "--log.format", "json", "--netlink.resync-interval", "0")
+	path, extra, _ := strings.Cut(bin, "@")
+	args := append([]string{"agent", "--metrics.listen", "127.0.0.1:9947", "--control.socket", sock, "--log.format", "json", "--netlink.resync-interval", "0"},
+		strings.Fields(extra)...)
+	cmd := nsx.Command(path, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return res, err
 	}
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		return res, err
 	}
@@ -301,9 +312,10 @@ func runAgent(nsx lab.NS, bin string, scrapes int) (agentResult, error) {
 			}
 			switch m["msg"] {
 			case "neighbour table loaded":
+				res.LoadedSeconds = time.Since(started).Seconds()
 				took, _ := m["took"].(float64) // slog encodes durations in ns
 				loaded <- took / 1e9
-			case "tracer running", "tracer disabled":
+			case "tracer running":
 				close(settled)
 			}
 		}
@@ -315,17 +327,20 @@ func runAgent(nsx lab.NS, bin string, scrapes int) (agentResult, error) {
 	}
 	for i := 0; ; i++ {
 		if code, _, err := nsx.HTTPGet("http://127.0.0.1:9947/readyz"); err == nil && code == 200 {
+			res.ReadySeconds = time.Since(started).Seconds()
 			break
 		}
-		if i > 400 {
+		if i > 4000 {
 			return res, errors.New("agent not ready")
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 	// Scrape the steady state: after the tracer has seeded its mirror.
-	select {
-	case <-settled:
-	case <-time.After(30 * time.Second):
+	if !strings.Contains(extra, "tracer=off") {
+		select {
+		case <-settled:
+		case <-time.After(30 * time.Second):
+		}
 	}
 	time.Sleep(time.Second)
 	res.HWMKB, res.RSSKB = procMem(cmd.Process.Pid)

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/lab"
+)
+
+// BenchmarkDetectionLatency measures how long the agent, on its default
+// tracer window and period (1 s of 30 s), takes to class a moved host
+// stuck by its source MAC, over 10 moves, against the bound threshold +
+// period. Each move starts from a fresh STALE entry at the host's MAC (the
+// host healthy, its replies bypassed by the legacy datapath); the host
+// then moves with no ARP reaching the node and keeps sending. Another
+// stale-long entry stays on the interface the whole time, so the sampler
+// is somewhere in its period when the moved entry turns stale-long, as on
+// a busy node. Run it as root:
+//
+//	go test ./cmd/neighwatch -run '^$' -bench DetectionLatency -benchtime 1x
+func BenchmarkDetectionLatency(b *testing.B) {
+	if ok, why := lab.Privileged(); !ok {
+		b.Skip(why)
+	}
+	const threshold, period, moves = 5 * time.Second, 30 * time.Second, 10
+	l := lab.New(b, "dlt")
+	if err := l.PinClientToNode(); err != nil {
+		b.Fatal(err)
+	}
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		if err := l.Node.Sysctl("net."+fam+".neigh."+lab.NodeClientIf+".gc_stale_time", "3600"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	l.Node.MustIP(b, "neigh", "replace", "10.0.1.77", "lladdr", "02:00:00:00:00:77", "dev", lab.NodeClientIf, "nud", "stale")
+	if err := l.Backend.Ping(lab.NodeBackendIP, 1, 2*time.Second); err != nil {
+		b.Fatal(err)
+	}
+	sock := sockPath(b)
+	a := startAgent(b, l.Node, sock, "--stale-threshold", threshold.String(), "--tracer", "xmit",
+		"--datapath.interfaces", lab.NodeBackendIf, "--datapath.mode", "legacy")
+	// The client keeps talking to the backend, every 100 ms.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			_, _, _ = l.Client.Echo(lab.BackendIP, 1, time.Millisecond, 100*time.Millisecond)
+		}
+	}()
+	var lat []time.Duration
+	for i := range moves {
+		mac := lab.HostMAC(i, 40)
+		if err := l.MoveClientMAC(mac); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Node.SetNeigh(lab.NodeClientIf, lab.ClientIP, mac, "stale"); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.MoveClientMAC(lab.HostMAC(i, 41)); err != nil {
+			b.Fatal(err)
+		}
+		moved := time.Now()
+		for {
+			e, _ := findEntry(statusJSON(b, sock), lab.NodeClientIf, lab.ClientIP.String())
+			if e.Class == "stuck" {
+				lat = append(lat, time.Since(moved))
+				break
+			}
+			if time.Since(moved) > 2*(threshold+period) {
+				b.Fatalf("move %d: not stuck after %v\n%s", i, time.Since(moved), a.logs())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	slices.Sort(lat)
+	b.Logf("detection latency over %d moves: median %v, min %v, max %v (bound: threshold %v + period %v = %v); all: %v",
+		moves, lat[len(lat)/2].Round(100*time.Millisecond), lat[0].Round(100*time.Millisecond), lat[len(lat)-1].Round(100*time.Millisecond),
+		threshold, period, threshold+period, lat)
+	b.ReportMetric(lat[len(lat)/2].Seconds(), "median-s")
+	b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
+}
