@@ -82,9 +82,11 @@ bench:
 bench-root: build
 	mkdir -p .bench
 	$(GO) build -o bin/nwbench ./internal/bench/cmd/nwbench
-	./bin/nwbench run --rounds 11 --entries 1000,100000 | tee .bench/sync-100k.txt
+	./bin/nwbench run --rounds 11 --entries 1000,100000 --bin 'bin/neighwatch,bin/neighwatch@--tracer=off' | tee .bench/sync-100k.txt
 	$(GO) test ./monitor/mirror -run '^$$' -bench DrainInterleaved -benchtime 7x | tee .bench/drain.txt
-	NEIGHWATCH_BENCH_OUT=.bench/forwarding.txt $(GO) test ./bpf -run '^$$' -bench Forwarding -benchtime 11x
+	NEIGHWATCH_BENCH_OUT=$(CURDIR)/.bench/forwarding.txt $(GO) test ./bpf -run '^$$' -bench 'Forwarding$$' -benchtime 11x
+	NEIGHWATCH_BENCH_OUT=$(CURDIR)/.bench/forwarding-sampled.txt $(GO) test ./bpf -run '^$$' -bench ForwardingSampled -benchtime 5x -timeout 60m
+	$(GO) test ./cmd/neighwatch -run '^$$' -bench DetectionLatency -benchtime 1x -timeout 30m | tee .bench/detection.txt
 	$(GO) test ./bpf -run '^$$' -bench Decision -benchtime 2000x -count 5 | tee .bench/decision.txt
 
 lab-up:

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -266,16 +267,28 @@ func BenchmarkForwarding(b *testing.B) {
 		m, lo, hi := stats(ratios[k])
 		fmt.Fprintf(&out, "  ratio %-36s median %.3f  (min %.3f, max %.3f)\n", k, m, lo, hi)
 	}
-	b.Log("\n" + out.String())
-	if p := os.Getenv("NEIGHWATCH_BENCH_OUT"); p != "" {
-		_ = os.WriteFile(p, []byte(out.String()), 0o644)
-	}
+	writeReport(b, out.String())
 	m, _, _ := stats(ratios["neigh/legacy"])
 	b.ReportMetric(m, "neigh/legacy")
 	m, _, _ = stats(ratios["legacy tracer/none"])
 	b.ReportMetric(m, "legacy-tracer/none")
 	m, _, _ = stats(pps["legacy"])
 	b.ReportMetric(m, "legacy-pps")
+}
+
+// writeReport prints a benchmark's report in full (b.Log output of
+// benchmarks is cut to a few lines) and writes it to NEIGHWATCH_BENCH_OUT
+// when set, an absolute path (tests run in the package's directory).
+func writeReport(b *testing.B, report string) {
+	fmt.Print(report)
+	if p := os.Getenv("NEIGHWATCH_BENCH_OUT"); p != "" {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Error(err)
+		}
+		if err := os.WriteFile(p, []byte(report), 0o644); err != nil {
+			b.Errorf("write %s: %v", p, err)
+		}
+	}
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
@@ -449,10 +462,7 @@ func BenchmarkForwardingSampled(b *testing.B) {
 			fmt.Fprintf(&out, "  %-52s median %.4f  (min %.4f, max %.4f)\n", k, m, lo, hi)
 		}
 	}
-	b.Log("\n" + out.String())
-	if p := os.Getenv("NEIGHWATCH_BENCH_OUT"); p != "" {
-		_ = os.WriteFile(p, []byte(out.String()), 0o644)
-	}
+	writeReport(b, out.String())
 	m, _, _ := stats(ratios["sampled/off/stale-long entry on egress"])
 	b.ReportMetric(m, "sampled/off-stale")
 }

@@ -46,6 +46,7 @@ type Tracer struct {
 	sourceIfaces map[int]bool      // interfaces with candidates
 	sourceLinks  map[int]link.Link // tcx ingress of tr_source
 	candidates   map[tracerNkey][6]byte
+	sightings    map[tracerNkey]uint64 // packets already returned by Sightings
 }
 
 // TracerOptions configure LoadTracer.
@@ -87,7 +88,7 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoBTF, err)
 	}
 	t := &Tracer{watched: make(map[int]bool), inNetNS: opts.InNetNS, sourceIfaces: map[int]bool{},
-		sourceLinks: map[int]link.Link{}, candidates: map[tracerNkey][6]byte{}}
+		sourceLinks: map[int]link.Link{}, candidates: map[tracerNkey][6]byte{}, sightings: map[tracerNkey]uint64{}}
 	if t.inNetNS == nil {
 		t.inNetNS = func(fn func() error) error { return fn() }
 	}
@@ -353,6 +354,7 @@ func (t *Tracer) SetCandidates(cs []Candidate) error {
 				errs = append(errs, err)
 			}
 			delete(t.candidates, k)
+			delete(t.sightings, k)
 		}
 	}
 	full := 0
@@ -365,6 +367,7 @@ func (t *Tracer) SetCandidates(cs []Candidate) error {
 			continue
 		}
 		t.candidates[k] = mac
+		delete(t.sightings, k) // counts from zero again
 	}
 	if full > 0 {
 		errs = append(errs, fmt.Errorf("source-MAC candidates map full: %d of %d candidates not watched", full, len(want)))
@@ -393,18 +396,25 @@ func sourceSlot(k tracerNkey) uint32 {
 // its address at another MAC, and the last such MAC.
 type Sighting struct {
 	MAC     net.HardwareAddr
-	Packets uint64 // since the candidate was set
+	Packets uint64 // since the last call of Sightings
 }
 
-// Sightings returns the candidates whose address was seen at another MAC.
+// Sightings returns the candidates whose address was seen at another MAC
+// since the last call.
 func (t *Tracer) Sightings() (map[HitKey]Sighting, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	out := make(map[HitKey]Sighting)
 	var k tracerNkey
 	var v tracerCand
 	it := t.objs.SourceCandidates.Iterate()
 	for it.Next(&k, &v) {
-		if v.Packets > 0 {
-			out[k.hitKey()] = Sighting{MAC: bytes.Clone(v.Seen[:]), Packets: v.Packets}
+		if _, ok := t.candidates[k]; !ok {
+			continue
+		}
+		if d := v.Packets - t.sightings[k]; v.Packets > t.sightings[k] {
+			t.sightings[k] = v.Packets
+			out[k.hitKey()] = Sighting{MAC: bytes.Clone(v.Seen[:]), Packets: d}
 		}
 	}
 	if err := it.Err(); err != nil {

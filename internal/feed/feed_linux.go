@@ -44,6 +44,10 @@ type Feed struct {
 
 	mu      sync.Mutex
 	created map[table.Key]bool // seen created by the tracepoints, to look up
+
+	// flush asks the evidence loop to read the counters now: at the end
+	// of each window, so what it saw reaches the table at once.
+	flush chan struct{}
 }
 
 // New returns a feed from tr to t.
@@ -57,7 +61,8 @@ func New(tr *bpf.Tracer, t *table.Table, links Links, cfg Config) *Feed {
 	if cfg.Period <= 0 {
 		cfg.Window, cfg.Period = time.Second, time.Second
 	}
-	return &Feed{tracer: tr, table: t, links: links, cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), created: map[table.Key]bool{}}
+	return &Feed{tracer: tr, table: t, links: links, cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), created: map[table.Key]bool{},
+		flush: make(chan struct{}, 1)}
 }
 
 // Ready is closed once the tracer's mirror is seeded and its events are
@@ -115,7 +120,6 @@ func (f *Feed) Run(ctx context.Context) error {
 		"window", f.cfg.Window, "period", f.cfg.Period)
 	g.Go(func() error {
 		hits := make(map[bpf.HitKey]uint64)
-		seen := make(map[bpf.HitKey]uint64)
 		tick := time.NewTicker(f.cfg.Interval)
 		defer tick.Stop()
 		lastSizes := time.Now() // the first count a minute in, not during start-up
@@ -124,6 +128,7 @@ func (f *Feed) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return nil
 			case <-tick.C:
+			case <-f.flush:
 			}
 			syncWatched()
 			if time.Since(lastSizes) >= time.Minute {
@@ -131,7 +136,7 @@ func (f *Feed) Run(ctx context.Context) error {
 				lastSizes = time.Now()
 			}
 			f.applyHits(hits)
-			f.applySightings(seen)
+			f.applySightings()
 			f.lookupCreated()
 		}
 	})
@@ -174,7 +179,7 @@ func (f *Feed) seed() (int, error) {
 
 // sample attaches the per-packet hooks only while some entry is
 // stale-long, and then for a window out of every period. Each window
-// starts with the current stale-long entries as source-MAC candidates.
+// starts with the current STALE entries as source-MAC candidates.
 func (f *Feed) sample(ctx context.Context) error {
 	s := sampler{window: f.cfg.Window, period: f.cfg.Period}
 	timer := time.NewTimer(0)
@@ -197,15 +202,24 @@ func (f *Feed) sample(ctx context.Context) error {
 				f.log.Warn("tracer: switching the per-packet hooks failed", "on", on, "err", err)
 			}
 			attached = on
+			if !on {
+				select {
+				case f.flush <- struct{}{}:
+				default:
+				}
+			}
 		}
 		timer.Reset(wake)
 	}
 }
 
-// setCandidates makes the stale-long entries the source-MAC candidates.
+// setCandidates makes every STALE entry a source-MAC candidate, young
+// ones too: evidence gathered before an entry turns stale-long makes it
+// stuck the moment it does, so a moved host that keeps talking is found
+// within the threshold plus one period.
 func (f *Feed) setCandidates() {
 	var cs []bpf.Candidate
-	f.table.Walk(table.ClassStaleLong, func(e *table.Entry, _ string) bool {
+	f.table.Walk(table.ClassOK, func(e *table.Entry, _ string) bool {
 		if len(e.LLAddr) == 6 {
 			cs = append(cs, bpf.Candidate{Ifindex: int(e.Ifindex), Addr: e.Addr, MAC: e.HardwareAddr()})
 		}
@@ -264,11 +278,7 @@ func (f *Feed) applyHits(last map[bpf.HitKey]uint64) {
 	now := time.Now()
 	var done []bpf.HitKey
 	for k, v := range hits {
-		d := v - last[k]
-		if v < last[k] { // deleted and counted again
-			d = v
-		}
-		last[k] = v
+		d := advance(last, k, v)
 		tk := table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}
 		if d > 0 {
 			if f.table.AddBypass(tk, d, now) {
@@ -290,8 +300,9 @@ func (f *Feed) applyHits(last map[bpf.HitKey]uint64) {
 	}
 }
 
-// applySightings turns what the source-MAC program saw into evidence.
-func (f *Feed) applySightings(last map[bpf.HitKey]uint64) {
+// applySightings turns what the source-MAC program saw since the last
+// call into evidence.
+func (f *Feed) applySightings() {
 	sights, err := f.tracer.Sightings()
 	if err != nil {
 		f.log.Warn("tracer: reading source-MAC sightings failed", "err", err)
@@ -299,20 +310,19 @@ func (f *Feed) applySightings(last map[bpf.HitKey]uint64) {
 	}
 	now := time.Now()
 	for k, s := range sights {
-		d := s.Packets - last[k]
-		if s.Packets < last[k] { // the candidate was set again
-			d = s.Packets
-		}
-		last[k] = s.Packets
-		if d == 0 {
-			continue
-		}
-		f.c.sourcePackets.Add(d)
-		f.table.ObserveSourceMAC(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}, s.MAC, d, now)
+		f.c.sourcePackets.Add(s.Packets)
+		f.table.ObserveSourceMAC(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}, s.MAC, s.Packets, now)
 	}
-	for k := range last {
-		if _, ok := sights[k]; !ok {
-			delete(last, k)
-		}
+}
+
+// advance records counter k's new total v and returns how much it grew
+// since the last call. A total that went backwards was reset in between
+// (its map entry deleted and created again): all of it is new.
+func advance(last map[bpf.HitKey]uint64, k bpf.HitKey, v uint64) uint64 {
+	d := v - last[k]
+	if v < last[k] {
+		d = v
 	}
+	last[k] = v
+	return d
 }

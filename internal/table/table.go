@@ -227,9 +227,13 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 			t.iface(e.Ifindex).lladdrChanges[f]++
 		}
 		e.LLAddr = string(u.LLAddr)
-		// Sightings of the host's packets predate the new MAC: they say
-		// nothing about it.
+		// A new MAC starts the state afresh, as the kernel's "updated"
+		// does: evidence gathered against the old MAC (sightings of the
+		// host's packets, bypass traffic, probes) says nothing about it.
+		e.Since = since(u, now)
 		e.SourceMAC, e.SourceAt, e.SourcePackets = "", 0, 0
+		e.BypassInState = 0
+		e.ProbeUnansweredAt, e.ProbeMAC = 0, ""
 	}
 	e.Flags, e.FlagsExt = u.Flags, u.FlagsExt
 	e.Mismatch, e.SourceMismatch = mismatch(e)
@@ -530,8 +534,9 @@ func (t *Table) ApplyTracepoint(k Key, from, to State, when time.Time) bool {
 
 // Walk calls fn, under the table's lock, for each entry of class min or
 // worse, classified as of now: min ClassStuck walks the stuck entries,
-// ClassAtRisk the at-risk and stuck ones, ClassStaleLong (or ClassOK) every
-// stale-long entry. fn must not call the table. Walk returns copies of the
+// ClassAtRisk the at-risk and stuck ones, ClassStaleLong every stale-long
+// entry, and ClassOK every STALE entry, young ones too. fn must not call
+// the table. Walk returns copies of the
 // entries fn picked (returned true for), so a caller can look at 100,000
 // entries and copy a few.
 func (t *Table) Walk(min Class, fn func(e *Entry, ifname string) bool) []Entry {
@@ -559,6 +564,11 @@ func (t *Table) Walk(min Class, fn func(e *Entry, ifname string) bool) []Entry {
 		for f := range s.long {
 			for _, e := range s.long[f] {
 				visit(e, s.name)
+			}
+			if min == ClassOK {
+				for _, e := range s.pending[f] {
+					visit(e, s.name)
+				}
 			}
 		}
 	}

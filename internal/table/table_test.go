@@ -91,6 +91,13 @@ func TestClassification(t *testing.T) {
 				(fs.AtRisk == 1) != (tt.wantClass == ClassAtRisk) || (st.StuckTotal == 1) != (tt.wantClass == ClassStuck) {
 				t.Fatalf("aggregates: stale-long %d at-risk %d stuck %d stuck set %d for class %v", fs.StaleLong, fs.AtRisk, fs.Stuck, st.StuckTotal, tt.wantClass)
 			}
+			stale := 0
+			if tt.state == StateStale {
+				stale = 1
+			}
+			if n := len(tb.Walk(ClassOK, func(*Entry, string) bool { return true })); n != stale {
+				t.Errorf("Walk(ok) visited %d, want every STALE entry (%d)", n, stale)
+			}
 			for _, min := range []Class{ClassStaleLong, ClassAtRisk, ClassStuck} {
 				want := 0
 				if tt.wantClass >= min {
