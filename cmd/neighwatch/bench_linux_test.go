@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +28,11 @@ func BenchmarkDetectionLatency(b *testing.B) {
 	if ok, why := lab.Privileged(); !ok {
 		b.Skip(why)
 	}
-	const threshold, moves = 5 * time.Second, 10
+	const threshold = 5 * time.Second
+	moves := 10
+	if v, err := strconv.Atoi(os.Getenv("NEIGHWATCH_BENCH_MOVES")); err == nil {
+		moves = v
+	}
 	period := 30 * time.Second
 	if v, err := time.ParseDuration(os.Getenv("NEIGHWATCH_BENCH_PERIOD")); err == nil {
 		period = v
@@ -84,6 +89,7 @@ func BenchmarkDetectionLatency(b *testing.B) {
 			e, _ := findEntry(statusJSON(b, sock), lab.NodeClientIf, lab.ClientIP.String())
 			if e.Class == "stuck" {
 				lat = append(lat, time.Since(moved))
+				b.Logf("move %d: stuck after %v, evidence %+v", i, lat[len(lat)-1].Round(10*time.Millisecond), e.Evidence)
 				break
 			}
 			if time.Since(moved) > 2*(threshold+period) {

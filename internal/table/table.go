@@ -188,6 +188,7 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 			heapIdx:  -1,
 			gen:      t.gen,
 		}
+		e.LLAddrSince = e.Since
 		t.cacheTimes(e, u, now)
 		t.entries[k] = e
 		t.attach(e, now)
@@ -231,6 +232,7 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 		// does: evidence gathered against the old MAC (sightings of the
 		// host's packets, bypass traffic, probes) says nothing about it.
 		e.Since = since(u, now)
+		e.LLAddrSince = now // seen changing: no older than this message
 		e.SourceMAC, e.SourceAt, e.SourcePackets = "", 0, 0
 		e.BypassInState = 0
 		e.ProbeUnansweredAt, e.ProbeMAC = 0, ""
@@ -262,7 +264,7 @@ func mismatch(e *Entry) (arp, source bool) {
 	if e.LLAddr == "" || !e.State.Valid() {
 		return false, false
 	}
-	return e.SeenMAC != "" && e.SeenMAC != e.LLAddr, e.SourceMAC != "" && e.SourceMAC != e.LLAddr
+	return e.SeenMAC != "" && e.SeenMAC != e.LLAddr && e.SeenAt >= e.LLAddrSince, e.SourceMAC != "" && e.SourceMAC != e.LLAddr
 }
 
 func (t *Table) remove(e *Entry, cause Cause, now int64) {

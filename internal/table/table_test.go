@@ -141,6 +141,20 @@ func TestEvidenceFollowsTheEntry(t *testing.T) {
 	if e, _ := tb.Lookup(k); e.Class() != ClassStaleLong || e.SourceMismatch {
 		t.Fatalf("after a new MAC: class %v, evidence %v; want stale-long with none", e.Class(), e.Evidence())
 	}
+	// Likewise an ARP sighting from before the new MAC; one after it counts.
+	c.advance(time.Second)
+	tb.ObserveMAC(1, ipA, macA, c.now())
+	c.advance(time.Second)
+	u = upd(1, ipA, StateStale, net.HardwareAddr{2, 0, 0, 0, 0, 0xd})
+	u.UpdatedAge = 2 * time.Minute
+	tb.Apply(CauseNetlink, u)
+	if e, _ := tb.Lookup(k); e.Mismatch || e.Class() != ClassStaleLong {
+		t.Fatalf("an ARP sighting older than the entry's MAC counts: class %v, evidence %v", e.Class(), e.Evidence())
+	}
+	tb.ObserveMAC(1, ipA, macA, c.now())
+	if e, _ := tb.Lookup(k); !e.Mismatch || e.Class() != ClassStuck {
+		t.Fatalf("a fresh ARP sighting at another MAC does not count: class %v, evidence %v", e.Class(), e.Evidence())
+	}
 	if tb.ProbeUnanswered(k, string(macA), c.now()) {
 		t.Error("a probe to a MAC the entry no longer has was recorded")
 	}

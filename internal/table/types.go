@@ -262,10 +262,15 @@ type Entry struct {
 	Transitions   uint32
 	LLAddrChanges uint32
 
+	// LLAddrSince is when the entry got its current lladdr (as the
+	// kernel's "updated" says at load); evidence older than it says
+	// nothing about that MAC.
+	LLAddrSince int64
+
 	// ARP/NDP evidence.
 	SeenMAC  string // last MAC this IP was seen answering from
 	SeenAt   int64
-	Mismatch bool // SeenMAC differs from LLAddr (while the entry is valid)
+	Mismatch bool // SeenMAC, seen since LLAddrSince, differs from LLAddr (while the entry is valid)
 
 	// Tracer evidence.
 	BypassPackets uint64 // all packets sent to this entry while STALE, bypassing the neighbour subsystem
