@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/internal/connlimit"
 	"github.com/neighwatch/neighwatch/internal/feed"
 	"github.com/neighwatch/neighwatch/internal/table"
 	"github.com/neighwatch/neighwatch/monitor/evidence"
@@ -66,6 +67,10 @@ func (fakeTracer) ProgramRuns() (map[string]uint64, bool) {
 	return map[string]uint64{"tr_xmit": 0, "tr_source": 12}, true
 }
 
+type fakeConns struct{}
+
+func (fakeConns) Stats() connlimit.Stats { return connlimit.Stats{Open: 3, RefusedAddr: 7} }
+
 type fakeDatapath struct{}
 
 func (fakeDatapath) Counts() (map[bpf.Decision]uint64, error) {
@@ -106,6 +111,7 @@ func allCollectors(t *testing.T, tb *table.Table, kernel *fakeKernel, log *slog.
 		NewTracerCollector(fakeTracer{}, log),
 		NewDatapathCollector(fakeDatapath{}, log),
 		NewRemediationCollector(eng, log),
+		NewHTTPCollector(map[string]ConnSource{"metrics": fakeConns{}}, log),
 	}
 }
 
@@ -184,6 +190,7 @@ neighwatch_remediation_mode{mode="on"} 0
 # TYPE neighwatch_scrape_collector_success gauge
 neighwatch_scrape_collector_success{collector="datapath"} 1
 neighwatch_scrape_collector_success{collector="evidence"} 1
+neighwatch_scrape_collector_success{collector="http"} 1
 neighwatch_scrape_collector_success{collector="kernel_table"} 1
 neighwatch_scrape_collector_success{collector="netlink"} 1
 neighwatch_scrape_collector_success{collector="remediation"} 1

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
@@ -23,7 +25,9 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	staleThreshold := fs.Duration("stale-threshold", 60*time.Second, "how long an entry must stay STALE to count as stale-long")
 	listen := fs.String("metrics.listen", DefaultMetricsListen, "address for /metrics, /healthz and /readyz")
 	webConfig := fs.String("web.config.file", "", "exporter-toolkit web config file for TLS and basic auth on the metrics address")
-	controlSocket := fs.String("control.socket", DefaultControlSocket, "Unix socket for the status and events subcommands (created mode 0600)")
+	maxConns := fs.Int("web.max-connections", 256, "most connections the metrics address holds at once; more are closed at accept (1 to 65536)")
+	maxConnsIP := fs.Int("web.max-connections-per-ip", 32, "most connections from one client address (1 to 65536)")
+	controlSocket := fs.String("control.socket", DefaultControlSocket, "Unix socket for the control API (status, events, the remediation switch), mode 0600; the agent does not start without it; \"\" turns the API off")
 	stuckCap := fs.Int("metrics.stuck-info-limit", 100, "most neighwatch_stuck_neighbour_info series per scrape")
 	rcvbuf := fs.Int("netlink.receive-buffer", mirror.DefaultReceiveBuffer, "netlink socket receive buffer in bytes")
 	resync := fs.Duration("netlink.resync-interval", 5*time.Minute, "full dump to catch entries the kernel creates silently (0 disables)")
@@ -89,26 +93,45 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return errUsage{fmt.Errorf("--remediation.strategies: %w", err)}
 	}
-	if *remRate <= 0 || *remIfRate <= 0 || *remConc <= 0 || *remQueue <= 0 {
-		return errUsage{errors.New("--remediation.rate, .interface-rate, .concurrency and .queue must be positive")}
+	if err := checkLimits([]limit{
+		durationIn("stale-threshold", staleThreshold, time.Second, 24*time.Hour, false),
+		intIn("metrics.stuck-info-limit", stuckCap, 0, 10000),
+		intIn("web.max-connections", maxConns, 1, 65536),
+		intIn("web.max-connections-per-ip", maxConnsIP, 1, 65536),
+		intIn("netlink.receive-buffer", rcvbuf, 64<<10, 1<<30),
+		durationIn("netlink.resync-interval", resync, 10*time.Second, 24*time.Hour, true),
+		durationIn("arp.conflict-window", conflict, 100*time.Millisecond, time.Hour, false),
+		durationIn("tracer.interval", tracerInterval, 100*time.Millisecond, time.Minute, false),
+		durationIn("tracer.window", tracerWindow, 100*time.Millisecond, time.Hour, false),
+		durationIn("tracer.period", tracerPeriod, *tracerWindow, 24*time.Hour, false),
+		floatIn("remediation.rate", remRate, 0.01, 10000),
+		floatIn("remediation.interface-rate", remIfRate, 0.01, 10000),
+		intIn("remediation.concurrency", remConc, 1, 256),
+		intIn("remediation.queue", remQueue, 1, 1_000_000),
+		durationIn("remediation.verify-timeout", remVerify, 100*time.Millisecond, 5*time.Minute, false),
+		durationIn("remediation.kernel-timeout", remKernel, time.Second, 10*time.Minute, false),
+	}); err != nil {
+		return errUsage{err}
 	}
 	cfg := agent.Config{
 		Include: include, Exclude: exclude,
-		StaleThreshold:     *staleThreshold,
-		MetricsListen:      *listen,
-		WebConfigFile:      *webConfig,
-		ControlSocket:      *controlSocket,
-		StuckInfoCap:       *stuckCap,
-		ReceiveBuffer:      *rcvbuf,
-		ResyncInterval:     *resync,
-		ConflictWindow:     *conflict,
-		Tracer:             tmode,
-		TracerInterval:     *tracerInterval,
-		TracerWindow:       *tracerWindow,
-		TracerPeriod:       *tracerPeriod,
-		DatapathInterfaces: dpIfaces,
-		DatapathMode:       mode,
-		DatapathAuto:       auto,
+		StaleThreshold:      *staleThreshold,
+		MetricsListen:       *listen,
+		WebConfigFile:       *webConfig,
+		MaxConnections:      *maxConns,
+		MaxConnectionsPerIP: *maxConnsIP,
+		ControlSocket:       *controlSocket,
+		StuckInfoCap:        *stuckCap,
+		ReceiveBuffer:       *rcvbuf,
+		ResyncInterval:      *resync,
+		ConflictWindow:      *conflict,
+		Tracer:              tmode,
+		TracerInterval:      *tracerInterval,
+		TracerWindow:        *tracerWindow,
+		TracerPeriod:        *tracerPeriod,
+		DatapathInterfaces:  dpIfaces,
+		DatapathMode:        mode,
+		DatapathAuto:        auto,
 		Remediation: remediate.Config{
 			Mode: rmode, Scope: rscope, Strategies: strategies,
 			Filter:           remediate.Filter{Interfaces: remIf, ExcludeInterfaces: remExIf, AllowCIDRs: remAllow, DenyCIDRs: remDeny},
@@ -125,5 +148,15 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		return errUsage{err}
 	}
 	log.Info("starting neighwatch", "version", metrics.Version, "revision", metrics.Revision)
+	// SIGHUP would end the agent silently: there is no configuration file
+	// to reload yet, so say so and go on.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			log.Warn("SIGHUP ignored: the agent takes its configuration from flags only; restart it to change them")
+		}
+	}()
 	return agent.Run(ctx, cfg)
 }

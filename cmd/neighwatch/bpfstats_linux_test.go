@@ -2,27 +2,33 @@ package main
 
 import (
 	"os"
+
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
 	"github.com/neighwatch/neighwatch/internal/lab"
 )
 
 // enableBPFStats turns on the kernel's per-program run counts
-// (kernel.bpf_stats_enabled, host-wide) until the test ends.
+// (kernel.bpf_stats_enabled reads 1) until the test ends. It takes the
+// kernel's reference-counted switch (BPF_ENABLE_STATS) rather than writing
+// the sysctl, so two holders never turn it off under each other, and it
+// goes back off by itself when the last one lets go.
 func enableBPFStats(t *testing.T) {
 	t.Helper()
-	const p = "/proc/sys/kernel/bpf_stats_enabled"
-	old, err := os.ReadFile(p)
+	c, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
 	if err != nil {
-		t.Fatalf("kernel.bpf_stats_enabled: %v", err)
+		t.Fatalf("enable BPF statistics: %v", err)
 	}
-	if err := os.WriteFile(p, []byte("1"), 0o644); err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() { c.Close() })
+	if b, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled"); err != nil || strings.TrimSpace(string(b)) != "1" {
+		t.Fatalf("kernel.bpf_stats_enabled reads %q (%v) with statistics enabled", b, err)
 	}
-	t.Cleanup(func() { _ = os.WriteFile(p, old, 0o644) })
 }
 
 // labPackets sums the packets the lab's interfaces transmitted (every one

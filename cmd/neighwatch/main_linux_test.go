@@ -423,7 +423,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"frobnicate"}, 2, "unknown command"},
 		{[]string{"agent", "--bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"agent", "--interfaces", "eth(0"}, 2, "bad interface regex"},
-		{[]string{"agent", "--stale-threshold", "-5s"}, 2, "--stale-threshold must be positive"},
+		{[]string{"agent", "--stale-threshold", "-5s"}, 2, "--stale-threshold -5s is out of range"},
 		{[]string{"agent", "--log.format", "xml"}, 2, "--log.format"},
 		{[]string{"agent", "--metrics.listen", "nonsense"}, 2, "--metrics.listen"},
 		{[]string{"agent", "--web.config.file", "/nonexistent/web.yml"}, 2, "--web.config.file"},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/internal/connlimit"
 	"github.com/neighwatch/neighwatch/internal/control"
 	"github.com/neighwatch/neighwatch/internal/feed"
 	"github.com/neighwatch/neighwatch/internal/table"
@@ -34,13 +35,16 @@ type Config struct {
 	StaleThreshold   time.Duration
 	MetricsListen    string
 	WebConfigFile    string
-	ControlSocket    string
-	StuckInfoCap     int
-	ReceiveBuffer    int
-	ResyncInterval   time.Duration
-	ConflictWindow   time.Duration
-	Tracer           bpf.TracerMode
-	TracerInterval   time.Duration
+	// MaxConnections and MaxConnectionsPerIP bound the metrics listener.
+	MaxConnections, MaxConnectionsPerIP int
+	// ControlSocket is the control API's socket; empty turns the API off.
+	ControlSocket  string
+	StuckInfoCap   int
+	ReceiveBuffer  int
+	ResyncInterval time.Duration
+	ConflictWindow time.Duration
+	Tracer         bpf.TracerMode
+	TracerInterval time.Duration
 	// TracerWindow out of every TracerPeriod the per-packet hooks are
 	// attached, while some entry is stale-long.
 	TracerWindow, TracerPeriod time.Duration
@@ -98,11 +102,12 @@ func Run(ctx context.Context, cfg Config) error {
 // agent is the built agent: the table, the parts that run around it, and
 // what to release when they stop.
 type agent struct {
-	log     *slog.Logger
-	table   *table.Table
-	parts   []part
-	ready   *readiness
-	closers []func()
+	log         *slog.Logger
+	table       *table.Table
+	parts       []part
+	ready       *readiness
+	closers     []func()
+	httpSources map[string]metrics.ConnSource // the HTTP listeners, by name
 }
 
 func (a *agent) close() {
@@ -137,7 +142,7 @@ func (a *agent) run(ctx context.Context) error {
 func build(cfg Config) (a *agent, err error) {
 	log := cfg.Logger
 	c := effectiveCaps()
-	a = &agent{log: log, table: table.New(cfg.StaleThreshold, nil)}
+	a = &agent{log: log, table: table.New(cfg.StaleThreshold, nil), httpSources: map[string]metrics.ConnSource{}}
 	a.ready = &readiness{}
 	defer func() {
 		if err != nil {
@@ -197,11 +202,14 @@ func build(cfg Config) (a *agent, err error) {
 	if dp.dp != nil {
 		collectors = append(collectors, metrics.NewDatapathCollector(dp, log))
 	}
-	metricsHTTP, err := a.metricsServer(cfg, collectors)
+	controlHTTP, err := a.controlServer(cfg.ControlSocket, controlHandler(a.table, dp, rem, log))
 	if err != nil {
 		return a, err
 	}
-	controlHTTP := a.controlServer(cfg.ControlSocket, controlHandler(a.table, dp, rem, log))
+	metricsHTTP, err := a.metricsServer(cfg, append(collectors, metrics.NewHTTPCollector(a.httpSources, log)))
+	if err != nil {
+		return a, err
+	}
 
 	// The parts, in the order data flows through them.
 	a.parts = append(a.parts, part{Part: mir, name: "mirror", gate: true})
@@ -254,10 +262,12 @@ func (a *agent) metricsServer(cfg Config, collectors []prometheus.Collector) (*h
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("/readyz", a.ready)
 	mux.Handle("/readyz/{part}", a.ready)
-	ln, err := net.Listen("tcp", cfg.MetricsListen)
+	tcp, err := net.Listen("tcp", cfg.MetricsListen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on --metrics.listen %s: %w", cfg.MetricsListen, err)
 	}
+	ln := connlimit.Wrap(tcp, cfg.MaxConnections, cfg.MaxConnectionsPerIP)
+	a.httpSources["metrics"] = ln
 	a.closers = append(a.closers, func() { ln.Close() })
 	if cfg.OnListen != nil {
 		cfg.OnListen(ln.Addr())
@@ -265,7 +275,18 @@ func (a *agent) metricsServer(cfg Config, collectors []prometheus.Collector) (*h
 	a.log.Info("serving metrics", "address", ln.Addr().String())
 	webCfg, systemd := cfg.WebConfigFile, false
 	flags := &web.FlagConfig{WebListenAddresses: &[]string{cfg.MetricsListen}, WebSystemdSocket: &systemd, WebConfigFile: &webCfg}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Every request is bounded in time: a client that sends a header or a
+	// body slowly, or never, holds its connection for seconds, not for
+	// ever.
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute, // longer than any scrape interval
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+	}
 	return &httpPart{
 		serve: func() error { return web.Serve(ln, srv, flags, a.log) },
 		stop: func() {
@@ -277,20 +298,24 @@ func (a *agent) metricsServer(cfg Config, collectors []prometheus.Collector) (*h
 	}, nil
 }
 
-// controlServer binds the control socket. Without it the agent still
-// monitors and exports; it returns nil then.
-func (a *agent) controlServer(path string, h http.Handler) *httpPart {
+// controlServer binds the control socket; the agent does not start
+// without it, unless path is empty: then the control API is off, said in
+// the log and in /readyz, and it returns nil.
+func (a *agent) controlServer(path string, h http.Handler) (*httpPart, error) {
 	if path == "" {
-		return nil
+		const off = `control API off (--control.socket=""): status, events and the runtime remediation switch do not reach this agent; remediation changes need a restart`
+		a.log.Warn(off)
+		a.ready.notes = append(a.ready.notes, off)
+		return nil, nil
 	}
 	ln, err := control.Listen(path)
 	if err != nil {
-		a.log.Warn("control socket disabled: status and events subcommands will not reach this agent", "err", err)
-		return nil
+		return nil, fmt.Errorf("--control.socket: %w (or --control.socket=\"\" to run without the control API)", err)
 	}
-	a.closers = append(a.closers, func() { ln.Close() })
+	a.closers = append(a.closers, func() { ln.Close(); _ = os.Remove(path) })
 	a.log.Info("serving control socket", "path", path)
 	srv := control.NewServer(h)
+	a.httpSources["control"] = srv
 	return &httpPart{
 		serve: func() error { return srv.Serve(ln) },
 		stop: func() {
@@ -300,5 +325,5 @@ func (a *agent) controlServer(path string, h http.Handler) *httpPart {
 			}
 		},
 		ready: make(chan struct{}),
-	}
+	}, nil
 }

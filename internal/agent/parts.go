@@ -118,6 +118,7 @@ func (h *httpPart) Run(ctx context.Context) error {
 // parts, /readyz/PART for one part, and the same as metrics.
 type readiness struct {
 	parts []part
+	notes []string // said with every /readyz answer
 }
 
 func isClosed(ch <-chan struct{}) bool {
@@ -171,11 +172,14 @@ func (p part) state() string {
 	return "waiting"
 }
 
-// status lists every part as "name: state".
+// status lists every part as "name: state", then the notes.
 func (r *readiness) status() string {
 	var b strings.Builder
 	for _, p := range r.parts {
 		fmt.Fprintf(&b, "%s: %s\n", p.name, p.state())
+	}
+	for _, n := range r.notes {
+		fmt.Fprintln(&b, n)
 	}
 	return b.String()
 }

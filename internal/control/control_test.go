@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/neighwatch/neighwatch/internal/table"
 )
@@ -96,5 +100,94 @@ func TestClientExplainsMissingAgent(t *testing.T) {
 	c := NewClient(filepath.Join(t.TempDir(), "none.sock"))
 	if _, err := c.Status(context.Background()); err == nil || !strings.Contains(err.Error(), "no agent at") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestStrictJSON: exact field names, no unknown fields, nothing after the
+// object.
+func TestStrictJSON(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		ok   bool
+	}{
+		{`{"mode":"off"}`, true},
+		{`{"mode":"off"} garbage {"mode":"on"}`, false},
+		{`{"mode":"off"}{"mode":"on"}`, false},
+		{`{"MODE":"off"}`, false},
+		{`{"Mode":"off"}`, false},
+		{`{"mode":"off","extra":1}`, false},
+		{`["off"]`, false},
+		{``, false},
+	} {
+		r, _ := http.NewRequest(http.MethodPost, "http://x/", strings.NewReader(tc.body))
+		var req RemediationRequest
+		err := ReadJSON(r, &req)
+		if (err == nil) != tc.ok {
+			t.Errorf("%q: err %v, want ok=%v", tc.body, err, tc.ok)
+		}
+		if err == nil && req.Mode != "off" {
+			t.Errorf("%q: mode %q", tc.body, req.Mode)
+		}
+	}
+}
+
+// TestSubscriberCap: past MaxSubscribers an event stream is refused with a
+// reason; closing one makes room.
+func TestSubscriberCap(t *testing.T) {
+	tb := table.New(time.Minute, nil)
+	c, _ := serve(t, tb)
+	ctx := context.Background()
+	var streams []*EventStream
+	for range MaxSubscribers {
+		s, err := c.OpenEvents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+	}
+	if _, err := c.OpenEvents(ctx); err == nil || !strings.Contains(err.Error(), "too many event streams") {
+		t.Fatalf("subscriber %d: %v, want refused", MaxSubscribers+1, err)
+	}
+	streams[0].Close()
+	var err error
+	for range 50 { // the agent notices the close when its write fails or the request ends
+		var s *EventStream
+		if s, err = c.OpenEvents(ctx); err == nil {
+			s.Close()
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("after closing one: %v", err)
+	}
+	for _, s := range streams[1:] {
+		s.Close()
+	}
+}
+
+// TestListenPermissions: under umask 000 the socket is 0600 the moment it
+// appears at its path.
+func TestListenPermissions(t *testing.T) {
+	old := unix.Umask(0)
+	defer unix.Umask(old)
+	path := filepath.Join(t.TempDir(), "c.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 || fi.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("%v %v, want a 0600 socket", fi.Mode(), err)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
+		t.Fatalf("left behind: %v", ents)
+	}
+	if _, err := Listen(""); err == nil {
+		t.Fatal("an empty path was accepted")
+	}
+	if _, err := Listen(t.TempDir()); err == nil {
+		t.Fatal("a directory was accepted as the socket path")
 	}
 }

@@ -1,24 +1,34 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
+	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/neighwatch/neighwatch/internal/connlimit"
 	"github.com/neighwatch/neighwatch/internal/table"
 )
+
+// MaxSubscribers bounds the event streams open at once.
+const MaxSubscribers = 16
 
 // Handler serves the control API for a table.
 type Handler struct {
 	table *table.Table
 	mux   *http.ServeMux
+	subs  atomic.Int32
 }
 
 // NewHandler returns the control API. extra handlers (remediation, ...) can
@@ -64,7 +74,16 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	sub := h.table.Events().Subscribe(4096)
+	if h.subs.Add(1) > MaxSubscribers {
+		h.subs.Add(-1)
+		http.Error(w, fmt.Sprintf("too many event streams open (%d); close one and retry", MaxSubscribers), http.StatusServiceUnavailable)
+		return
+	}
+	defer h.subs.Add(-1)
+	// The stream lasts as long as the client reads: no write deadline for
+	// it, unlike every other request.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	sub := h.table.Events().Subscribe(1024)
 	defer sub.Close()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
@@ -91,10 +110,18 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Listen creates the control socket at path, mode 0600, replacing a stale
-// socket left by a previous run but refusing to replace anything else.
+// Listen creates the control socket at path, mode 0600 from the first
+// moment anyone can reach it: it is bound inside a fresh directory only
+// this user can enter, restricted, and only then renamed into place, so no
+// umask and no race lets another user connect. It replaces a stale socket
+// left by a previous run but refuses to replace anything else, or a socket
+// another agent serves.
 func Listen(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if path == "" {
+		return nil, errors.New("empty control socket path")
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create directory for control socket %s: %w", path, err)
 	}
 	if fi, err := os.Lstat(path); err == nil {
@@ -105,17 +132,27 @@ func Listen(path string) (net.Listener, error) {
 			c.Close()
 			return nil, fmt.Errorf("another agent is listening on %s; stop it or choose another --control.socket", path)
 		}
-		_ = os.Remove(path)
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
+		return nil, fmt.Errorf("control socket path %s: %w", path, err)
 	}
-	l, err := net.Listen("unix", path)
+	private, err := os.MkdirTemp(dir, ".neighwatch-")
+	if err != nil {
+		return nil, fmt.Errorf("create a private directory for the control socket in %s: %w", dir, err)
+	}
+	defer os.RemoveAll(private)
+	tmp := filepath.Join(private, "sock")
+	l, err := net.Listen("unix", tmp)
 	if err != nil {
 		return nil, fmt.Errorf("listen on control socket %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	l.(*net.UnixListener).SetUnlinkOnClose(false) // it will have moved; the agent removes path itself
+	if err := os.Chmod(tmp, 0o600); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("restrict control socket %s to mode 0600: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("put control socket in place at %s: %w", path, err)
 	}
 	return l, nil
 }
@@ -138,14 +175,48 @@ func WriteError(w http.ResponseWriter, code int, err error) {
 	http.Error(w, err.Error(), code)
 }
 
-// ReadJSON decodes a request body of at most 64 KiB, refusing unknown fields.
+// ReadJSON decodes a request body of at most 64 KiB into the struct v,
+// strictly: field names must match the struct's JSON names exactly (not
+// in another case), unknown fields and anything after the object are
+// errors.
 func ReadJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10))
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 64<<10))
+	if err != nil {
+		return fmt.Errorf("bad request body: %w", err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return fmt.Errorf("bad request body: want one JSON object: %w", err)
+	}
+	known := jsonNames(v)
+	for name := range fields {
+		if !known[name] {
+			return fmt.Errorf("bad request body: unknown field %q", name)
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("bad request body: %w", err)
 	}
 	return nil
+}
+
+// jsonNames lists the JSON field names of the struct v points to.
+func jsonNames(v any) map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "" {
+			name = t.Field(i).Name
+		}
+		out[name] = true
+	}
+	return out
 }
 
 // RemediationRequest sets the remediation mode.
@@ -166,11 +237,16 @@ type RemediationStatus struct {
 	Actions       map[string]map[string]uint64 `json:"actions"`
 }
 
-// Server serves the control API. Stop ends event streams cleanly, so a
-// client can tell an agent that shut down from a broken connection.
+// MaxConnections bounds the control socket's open connections.
+const MaxConnections = 64
+
+// Server serves the control API, with every request bounded in time and
+// the connections in number. Stop ends event streams cleanly, so a client
+// can tell an agent that shut down from a broken connection.
 type Server struct {
 	srv    *http.Server
 	cancel context.CancelFunc
+	ln     atomic.Pointer[connlimit.Listener]
 }
 
 // NewServer returns a server for h.
@@ -179,15 +255,32 @@ func NewServer(h http.Handler) *Server {
 	return &Server{
 		srv: &http.Server{
 			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      30 * time.Second, // the event stream lifts it
+			IdleTimeout:       time.Minute,
+			MaxHeaderBytes:    16 << 10,
 			BaseContext:       func(net.Listener) context.Context { return ctx },
 		},
 		cancel: cancel,
 	}
 }
 
-// Serve serves on ln until Stop; it returns http.ErrServerClosed then.
-func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+// Serve serves on ln, at most MaxConnections at once, until Stop; it
+// returns http.ErrServerClosed then.
+func (s *Server) Serve(ln net.Listener) error {
+	l := connlimit.Wrap(ln, MaxConnections, MaxConnections)
+	s.ln.Store(l)
+	return s.srv.Serve(l)
+}
+
+// Stats returns the connection counts, zero before Serve.
+func (s *Server) Stats() connlimit.Stats {
+	if l := s.ln.Load(); l != nil {
+		return l.Stats()
+	}
+	return connlimit.Stats{}
+}
 
 // Stop ends every request: event streams finish their response, the
 // rest get up to 5 s, then connections are closed.

@@ -1,0 +1,33 @@
+package metrics
+
+import (
+	"log/slog"
+
+	"github.com/neighwatch/neighwatch/internal/connlimit"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ConnSource is a bounded listener.
+type ConnSource interface {
+	Stats() connlimit.Stats
+}
+
+// NewHTTPCollector exposes the agent's HTTP listeners (metrics, control):
+// open connections and those refused past the bounds.
+func NewHTTPCollector(srcs map[string]ConnSource, log *slog.Logger) prometheus.Collector {
+	s := newSubsystem("http", log)
+	var (
+		open    = s.gauge("http_connections", "Connections open on an HTTP listener of the agent.", "listener")
+		refused = s.counter("http_connections_refused_total", "Connections closed at accept because the listener was full in all or for the client's address.", "listener", "reason")
+	)
+	s.update = func(ch chan<- prometheus.Metric) error {
+		for name, src := range srcs {
+			st := src.Stats()
+			ch <- open.with(float64(st.Open), name)
+			ch <- refused.with(float64(st.RefusedTotal), name, "total")
+			ch <- refused.with(float64(st.RefusedAddr), name, "per-address")
+		}
+		return nil
+	}
+	return s
+}
