@@ -128,8 +128,9 @@ func (n NS) Ping(dst netip.Addr, count int, wait time.Duration) error {
 	return nil
 }
 
-// LinkStats returns an interface's received and transmitted packets, as
-// the kernel counts them.
+// LinkStats returns an interface's received packets and the packets it
+// was handed to transmit (sent or dropped by the device), as the kernel
+// counts them.
 func (n NS) LinkStats(dev string) (rx, tx uint64, err error) {
 	err = n.Do(func() error {
 		l, err := netlink.LinkByName(dev)
@@ -140,8 +141,40 @@ func (n NS) LinkStats(dev string) (rx, tx uint64, err error) {
 		if s == nil {
 			return fmt.Errorf("no statistics for %s in %s", dev, n.Name)
 		}
-		rx, tx = s.RxPackets, s.TxPackets
+		rx, tx = s.RxPackets, s.TxPackets+s.TxDropped
 		return nil
 	})
 	return rx, tx, err
+}
+
+// Flood sends UDP datagrams of 64 bytes to dst:port from inside the
+// namespace at about pps per second for d, and returns how many it sent.
+// Nothing needs to listen: the traffic is there to be forwarded and
+// counted.
+func (n NS) Flood(dst netip.Addr, port int, d time.Duration, pps int) (int, error) {
+	var c *net.UDPConn
+	if err := n.Do(func() error {
+		var err error
+		c, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, uint16(port))))
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("open UDP socket in %s: %w", n.Name, err)
+	}
+	defer c.Close()
+	payload := make([]byte, 64)
+	const burst = 100
+	gap := time.Second * burst / time.Duration(pps)
+	sent := 0
+	start := time.Now()
+	for next := start; time.Since(start) < d; next = next.Add(gap) {
+		for range burst {
+			if _, err := c.Write(payload); err == nil {
+				sent++
+			}
+		}
+		if w := time.Until(next.Add(gap)); w > 0 {
+			time.Sleep(w)
+		}
+	}
+	return sent, nil
 }
