@@ -108,6 +108,7 @@ type agent struct {
 	ready       *readiness
 	closers     []func()
 	httpSources map[string]metrics.ConnSource // the HTTP listeners, by name
+	memory      memReleaser
 }
 
 func (a *agent) close() {
@@ -142,7 +143,7 @@ func (a *agent) run(ctx context.Context) error {
 func build(cfg Config) (a *agent, err error) {
 	log := cfg.Logger
 	c := effectiveCaps()
-	a = &agent{log: log, table: table.New(cfg.StaleThreshold, nil), httpSources: map[string]metrics.ConnSource{}}
+	a = &agent{log: log, table: table.New(cfg.StaleThreshold, nil), httpSources: map[string]metrics.ConnSource{}, memory: memReleaser{log: log}}
 	a.ready = &readiness{}
 	defer func() {
 		if err != nil {
@@ -267,6 +268,7 @@ func (a *agent) metricsServer(cfg Config, collectors []prometheus.Collector) (*h
 		return nil, fmt.Errorf("listen on --metrics.listen %s: %w", cfg.MetricsListen, err)
 	}
 	ln := connlimit.Wrap(tcp, cfg.MaxConnections, cfg.MaxConnectionsPerIP)
+	ln.OnDrain(a.memory.release)
 	a.httpSources["metrics"] = ln
 	a.closers = append(a.closers, func() { ln.Close() })
 	if cfg.OnListen != nil {

@@ -98,3 +98,141 @@ func TestTotalBound(t *testing.T) {
 		t.Fatalf("stats %+v, want 3 open and 2 refused over the total", s)
 	}
 }
+
+// TestFairShare: with every slot taken by two addresses, a connection
+// from a third takes the oldest slot of the largest holder, whose
+// connection the server closes; a connection from a largest holder is
+// refused. IPv6 addresses in one /64 count as one client.
+func TestFairShare(t *testing.T) {
+	const a, b, c = "127.0.0.2", "127.0.0.3", "127.0.0.4"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Wrap(ln, 4, 3)
+	defer l.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func(from string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	closedByServer := func(c net.Conn) bool {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := c.Read(make([]byte, 1))
+		return err == io.EOF
+	}
+	oldest := dial(a)
+	<-accepted
+	dial(a)
+	<-accepted
+	dial(a)
+	<-accepted
+	dial(b)
+	<-accepted
+	// Full: a holds 3, b 1. c holds none: it takes a's oldest.
+	dial(c)
+	<-accepted
+	if !closedByServer(oldest) {
+		t.Fatal("the largest holder's oldest connection was not closed to make room")
+	}
+	if s := l.Stats(); s.Open != 4 || s.Evicted != 1 || s.RefusedTotal != 0 {
+		t.Fatalf("stats %+v, want 4 open, 1 evicted", s)
+	}
+	// Now a 2, b 1, c 1: b would hold 2, as many as a: refused.
+	if late := dial(b); !closedByServer(late) {
+		t.Fatal("a client that would hold as many as the largest was not refused")
+	}
+	if s := l.Stats(); s.RefusedTotal != 1 || s.Evicted != 1 {
+		t.Fatalf("stats %+v, want 1 refused over the total", s)
+	}
+}
+
+func TestClientKey(t *testing.T) {
+	for _, tc := range []struct {
+		addr net.Addr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.ParseIP("192.0.2.7")}, "192.0.2.7"},
+		{&net.TCPAddr{IP: net.ParseIP("::ffff:192.0.2.7")}, "192.0.2.7"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:aaaa::1")}, "2001:db8:1:2::/64"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:bbbb::9")}, "2001:db8:1:2::/64"},
+		{&net.UnixAddr{Name: "@"}, ""},
+	} {
+		if got := clientKey(tc.addr); got != tc.want {
+			t.Errorf("clientKey(%v) = %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+}
+
+// TestOnDrain: the drain hook runs once when a full listener falls to an
+// eighth of its bound, and again only after it was full again.
+func TestOnDrain(t *testing.T) {
+	ln, err := net.Listen("unix", t.TempDir()+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Wrap(ln, 8, 8)
+	defer l.Close()
+	drained := make(chan struct{}, 4)
+	l.OnDrain(func() { drained <- struct{}{} })
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	fill := func(n int) []net.Conn {
+		var cs []net.Conn
+		for range n {
+			c, err := net.Dial("unix", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			cs = append(cs, <-accepted)
+		}
+		return cs
+	}
+	for round := range 2 {
+		cs := fill(8)
+		for _, c := range cs[:6] {
+			c.Close()
+		}
+		select {
+		case <-drained:
+			t.Fatalf("round %d: drain hook ran with 2 of 8 open, want at 1", round)
+		default:
+		}
+		cs[6].Close()
+		select {
+		case <-drained:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: no drain hook at 1 of 8 open", round)
+		}
+		cs[7].Close()
+		fill(1)[0].Close() // not full since: no hook
+	}
+	select {
+	case <-drained:
+		t.Fatal("drain hook ran without the listener being full again")
+	case <-time.After(100 * time.Millisecond):
+	}
+}

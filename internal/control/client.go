@@ -27,6 +27,9 @@ func NewClient(path string) *Client {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", path)
 		},
+		// One connection per request: a client made for one command
+		// leaves nothing open on the agent's bounded socket.
+		DisableKeepAlives: true,
 	}
 	return &Client{path: path, hc: &http.Client{Transport: tr}}
 }
