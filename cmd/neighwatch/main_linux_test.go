@@ -24,6 +24,9 @@ import (
 var binPath string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "watch" {
+		watchHelper()
+	}
 	dir, err := os.MkdirTemp("", "neighwatch-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -190,4 +190,8 @@ func TestListenPermissions(t *testing.T) {
 	if _, err := Listen(t.TempDir()); err == nil {
 		t.Fatal("a directory was accepted as the socket path")
 	}
+	long := filepath.Join(t.TempDir(), strings.Repeat("x", maxSocketPath))
+	if _, err := Listen(long); err == nil || !strings.Contains(err.Error(), "choose a shorter") {
+		t.Fatalf("a %d-byte path: %v, want refused (no client could connect)", len(long), err)
+	}
 }

@@ -21,6 +21,10 @@ import (
 	"github.com/neighwatch/neighwatch/internal/table"
 )
 
+// maxSocketPath is the longest path a Unix socket address holds on Linux
+// (sun_path is 108 bytes with its NUL).
+const maxSocketPath = 107
+
 // MaxSubscribers bounds the event streams open at once.
 const MaxSubscribers = 16
 
@@ -119,6 +123,11 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 func Listen(path string) (net.Listener, error) {
 	if path == "" {
 		return nil, errors.New("empty control socket path")
+	}
+	// The agent could serve a longer path (it binds a short one and
+	// renames it), but no client could connect to it.
+	if len(path) > maxSocketPath {
+		return nil, fmt.Errorf("control socket path %s is %d bytes, longer than the %d a Unix socket address holds; choose a shorter --control.socket", path, len(path), maxSocketPath)
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
