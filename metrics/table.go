@@ -62,7 +62,7 @@ func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheu
 			ch <- transitions.with(float64(tr.Count), tr.Family.String(), tr.From, tr.To)
 		}
 		for _, e := range st.Stuck {
-			ch <- stuckInfo.with(1, names[e.Ifindex], e.Family().String(), e.Addr.String(), e.HardwareAddr().String(), macString(e.SeenMAC))
+			ch <- stuckInfo.with(1, names[e.Ifindex], e.Family().String(), e.Addr.String(), e.HardwareAddr().String(), macString(e.DisputingMAC()))
 		}
 		if d := st.StuckTotal - len(st.Stuck); d > 0 {
 			dropped.Add(uint64(d))

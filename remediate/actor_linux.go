@@ -1,10 +1,15 @@
 package remediate
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"slices"
+	"time"
 
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ethernet"
@@ -71,32 +76,56 @@ func sourceIPv4(ifi *net.Interface, target netip.Addr) (netip.Addr, error) {
 // Probe sends one ARP request (IPv4) or Neighbor Solicitation (IPv6):
 // phase 0 unicast to the entry's MAC as the kernel's own probe would,
 // phase 1 broadcast / solicited-node multicast, which reaches the host
-// wherever it now lives. The host's unicast reply makes the kernel set the
-// entry REACHABLE, with the new MAC if it moved.
-func (a *NetActor) Probe(e *table.Entry, phase int) error {
+// wherever it now lives, and whoever else claims its IP. The host's
+// unicast reply makes the kernel set the entry REACHABLE, with the new MAC
+// if it moved. With listen > 0, Probe then reads the answers for that long
+// (or until ctx ends) and returns each MAC that answered for the IP, once,
+// in the order they came.
+func (a *NetActor) Probe(ctx context.Context, e *table.Entry, phase int, listen time.Duration) ([]net.HardwareAddr, error) {
 	ifi, err := ifaceOf(e)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if e.Addr.Is4() {
-		return probeARP(ifi, e, phase)
+		return probeARP(ctx, ifi, e, phase, listen)
 	}
-	return probeNDP(ifi, e, phase)
+	return probeNDP(ctx, ifi, e, phase, listen)
 }
 
-func probeARP(ifi *net.Interface, e *table.Entry, phase int) error {
+// answers collects distinct MACs in arrival order.
+type answers []net.HardwareAddr
+
+func (as *answers) add(mac net.HardwareAddr) {
+	for _, m := range *as {
+		if bytes.Equal(m, mac) {
+			return
+		}
+	}
+	*as = append(*as, slices.Clone(mac))
+}
+
+// listenUntil is the end of a listen: listen from now, cut short by ctx.
+func listenUntil(ctx context.Context, listen time.Duration) time.Time {
+	end := time.Now().Add(listen)
+	if d, ok := ctx.Deadline(); ok && d.Before(end) {
+		end = d
+	}
+	return end
+}
+
+func probeARP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int, listen time.Duration) ([]net.HardwareAddr, error) {
 	src, err := sourceIPv4(ifi, e.Addr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	conn, err := packet.Listen(ifi, packet.Raw, unix.ETH_P_ARP, nil)
 	if err != nil {
-		return fmt.Errorf("open ARP socket on %s: %w", ifi.Name, err)
+		return nil, fmt.Errorf("open ARP socket on %s: %w", ifi.Name, err)
 	}
 	defer conn.Close()
 	c, err := arp.New(ifi, conn)
 	if err != nil {
-		return fmt.Errorf("ARP client on %s: %w", ifi.Name, err)
+		return nil, fmt.Errorf("ARP client on %s: %w", ifi.Name, err)
 	}
 	dst := ethernet.Broadcast
 	if phase == 0 {
@@ -104,15 +133,34 @@ func probeARP(ifi *net.Interface, e *table.Entry, phase int) error {
 	}
 	p, err := arp.NewPacket(arp.OperationRequest, ifi.HardwareAddr, src, net.HardwareAddr{0, 0, 0, 0, 0, 0}, e.Addr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := c.WriteTo(p, dst); err != nil {
-		return fmt.Errorf("send ARP request for %s on %s: %w", e.Addr, ifi.Name, err)
+		return nil, fmt.Errorf("send ARP request for %s on %s: %w", e.Addr, ifi.Name, err)
 	}
-	return nil
+	if listen <= 0 {
+		return nil, nil
+	}
+	var got answers
+	if err := c.SetReadDeadline(listenUntil(ctx, listen)); err != nil {
+		return nil, err
+	}
+	for ctx.Err() == nil {
+		r, _, err := c.Read()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			}
+			continue // not an ARP packet this client parses
+		}
+		if r.Operation == arp.OperationReply && r.SenderIP == e.Addr && !bytes.Equal(r.SenderHardwareAddr, ifi.HardwareAddr) {
+			got.add(r.SenderHardwareAddr)
+		}
+	}
+	return got, nil
 }
 
-func probeNDP(ifi *net.Interface, e *table.Entry, phase int) error {
+func probeNDP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int, listen time.Duration) ([]net.HardwareAddr, error) {
 	// The link-local address, as the kernel would use; while it is still
 	// tentative (a new interface), any other address of the interface.
 	var conn *ndp.Conn
@@ -123,13 +171,13 @@ func probeNDP(ifi *net.Interface, e *table.Entry, phase int) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("open NDP socket on %s: %w", ifi.Name, err)
+		return nil, fmt.Errorf("open NDP socket on %s: %w", ifi.Name, err)
 	}
 	defer conn.Close()
 	dst := e.Addr
 	if phase == 1 {
 		if dst, err = ndp.SolicitedNodeMulticast(e.Addr); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	m := &ndp.NeighborSolicitation{
@@ -137,9 +185,36 @@ func probeNDP(ifi *net.Interface, e *table.Entry, phase int) error {
 		Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: ifi.HardwareAddr}},
 	}
 	if err := conn.WriteTo(m, nil, dst.WithZone(ifi.Name)); err != nil {
-		return fmt.Errorf("send Neighbor Solicitation for %s on %s: %w", e.Addr, ifi.Name, err)
+		return nil, fmt.Errorf("send Neighbor Solicitation for %s on %s: %w", e.Addr, ifi.Name, err)
 	}
-	return nil
+	if listen <= 0 {
+		return nil, nil
+	}
+	var got answers
+	if err := conn.SetReadDeadline(listenUntil(ctx, listen)); err != nil {
+		return nil, err
+	}
+	for ctx.Err() == nil {
+		msg, _, _, err := conn.ReadFrom()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			}
+			continue // a message the ndp package does not parse
+		}
+		na, ok := msg.(*ndp.NeighborAdvertisement)
+		if !ok || na.TargetAddress != e.Addr {
+			continue
+		}
+		// An answer names its MAC in the target link-layer address option
+		// (RFC 4861 7.2.4: required in answers to multicast solicitations).
+		for _, o := range na.Options {
+			if lla, ok := o.(*ndp.LinkLayerAddress); ok && lla.Direction == ndp.Target {
+				got.add(lla.Addr)
+			}
+		}
+	}
+	return got, nil
 }
 
 func (a *NetActor) neigh(e *table.Entry) *netlink.Neigh {

@@ -23,11 +23,14 @@ type Stats struct {
 // FixBuckets are the upper bounds of the detection-to-fix histogram.
 var FixBuckets = []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600}
 
+// Sizes of Strategies() and Outcomes(); TestCounterSizes keeps them true.
+const numStrategies, numOutcomes = 4, 7
+
 // counters is the live form of Stats.
 type counters struct {
-	actions     [4][6]atomic.Uint64 // by strategyIdx, outcomeIdx
-	rateLimited atomic.Uint64       // actions that waited for a token
-	dropped     atomic.Uint64       // candidates not queued: queue full
+	actions     [numStrategies][numOutcomes]atomic.Uint64 // by strategyIdx, outcomeIdx
+	rateLimited atomic.Uint64                             // actions that waited for a token
+	dropped     atomic.Uint64                             // candidates not queued: queue full
 	swaps       atomic.Uint64
 
 	mu       sync.Mutex

@@ -25,11 +25,15 @@ const (
 	OutcomeFailed   Outcome = "failed"  // the action failed, or the entry went FAILED
 	OutcomeNoChange Outcome = "no-change"
 	OutcomeDryRun   Outcome = "dry-run" // would have acted
+	// OutcomeConflict: the entry's MAC answered while another MAC also
+	// claims the IP (answered the same probe, or was seen recently). The
+	// engine does not take the answer as a repair; the entry stays stuck.
+	OutcomeConflict Outcome = "conflict"
 )
 
 // Outcomes lists them, for pre-created metric series.
 func Outcomes() []Outcome {
-	return []Outcome{OutcomeFixed, OutcomeMoved, OutcomeFlushed, OutcomeFailed, OutcomeNoChange, OutcomeDryRun}
+	return []Outcome{OutcomeFixed, OutcomeMoved, OutcomeFlushed, OutcomeFailed, OutcomeNoChange, OutcomeDryRun, OutcomeConflict}
 }
 
 // Strategies lists every strategy.
@@ -40,8 +44,10 @@ func Strategies() []Strategy {
 // Actor performs actions on the kernel; the real one is NetActor.
 type Actor interface {
 	// Probe sends one probe: phase 0 unicast to the entry's MAC, phase 1
-	// broadcast (ARP) or solicited-node multicast (NDP).
-	Probe(e *table.Entry, phase int) error
+	// broadcast (ARP) or solicited-node multicast (NDP). With listen > 0
+	// it then reads answers for that long and returns each MAC that
+	// answered for the entry's IP, once, in the order they came.
+	Probe(ctx context.Context, e *table.Entry, phase int, listen time.Duration) ([]net.HardwareAddr, error)
 	// Kick sends RTM_NEWNEIGH with NTF_USE.
 	Kick(e *table.Entry) error
 	// Flush deletes the entry.
@@ -374,6 +380,11 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		out, err := e.act(ctx, &cur, s)
 		e.record(&cur, s, out, d.Reason, err)
 		switch out {
+		case OutcomeConflict:
+			// Another strategy would only ask the same hosts again, or
+			// (flush) let the fastest answer win.
+			e.backOff(k)
+			return
 		case OutcomeFixed, OutcomeMoved, OutcomeFlushed:
 			e.mu.Lock()
 			if c := e.cands[k]; c != nil {
@@ -415,30 +426,62 @@ func (e *Engine) watch(k table.Key) (<-chan table.Event, func()) {
 	return sub.C(), sub.Close
 }
 
+// disputer returns a MAC that recent evidence (within table.ConflictHold)
+// says claims the entry's IP instead of, or as well as, the entry's MAC:
+// an ARP/NDP sighting, the source of the host's packets, or a conflict.
+func disputer(en *table.Entry, now time.Time) net.HardwareAddr {
+	for _, ev := range en.Evidence() {
+		switch ev.Signal {
+		case table.SignalARP, table.SignalSourceMAC, table.SignalConflict:
+			if now.Sub(ev.At) < table.ConflictHold {
+				return ev.MAC
+			}
+		}
+	}
+	return nil
+}
+
 // act runs one strategy and verifies its outcome against the table.
+//
+// When evidence disputes the entry's MAC, an answer from that MAC proves
+// nothing: a spoofer whose MAC the kernel took answers for the IP too. So
+// the probe goes to everyone first (broadcast), and an answer from the
+// entry's MAC while another MAC claims the IP is a conflict, never a
+// repair: the table records it and keeps the entry stuck.
 func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome, error) {
 	ch, stop := e.watch(en.Key)
 	defer stop()
 	oldMAC := en.LLAddr
+	claim := disputer(en, time.Now())
 	var do func() error
 	timeout := e.cfg.KernelTimeout // kick and swap wait for the kernel's timers
 	unicastUnanswered := false
-	switch s {
-	case StrategyProbe:
+	switch {
+	case s == StrategyProbe && claim != nil:
+		answered, err := e.actor.Probe(ctx, en, 1, e.cfg.VerifyTimeout)
+		if err != nil {
+			return OutcomeFailed, err
+		}
+		if o, ok := e.judgeAnswers(en, claim, answered); ok {
+			return o, nil
+		}
+		// Another MAC answered alone (the kernel took it), or nobody did.
+		do, timeout = func() error { return nil }, e.cfg.ProbeGap
+	case s == StrategyProbe:
 		// Unicast first, as the kernel probes a STALE entry that carries
 		// traffic; the broadcast one only if no answer came.
-		if err := e.actor.Probe(en, 0); err != nil {
+		if _, err := e.actor.Probe(ctx, en, 0, 0); err != nil {
 			return OutcomeFailed, err
 		}
 		if o, done := e.await(ctx, ch, en.Key, oldMAC, e.cfg.ProbeGap, false); done {
 			return o, nil
 		}
 		unicastUnanswered = true
-		do = func() error { return e.actor.Probe(en, 1) }
+		do = func() error { _, err := e.actor.Probe(ctx, en, 1, 0); return err }
 		timeout = e.cfg.VerifyTimeout
-	case StrategyKick:
+	case s == StrategyKick:
 		do = func() error { return e.actor.Kick(en) }
-	case StrategySwap:
+	case s == StrategySwap:
 		do = func() error {
 			if err := e.swapper.Swap(en.Ifindex); err != nil {
 				return err
@@ -446,7 +489,7 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 			e.c.swaps.Add(1)
 			return nil
 		}
-	case StrategyFlush:
+	case s == StrategyFlush:
 		do = func() error { return e.actor.Flush(en) }
 		timeout = e.cfg.VerifyTimeout
 	default:
@@ -456,12 +499,51 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 		return OutcomeFailed, err
 	}
 	o, _ := e.await(ctx, ch, en.Key, oldMAC, timeout, true)
+	if o == OutcomeFixed && claim != nil {
+		// REACHABLE at the disputed MAC: whoever holds it answered.
+		e.table.ObserveConflict(en.Key, en.HardwareAddr(), claim, time.Now())
+		return OutcomeConflict, nil
+	}
 	if unicastUnanswered && o != OutcomeFixed && ctx.Err() == nil {
 		// Nobody answered at the entry's MAC: evidence that the host is
 		// not there (the table keeps it while the entry keeps that MAC).
 		e.table.ProbeUnanswered(en.Key, oldMAC, time.Now())
 	}
 	return o, nil
+}
+
+// judgeAnswers reads the answers to a broadcast probe of a disputed entry:
+// the entry's MAC and another (answering too, or the claim) is a
+// conflict, and so are two other MACs. ok is false when the table must
+// tell: one other MAC answered (the kernel takes it: moved), or none did
+// (recorded: nobody at the entry's MAC).
+func (e *Engine) judgeAnswers(en *table.Entry, claim net.HardwareAddr, answered []net.HardwareAddr) (Outcome, bool) {
+	now := time.Now()
+	mine := en.HardwareAddr()
+	var others []net.HardwareAddr
+	fromMine := false
+	for _, m := range answered {
+		if string(m) == en.LLAddr {
+			fromMine = true
+		} else {
+			others = append(others, m)
+		}
+	}
+	switch {
+	case fromMine && len(others) > 0:
+		e.table.ObserveConflict(en.Key, mine, others[0], now)
+		return OutcomeConflict, true
+	case fromMine:
+		e.table.ObserveConflict(en.Key, mine, claim, now)
+		return OutcomeConflict, true
+	case len(others) >= 2:
+		e.table.ObserveConflict(en.Key, others[0], others[1], now)
+		return OutcomeConflict, true
+	}
+	if len(others) == 0 {
+		e.table.ProbeUnanswered(en.Key, en.LLAddr, now)
+	}
+	return "", false
 }
 
 // await waits for the entry to be repaired. done is false when the wait

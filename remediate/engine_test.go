@@ -20,9 +20,13 @@ type fakeActor struct {
 	mu       sync.Mutex
 	calls    []string
 	times    []time.Time
-	answerAt int // probe phase that gets an answer (-1: never)
+	answerAt int // probe phase the host answers (-1: never)
 	moveTo   net.HardwareAddr
 	kickFix  bool
+	// spoofer answers broadcast probes, and unicast ones when the entry
+	// has its MAC (unless unicastOnly: then only those).
+	spoofer     net.HardwareAddr
+	unicastOnly bool
 }
 
 func (f *fakeActor) log(s string) {
@@ -32,12 +36,26 @@ func (f *fakeActor) log(s string) {
 	f.mu.Unlock()
 }
 
-func (f *fakeActor) Probe(e *table.Entry, phase int) error {
+func (f *fakeActor) Probe(_ context.Context, e *table.Entry, phase int, listen time.Duration) ([]net.HardwareAddr, error) {
 	f.log(fmt.Sprintf("probe%d %s", phase, e.Addr))
-	if phase == f.answerAt {
-		go f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyInet, Addr: e.Addr, State: table.StateReachable, LLAddr: f.moveTo})
+	var who []net.HardwareAddr
+	if f.spoofer != nil && ((phase == 1 && !f.unicastOnly) || (phase == 0 && e.LLAddr == string(f.spoofer))) {
+		who = append(who, f.spoofer) // the quickest
 	}
-	return nil
+	if phase == f.answerAt {
+		who = append(who, f.moveTo)
+	}
+	if len(who) == 0 {
+		return nil, nil
+	}
+	// The kernel takes the first answer.
+	u := table.Update{Ifindex: e.Ifindex, Family: table.FamilyInet, Addr: e.Addr, State: table.StateReachable, LLAddr: who[0]}
+	if listen > 0 {
+		f.t.Apply(table.CauseNetlink, u) // done by the time the listen ends
+		return who, nil
+	}
+	go f.t.Apply(table.CauseNetlink, u)
+	return nil, nil
 }
 
 func (f *fakeActor) Kick(e *table.Entry) error {
@@ -58,6 +76,17 @@ func (f *fakeActor) Calls() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.calls...)
+}
+
+// staleTable holds n stale-long IPv4 entries with no evidence.
+func staleTable(n int) *table.Table {
+	t := table.New(time.Nanosecond, nil)
+	t.SetLinkName(3, "eth0")
+	for i := 0; i < n; i++ {
+		ip := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
+		t.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld})
+	}
+	return t
 }
 
 // stuckTable holds n stuck IPv4 entries (ARP saw them at another MAC).
@@ -85,6 +114,9 @@ func runEngine(t *testing.T, e *Engine) func() {
 	return func() { cancel(); <-done }
 }
 
+// TestEngineProbeMoves: an entry ARP saw at another MAC is disputed: the
+// probe goes to everyone at once, and the host's answer from its new MAC
+// is a move.
 func TestEngineProbeMoves(t *testing.T) {
 	tb := stuckTable(1)
 	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
@@ -92,18 +124,36 @@ func TestEngineProbeMoves(t *testing.T) {
 	stop := runEngine(t, e)
 	defer stop()
 	lab.WaitFor(t, 5*time.Second, "a moved outcome", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 1 })
-	if got := fa.Calls(); len(got) != 2 || got[0] != "probe0 10.0.0.0" || got[1] != "probe1 10.0.0.0" {
-		t.Fatalf("calls = %v, want unicast then broadcast probe", got)
+	if got := fa.Calls(); len(got) != 1 || got[0] != "probe1 10.0.0.0" {
+		t.Fatalf("calls = %v, want one broadcast probe", got)
 	}
 	if n := e.Stats().FixCount; n != 1 {
 		t.Errorf("detection-to-fix observations = %d, want 1", n)
 	}
 }
 
+// TestEngineProbeUnicastFirst: with nothing disputing the entry's MAC the
+// probe goes there first, as the kernel's would, then to everyone.
+func TestEngineProbeUnicastFirst(t *testing.T) {
+	tb := staleTable(1)
+	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
+	cfg := fastConfig(ModeOn, StrategyProbe, StrategyKick)
+	cfg.Scope = ScopeAllStale
+	e := New(cfg, tb, fa, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	lab.WaitFor(t, 5*time.Second, "a moved outcome", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 1 })
+	if got := fa.Calls(); len(got) != 2 || got[0] != "probe0 10.0.0.0" || got[1] != "probe1 10.0.0.0" {
+		t.Fatalf("calls = %v, want unicast then broadcast probe", got)
+	}
+}
+
 func TestEngineFallsThroughStrategies(t *testing.T) {
-	tb := stuckTable(1)
+	tb := staleTable(1)
 	fa := &fakeActor{t: tb, answerAt: -1, kickFix: true}
-	e := New(fastConfig(ModeOn, StrategyProbe, StrategyKick, StrategyFlush), tb, fa, nil)
+	cfg := fastConfig(ModeOn, StrategyProbe, StrategyKick, StrategyFlush)
+	cfg.Scope = ScopeAllStale
+	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
 	lab.WaitFor(t, 5*time.Second, "kick to fix it", func() bool { return e.Stats().Actions[StrategyKick][OutcomeFixed] == 1 })
@@ -112,9 +162,63 @@ func TestEngineFallsThroughStrategies(t *testing.T) {
 	}
 }
 
+// TestEngineSpooferIsConflict: the kernel took a spoofer's MAC and ARP
+// saw the host at its own. Whatever the spoofer answers (broadcast with
+// the host, broadcast alone, unicast only), no outcome is fixed: it is a
+// conflict, the entry stays stuck with the conflict as evidence, and the
+// engine stops there (no flush that the quickest answer would win).
+func TestEngineSpooferIsConflict(t *testing.T) {
+	macSpoof := net.HardwareAddr{2, 0, 0, 0, 0, 0x66}
+	for _, tc := range []struct {
+		name        string
+		hostAnswers bool
+		unicastOnly bool
+		strategy    Strategy // the one that ends in conflict
+	}{
+		{"host and spoofer answer the broadcast", true, false, StrategyProbe},
+		{"only the spoofer answers", false, false, StrategyProbe},
+		{"the spoofer answers only unicast", false, true, StrategyKick},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := table.New(time.Nanosecond, nil)
+			ip := netip.MustParseAddr("10.0.0.9")
+			k := table.Key{Ifindex: 3, Addr: ip}
+			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macSpoof})
+			tb.ObserveMAC(3, ip, macNew, time.Now()) // the host, at its own MAC
+			fa := &fakeActor{t: tb, answerAt: -1, spoofer: macSpoof, unicastOnly: tc.unicastOnly, moveTo: macNew, kickFix: true}
+			if tc.hostAnswers {
+				fa.answerAt = 1
+			}
+			e := New(fastConfig(ModeOn, StrategyProbe, StrategyKick, StrategyFlush), tb, fa, nil)
+			stop := runEngine(t, e)
+			defer stop()
+			lab.WaitFor(t, 5*time.Second, "a conflict outcome", func() bool { return e.Stats().Actions[tc.strategy][OutcomeConflict] == 1 })
+			time.Sleep(50 * time.Millisecond) // sweeps: backoff holds
+			for _, s := range Strategies() {
+				if n := e.Stats().Actions[s][OutcomeFixed]; n != 0 {
+					t.Errorf("%s: %d fixed", s, n)
+				}
+			}
+			for _, c := range fa.Calls() {
+				if c[:5] == "flush" {
+					t.Errorf("flushed after a conflict: %v", fa.Calls())
+				}
+			}
+			en, _ := tb.Lookup(k)
+			ev := en.Evidence()
+			if en.Class() != table.ClassStuck || len(ev) == 0 || ev[len(ev)-1].Signal != table.SignalConflict {
+				t.Fatalf("entry class %v evidence %v, want stuck with a conflict", en.Class(), ev)
+			}
+			if first := fa.Calls()[0]; first != "probe1 10.0.0.9" {
+				t.Errorf("first call %q, want the broadcast probe", first)
+			}
+		})
+	}
+}
+
 func TestEngineDryRunTouchesNothing(t *testing.T) {
 	tb := stuckTable(3)
-	fa := &fakeActor{t: tb, answerAt: 0, moveTo: macNew}
+	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
 	e := New(fastConfig(ModeDryRun, StrategyProbe, StrategyFlush), tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
@@ -143,11 +247,11 @@ func TestEngineRateLimit(t *testing.T) {
 	stop()
 	fa.mu.Lock()
 	defer fa.mu.Unlock()
-	// Unicast probes mark the start of actions: in any one-second window
-	// at most rate+burst of them.
+	// Probes mark the start of actions (the entries are disputed: one
+	// broadcast probe each): in any one-second window at most rate+burst.
 	var starts []time.Time
 	for i, c := range fa.calls {
-		if c[:6] == "probe0" {
+		if c[:6] == "probe1" {
 			starts = append(starts, fa.times[i])
 		}
 	}
@@ -163,9 +267,12 @@ func TestEngineRateLimit(t *testing.T) {
 // blockingActor never returns until released: the queue fills.
 type blockingActor struct{ release chan struct{} }
 
-func (b *blockingActor) Probe(*table.Entry, int) error { <-b.release; return nil }
-func (b *blockingActor) Kick(*table.Entry) error       { return nil }
-func (b *blockingActor) Flush(*table.Entry) error      { return nil }
+func (b *blockingActor) Probe(context.Context, *table.Entry, int, time.Duration) ([]net.HardwareAddr, error) {
+	<-b.release
+	return nil, nil
+}
+func (b *blockingActor) Kick(*table.Entry) error  { return nil }
+func (b *blockingActor) Flush(*table.Entry) error { return nil }
 
 func TestEngineQueueDropsInsteadOfGrowing(t *testing.T) {
 	tb := stuckTable(50)

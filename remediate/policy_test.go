@@ -117,3 +117,9 @@ func TestParse(t *testing.T) {
 		t.Error("ParseScope accepted everything")
 	}
 }
+
+func TestCounterSizes(t *testing.T) {
+	if len(Strategies()) != numStrategies || len(Outcomes()) != numOutcomes {
+		t.Fatalf("%d strategies, %d outcomes; the counters hold %d and %d", len(Strategies()), len(Outcomes()), numStrategies, numOutcomes)
+	}
+}

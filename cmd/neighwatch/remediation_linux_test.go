@@ -157,6 +157,17 @@ func metricValue(body, series string) string {
 
 const staleThreshold = 2 * time.Second
 
+// waitAction waits until the agent counts n actions of a strategy with an
+// outcome. Traffic can come back before the action is recorded: a probe of
+// a disputed entry listens for every answer before it judges.
+func (a *agentProc) waitAction(t *testing.T, strategy, outcome string, n int) {
+	t.Helper()
+	series := fmt.Sprintf(`neighwatch_remediation_actions_total{outcome=%q,strategy=%q}`, outcome, strategy)
+	lab.WaitFor(t, 20*time.Second, series+" to reach "+fmt.Sprint(n), func() bool {
+		return metricValue(a.metrics(t), series) == fmt.Sprint(n)
+	})
+}
+
 // remediationArgs run the tracer's per-packet hooks all the time while an
 // entry is stale-long (window = period), so tests see evidence at once.
 func remediationArgs(extra ...string) []string {
@@ -185,6 +196,7 @@ func TestRemediationProbeRepairsMovedClient(t *testing.T) {
 			events := collectEvents(t, sock)
 			m.move(t)
 			took := m.waitTraffic(t, staleThreshold+3*time.Second)
+			a.waitAction(t, "probe", "moved", 1)
 			e := m.kernelEntry(t)
 			if !strings.EqualFold(e.LLAddr, m.newMAC.String()) {
 				t.Errorf("kernel entry at %s, want the new MAC %s", e.LLAddr, m.newMAC)
@@ -315,6 +327,7 @@ func TestRemediationDryRunThenOn(t *testing.T) {
 		t.Fatalf("neighwatch remediation on: %v\n%s", err, out)
 	}
 	m.waitTraffic(t, 10*time.Second)
+	a.waitAction(t, "probe", "moved", 1)
 	if v := metricValue(a.metrics(t), `neighwatch_remediation_mode{mode="on"}`); v != "1" {
 		t.Errorf("mode metric on = %q", v)
 	}
@@ -438,6 +451,7 @@ func TestRemediationScopeAtRisk(t *testing.T) {
 	m.agent = a
 	m.move(t)
 	took := m.waitTraffic(t, 20*time.Second)
+	a.waitAction(t, "probe", "moved", 1)
 	body := a.metrics(t)
 	if v := metricValue(body, `neighwatch_remediation_actions_total{outcome="moved",strategy="probe"}`); v != "1" {
 		t.Errorf("moved probe actions = %q, want 1\n%s", v, grep(body, "remediation_actions_total"))

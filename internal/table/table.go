@@ -20,6 +20,7 @@ type Table struct {
 	ifaces    map[int32]*ifaceState
 	stuck     map[Key]*Entry
 	atRisk    map[Key]*Entry
+	conflicts map[Key]*Entry // entries with a conflict, to clear after ConflictHold
 	trans     [2][numStates + 1][numStates + 1]uint64
 	gen       uint32
 	loading   bool // initial dump: no events, no transition counts
@@ -54,6 +55,7 @@ func New(threshold time.Duration, events *Broadcaster) *Table {
 		ifaces:    make(map[int32]*ifaceState),
 		stuck:     make(map[Key]*Entry),
 		atRisk:    make(map[Key]*Entry),
+		conflicts: make(map[Key]*Entry),
 		events:    events,
 		now:       time.Now,
 	}
@@ -98,7 +100,7 @@ func (t *Table) detach(e *Entry) {
 		s.atRisk[f]--
 		delete(t.atRisk, e.Key)
 	}
-	if e.class != ClassOK {
+	if e.long {
 		s.staleLong[f]--
 	}
 	if e.Mismatch || e.SourceMismatch {
@@ -121,18 +123,25 @@ func (t *Table) attach(e *Entry, now int64) {
 			switch {
 			case e.hostGone():
 				e.class = ClassStuck
-				s.stuck[f]++
-				t.stuck[e.Key] = e
 			case e.BypassInState > 0:
 				e.class = ClassAtRisk
-				s.atRisk[f]++
-				t.atRisk[e.Key] = e
 			default:
 				e.class = ClassStaleLong
 			}
 		} else {
 			s.pending[f].push(e)
 		}
+	}
+	if e.conflicted() {
+		e.class = ClassStuck
+	}
+	switch e.class {
+	case ClassStuck:
+		s.stuck[f]++
+		t.stuck[e.Key] = e
+	case ClassAtRisk:
+		s.atRisk[f]++
+		t.atRisk[e.Key] = e
 	}
 	if e.Mismatch || e.SourceMismatch {
 		s.mismatched[f]++
@@ -270,6 +279,7 @@ func mismatch(e *Entry) (arp, source bool) {
 func (t *Table) remove(e *Entry, cause Cause, now int64) {
 	t.detach(e)
 	delete(t.entries, e.Key)
+	delete(t.conflicts, e.Key)
 	t.trans[e.Family().idx()][e.State.idx()][idxAbsent]++
 	if t.publishing() {
 		ev := t.event(e, KindTransition, cause, now)
@@ -343,6 +353,13 @@ func (t *Table) Advance() {
 }
 
 func (t *Table) advance(now int64) {
+	for k, e := range t.conflicts {
+		if now-e.ConflictAt >= int64(ConflictHold) {
+			delete(t.conflicts, k)
+			e.ConflictMACs, e.ConflictAt = [2]string{}, 0
+			t.reattach(e, now, CauseClassify)
+		}
+	}
 	for _, s := range t.ifaces {
 		for f := range s.pending {
 			for {
@@ -460,6 +477,28 @@ func (t *Table) ProbeUnanswered(k Key, mac string, when time.Time) bool {
 	}
 	e.ProbeUnansweredAt, e.ProbeMAC = now, mac
 	t.reattach(e, now, CauseRemediate)
+	return true
+}
+
+// ObserveConflict records that macs a and b both answered for an entry's
+// IP at when: ARP/NDP showed them in turn within the conflict window, or
+// both answered one probe. While the entry's MAC is one of them the entry
+// is stuck, until ConflictHold passes without another conflict. It
+// reports whether the entry exists.
+func (t *Table) ObserveConflict(k Key, a, b net.HardwareAddr, when time.Time) bool {
+	now := when.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[k]
+	if e == nil || len(a) == 0 || len(b) == 0 || string(a) == string(b) {
+		return false
+	}
+	if now > e.ConflictAt {
+		e.ConflictAt = now
+	}
+	e.ConflictMACs = [2]string{string(a), string(b)}
+	t.conflicts[k] = e
+	t.reattach(e, now, CauseARP)
 	return true
 }
 

@@ -312,3 +312,58 @@ func TestHeapOrder(t *testing.T) {
 		h.remove(e)
 	}
 }
+
+// TestConflictHoldsStuck: an entry whose MAC is one of two that answered
+// for its IP is stuck in any dynamic state, whatever its MAC answers
+// afterwards and if the kernel flips to the other MAC, until ConflictHold
+// passes without another conflict; a MAC outside the pair, or a PERMANENT
+// entry, is not disputed.
+func TestConflictHoldsStuck(t *testing.T) {
+	macC := net.HardwareAddr{2, 0, 0, 0, 0, 0xc}
+	tb, clk := newTestTable(time.Minute)
+	k := Key{Ifindex: 1, Addr: ipA}
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
+	stuck := func(when string, want bool) {
+		t.Helper()
+		e, _ := tb.Lookup(k)
+		ev := e.Evidence()
+		got := e.Class() == ClassStuck && len(ev) > 0 && ev[len(ev)-1].Signal == SignalConflict
+		if got != want {
+			t.Fatalf("%s: class %v, evidence %v; want stuck by conflict %v", when, e.Class(), ev, want)
+		}
+		if n := tb.CountClass(ClassStuck); (n == 1) != want {
+			t.Fatalf("%s: %d stuck", when, n)
+		}
+	}
+	if !tb.ObserveConflict(k, macB, macA, clk.now()) {
+		t.Fatal("conflict not recorded")
+	}
+	stuck("reachable at one of the pair", true)
+	if e, _ := tb.Lookup(k); e.DisputingMAC() != string(macB) {
+		t.Fatalf("disputing MAC %v, want %v", e.HardwareAddr(), macB)
+	}
+	tb.ObserveMAC(1, ipA, macA, clk.now()) // the spoofer answers again
+	stuck("after the entry's MAC answered", true)
+	clk.advance(ConflictHold / 2)
+	tb.Apply(CauseNetlink, upd(1, ipA, StateStale, macB)) // the kernel flips to the other
+	stuck("flipped to the other MAC of the pair", true)
+	clk.advance(ConflictHold / 2)
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
+	stuck("just past the hold since the conflict", false)
+
+	tb.ObserveConflict(k, macA, macB, clk.now())
+	stuck("a new conflict", true)
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macC))
+	stuck("at a third MAC", false)
+	tb.Apply(CauseNetlink, upd(1, ipA, StatePermanent, macA))
+	stuck("PERMANENT", false)
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
+	stuck("dynamic again within the hold", true)
+	tb.Apply(CauseNetlink, Update{Delete: true, Family: FamilyInet, Ifindex: 1, Addr: ipA})
+	if n := tb.CountClass(ClassStuck); n != 0 {
+		t.Fatalf("%d stuck after delete", n)
+	}
+	if tb.ObserveConflict(k, macA, macB, clk.now()) {
+		t.Fatal("a conflict on a deleted entry was recorded")
+	}
+}

@@ -188,14 +188,24 @@ const (
 	// SignalSourceMAC: the host's own packets arrived from another MAC.
 	// It makes a stale-long entry stuck.
 	SignalSourceMAC Signal = "source-mac"
-	// SignalProbeUnanswered: a unicast probe to the entry's MAC went
-	// unanswered (remediation on). It makes a stale-long entry stuck.
+	// SignalProbeUnanswered: a probe went unanswered at the entry's MAC
+	// (remediation on). It makes a stale-long entry stuck.
 	SignalProbeUnanswered Signal = "probe-unanswered"
+	// SignalConflict: two MACs answered for the IP, the entry's one of
+	// them (ARP/NDP in turn within the conflict window, or both answering
+	// one probe). It makes the entry stuck in any dynamic state until
+	// ConflictHold passes without another conflict: the kernel may be
+	// sending to a spoofer.
+	SignalConflict Signal = "conflict"
 )
+
+// ConflictHold is how long a conflict keeps an entry stuck after it was
+// last seen.
+const ConflictHold = 5 * time.Minute
 
 // Signals lists every signal, in the order the README documents them.
 func Signals() []Signal {
-	return []Signal{SignalBypass, SignalARP, SignalSourceMAC, SignalProbeUnanswered}
+	return []Signal{SignalBypass, SignalARP, SignalSourceMAC, SignalProbeUnanswered, SignalConflict}
 }
 
 // Evidence is one signal about an entry and when it was last seen.
@@ -288,6 +298,11 @@ type Entry struct {
 	ProbeUnansweredAt int64
 	ProbeMAC          string
 
+	// Conflict: ConflictMACs both answered for this IP, last at
+	// ConflictAt; cleared ConflictHold after.
+	ConflictMACs [2]string
+	ConflictAt   int64
+
 	class   Class
 	gen     uint32 // resync generation that last confirmed the entry
 	heapIdx int32  // position in the stale heap of its interface, -1 if none
@@ -301,6 +316,31 @@ func (e *Entry) Class() Class { return e.class }
 // entry's MAC.
 func (e *Entry) hostGone() bool {
 	return e.Mismatch || e.SourceMismatch || (e.ProbeUnansweredAt != 0 && e.ProbeMAC == e.LLAddr)
+}
+
+// conflicted reports whether the entry's MAC is one of two that answered
+// for its IP (while it is in a dynamic state: the kernel follows answers).
+func (e *Entry) conflicted() bool {
+	return e.ConflictAt != 0 && e.LLAddr != "" && (e.LLAddr == e.ConflictMACs[0] || e.LLAddr == e.ConflictMACs[1]) &&
+		e.State&(StateReachable|StateStale|StateDelay|StateProbe) != 0
+}
+
+// DisputingMAC returns the MAC that evidence says the IP is at instead of
+// the entry's, or "": the other MAC of a conflict, else the ARP/NDP
+// sighting, else the source of the host's packets.
+func (e *Entry) DisputingMAC() string {
+	switch {
+	case e.conflicted():
+		if e.ConflictMACs[0] == e.LLAddr {
+			return e.ConflictMACs[1]
+		}
+		return e.ConflictMACs[0]
+	case e.Mismatch:
+		return e.SeenMAC
+	case e.SourceMismatch:
+		return e.SourceMAC
+	}
+	return ""
 }
 
 // Evidence lists what is known against the entry, one item per signal.
@@ -317,6 +357,9 @@ func (e *Entry) Evidence() []Evidence {
 	}
 	if e.ProbeUnansweredAt != 0 && e.ProbeMAC == e.LLAddr {
 		out = append(out, Evidence{Signal: SignalProbeUnanswered, MAC: net.HardwareAddr(e.ProbeMAC), At: time.Unix(0, e.ProbeUnansweredAt)})
+	}
+	if e.conflicted() {
+		out = append(out, Evidence{Signal: SignalConflict, MAC: net.HardwareAddr(e.DisputingMAC()), At: time.Unix(0, e.ConflictAt)})
 	}
 	return out
 }

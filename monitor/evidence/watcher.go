@@ -316,6 +316,7 @@ func (w *Watcher) Observe(ifindex int32, o Observation, now time.Time) {
 		c.moves.Add(1)
 	case Conflict:
 		c.conflicts.Add(1)
+		w.table.ObserveConflict(k, net.HardwareAddr(was), o.SenderMAC, now)
 		if w.table.Events().Active() {
 			w.table.Publish(table.Event{
 				Time: now, Ifindex: ifindex, Family: table.FamilyOf(o.SenderIP), IP: o.SenderIP,
