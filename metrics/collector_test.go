@@ -33,8 +33,10 @@ func (fakeEvidence) Counters() map[int32]evidence.Counters {
 	c.Mismatches = 1
 	return map[int32]evidence.Counters{3: c}
 }
-func (fakeEvidence) Malformed() uint64    { return 2 }
-func (fakeEvidence) HostsDropped() uint64 { return 0 }
+func (fakeEvidence) Malformed() uint64 { return 2 }
+func (fakeEvidence) HostStats() evidence.HostStats {
+	return evidence.HostStats{Hosts: 5, EvictedFull: 2, ListenersRunning: 2, Wanted: 2}
+}
 
 type fakeNetlink struct{}
 
@@ -135,7 +137,7 @@ neighwatch_neighbours{family="inet",interface="eth0",state="permanent"} 0
 neighwatch_neighbours{family="inet",interface="eth0",state="probe"} 0
 neighwatch_neighbours{family="inet",interface="eth0",state="reachable"} 1
 neighwatch_neighbours{family="inet",interface="eth0",state="stale"} 1
-# HELP neighwatch_neighbours_stuck Stale-long entries with evidence that the host is not at the entry's MAC: seen elsewhere in ARP/NDP or its own packets, or an unanswered unicast probe.
+# HELP neighwatch_neighbours_stuck Stale-long entries with evidence that the host is not at the entry's MAC (seen elsewhere in ARP/NDP or its own packets, an unanswered probe), and entries whose MAC is one of two answering for their IP.
 # TYPE neighwatch_neighbours_stuck gauge
 neighwatch_neighbours_stuck{family="inet",interface="eth0"} 1
 # HELP neighwatch_neighbours_stale_long Entries STALE for at least the stale threshold, whatever their class.
@@ -281,5 +283,48 @@ func TestDescribedOnce(t *testing.T) {
 		if _, err := reg.Gather(); err != nil {
 			t.Errorf("gather: %v", err)
 		}
+	}
+}
+
+type ghostEvidence struct{}
+
+func (ghostEvidence) Counters() map[int32]evidence.Counters {
+	var a, b evidence.Counters
+	a.Packets[evidence.ARPRequest], b.Packets[evidence.ARPRequest] = 2, 3
+	return map[int32]evidence.Counters{5: a, 6: b}
+}
+func (ghostEvidence) Malformed() uint64             { return 0 }
+func (ghostEvidence) HostStats() evidence.HostStats { return evidence.HostStats{} }
+
+// TestGhostLinksShareSeries: a link deleted and re-created with the same
+// name is two interfaces of one name until the deletion is processed; the
+// scrape sums them instead of failing on duplicate series.
+func TestGhostLinksShareSeries(t *testing.T) {
+	tb := table.New(time.Nanosecond, nil)
+	tb.SetLinkName(5, "va")
+	tb.SetLinkName(6, "va")
+	ip := netip.MustParseAddr("10.9.0.3")
+	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
+	for _, idx := range []int32{5, 6} {
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: idx, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: mac})
+		tb.ObserveMAC(idx, ip, net.HardwareAddr{2, 0, 0, 0, 0, 2}, time.Now())
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewTableCollector(tb, 10, slog.New(slog.DiscardHandler)), NewEvidenceCollector(ghostEvidence{}, tb.LinkName, slog.New(slog.DiscardHandler)))
+	want := `
+# HELP neighwatch_arp_packets_total ARP packets seen by the listeners.
+# TYPE neighwatch_arp_packets_total counter
+neighwatch_arp_packets_total{interface="va",kind="gratuitous"} 0
+neighwatch_arp_packets_total{interface="va",kind="reply"} 0
+neighwatch_arp_packets_total{interface="va",kind="request"} 5
+# HELP neighwatch_neighbours_stuck Stale-long entries with evidence that the host is not at the entry's MAC (seen elsewhere in ARP/NDP or its own packets, an unanswered probe), and entries whose MAC is one of two answering for their IP.
+# TYPE neighwatch_neighbours_stuck gauge
+neighwatch_neighbours_stuck{family="inet",interface="va"} 2
+# HELP neighwatch_stuck_neighbour_info One series per stuck entry (capped), naming it for alerts.
+# TYPE neighwatch_stuck_neighbour_info gauge
+neighwatch_stuck_neighbour_info{family="inet",interface="va",ip="10.9.0.3",lladdr="02:00:00:00:00:01",seen_lladdr="02:00:00:00:00:02"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "neighwatch_arp_packets_total", "neighwatch_neighbours_stuck", "neighwatch_stuck_neighbour_info"); err != nil {
+		t.Fatal(err)
 	}
 }

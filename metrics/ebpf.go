@@ -17,7 +17,8 @@ type TracerSource interface {
 	// Redirects returns nil outside fentry mode.
 	Redirects() (bpf.RedirectCounts, error)
 	// ProgramRuns are the kernel's run counts of the tracer's programs;
-	// ok is false unless kernel.bpf_stats_enabled is 1.
+	// ok is false while the kernel is not counting (see
+	// bpf.Tracer.ProgramRuns).
 	ProgramRuns() (runs map[string]uint64, ok bool)
 	FeedCounters() feed.Counters
 }
@@ -37,7 +38,7 @@ func NewTracerCollector(src TracerSource, log *slog.Logger) prometheus.Collector
 		redirects   = s.counter("tracer_redirects_total", "fentry mode: redirect helper calls by helper and the state of the neighbour the FIB lookup before them resolved.", "helper", "nexthop")
 		attached    = s.gauge("tracer_hooks_attached", "1 while the per-packet hooks (transmit or fentry, source MAC) are attached: only while some entry is stale-long, for --tracer.window of every --tracer.period.")
 		attachedFor = s.counter("tracer_hooks_attached_seconds_total", "Time the per-packet hooks were attached; its rate is the fraction of time they cost anything.")
-		runs        = s.counter("tracer_program_runs_total", "Runs of each tracer program, from the kernel's statistics (only while kernel.bpf_stats_enabled=1).", "program")
+		runs        = s.counter("tracer_program_runs_total", "Runs of each tracer program, from the kernel's statistics (counted only while the kernel keeps BPF statistics: kernel.bpf_stats_enabled=1 or a BPF_ENABLE_STATS holder).", "program")
 		candidates  = s.gauge("tracer_source_candidates", "Stale-long entries whose own packets the source-MAC program watches for another MAC.")
 		sourcePkts  = s.counter("tracer_source_mac_packets_total", "Packets from a stale-long entry's address that arrived from another MAC than the entry's.")
 		created     = s.counter("tracer_created_lookups_total", "Entries the neigh_create tracepoint saw created, looked up at once (netlink does not announce some).")

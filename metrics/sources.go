@@ -15,7 +15,7 @@ import (
 type EvidenceSource interface {
 	Counters() map[int32]evidence.Counters
 	Malformed() uint64
-	HostsDropped() uint64
+	HostStats() evidence.HostStats
 }
 
 // NewEvidenceCollector exposes the ARP and NDP listeners. names gives an
@@ -23,20 +23,35 @@ type EvidenceSource interface {
 func NewEvidenceCollector(src EvidenceSource, names func(ifindex int32) string, log *slog.Logger) prometheus.Collector {
 	s := newSubsystem("evidence", log)
 	var (
-		arpPackets   = s.counter("arp_packets_total", "ARP packets seen by the listeners.", "interface", "kind")
-		ndpPackets   = s.counter("ndp_packets_total", "Neighbor Solicitations and Advertisements seen by the NDP listeners.", "interface", "kind")
-		mismatches   = s.counter("arp_mismatches_total", "Times an ARP or NDP packet showed an entry's IP at a MAC other than the kernel's lladdr.", "interface")
-		moves        = s.counter("arp_moves_total", "Times an IP was seen (ARP or NDP) at a new MAC: a host that moved.", "interface")
-		conflicts    = s.counter("arp_conflicts_total", "Times two MACs answered for one IP in turn within the conflict window (ARP or NDP): a duplicate IP or a spoofer.", "interface")
-		malformed    = s.counter("arp_malformed_frames_total", "Frames on ARP and NDP listeners that did not parse.")
-		hostsDropped = s.counter("arp_hosts_dropped_total", "ARP and NDP observations not kept because the evidence map was full.")
+		arpPackets = s.counter("arp_packets_total", "ARP packets seen by the listeners.", "interface", "kind")
+		ndpPackets = s.counter("ndp_packets_total", "Neighbor Solicitations and Advertisements seen by the NDP listeners.", "interface", "kind")
+		mismatches = s.counter("arp_mismatches_total", "Times an ARP or NDP packet showed an entry's IP at a MAC other than the kernel's lladdr.", "interface")
+		moves      = s.counter("arp_moves_total", "Times an IP was seen (ARP or NDP) at a new MAC: a host that moved.", "interface")
+		conflicts  = s.counter("arp_conflicts_total", "Times two MACs answered for one IP in turn within the conflict window (ARP or NDP): a duplicate IP or a spoofer.", "interface")
+		drops      = s.counter("arp_socket_drops_total", "Frames the kernel dropped before the ARP and NDP listeners read them (PACKET_STATISTICS: the socket buffer was full).", "interface")
+		malformed  = s.counter("arp_malformed_frames_total", "Frames on ARP and NDP listeners that did not parse.")
+		hosts      = s.gauge("arp_hosts", "Hosts (IP and interface) the ARP and NDP evidence map holds.")
+		evicted    = s.counter("arp_hosts_evicted_total", "Hosts the evidence map forgot: the least recently seen to make room (full), or not seen for an hour (aged).", "reason")
+		failures   = s.counter("arp_listener_failures_total", "ARP and NDP listeners that failed to start or failed while reading; each is retried with backoff.")
+		listeners  = s.gauge("arp_listeners", "ARP and NDP listener sockets open; wanted: one of each per watched Ethernet interface.", "state")
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
+		// Summed by name: a link re-created with the same name is two
+		// interfaces until the deletion is processed.
+		byName := make(map[string]*evidence.Counters)
 		for idx, c := range src.Counters() {
 			name := names(idx)
 			if name == "" {
 				name = strconv.Itoa(int(idx))
 			}
+			m := byName[name]
+			if m == nil {
+				m = &evidence.Counters{}
+				byName[name] = m
+			}
+			m.Add(c)
+		}
+		for name, c := range byName {
 			for _, k := range evidence.ARPKinds() {
 				ch <- arpPackets.with(float64(c.Packets[k]), name, k.String())
 			}
@@ -46,9 +61,16 @@ func NewEvidenceCollector(src EvidenceSource, names func(ifindex int32) string, 
 			ch <- mismatches.with(float64(c.Mismatches), name)
 			ch <- moves.with(float64(c.Moves), name)
 			ch <- conflicts.with(float64(c.Conflicts), name)
+			ch <- drops.with(float64(c.Drops), name)
 		}
 		ch <- malformed.with(float64(src.Malformed()))
-		ch <- hostsDropped.with(float64(src.HostsDropped()))
+		hs := src.HostStats()
+		ch <- hosts.with(float64(hs.Hosts))
+		ch <- evicted.with(float64(hs.EvictedFull), "full")
+		ch <- evicted.with(float64(hs.EvictedAged), "aged")
+		ch <- failures.with(float64(hs.ListenerFailures))
+		ch <- listeners.with(float64(hs.ListenersRunning), "open")
+		ch <- listeners.with(float64(hs.Wanted), "wanted")
 		return nil
 	}
 	return s

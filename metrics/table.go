@@ -19,7 +19,7 @@ func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheu
 		neighbours    = s.gauge("neighbours", "Neighbour entries by interface, family and NUD state.", "interface", "family", "state")
 		staleLong     = s.gauge("neighbours_stale_long", "Entries STALE for at least the stale threshold, whatever their class.", "interface", "family")
 		atRisk        = s.gauge("neighbours_at_risk", "Stale-long entries that traffic reaches without the neighbour subsystem, so the kernel never re-validates them; nothing says their host is gone.", "interface", "family")
-		stuck         = s.gauge("neighbours_stuck", "Stale-long entries with evidence that the host is not at the entry's MAC: seen elsewhere in ARP/NDP or its own packets, or an unanswered unicast probe.", "interface", "family")
+		stuck         = s.gauge("neighbours_stuck", "Stale-long entries with evidence that the host is not at the entry's MAC (seen elsewhere in ARP/NDP or its own packets, an unanswered probe), and entries whose MAC is one of two answering for their IP.", "interface", "family")
 		mismatched    = s.gauge("neighbours_mismatched", "Entries whose IP was last seen (ARP, NDP or its own packets) at a MAC other than the kernel's lladdr.", "interface", "family")
 		oldestStale   = s.gauge("neighbour_oldest_stale_age_seconds", "Age of the oldest STALE entry; absent when none is STALE.", "interface", "family")
 		transitions   = s.counter("neighbour_transitions_total", "NUD state transitions seen; from or to is \"absent\" for creation and deletion.", "family", "from", "to")
@@ -35,6 +35,8 @@ func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheu
 		names := make(map[int32]string, len(st.Interfaces))
 		for _, is := range st.Interfaces {
 			names[is.Ifindex] = is.Name
+		}
+		for _, is := range byName(st.Interfaces) {
 			for _, fs := range is.Families {
 				total := 0
 				for _, n := range fs.States {
@@ -61,8 +63,14 @@ func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheu
 		for _, tr := range st.Transitions {
 			ch <- transitions.with(float64(tr.Count), tr.Family.String(), tr.From, tr.To)
 		}
+		seen := make(map[[5]string]bool, len(st.Stuck))
 		for _, e := range st.Stuck {
-			ch <- stuckInfo.with(1, names[e.Ifindex], e.Family().String(), e.Addr.String(), e.HardwareAddr().String(), macString(e.DisputingMAC()))
+			lv := [5]string{names[e.Ifindex], e.Family().String(), e.Addr.String(), e.HardwareAddr().String(), macString(e.DisputingMAC())}
+			if seen[lv] { // the same entry on a deleted link and its successor of the same name
+				continue
+			}
+			seen[lv] = true
+			ch <- stuckInfo.with(1, lv[:]...)
 		}
 		if d := st.StuckTotal - len(st.Stuck); d > 0 {
 			dropped.Add(uint64(d))
@@ -72,6 +80,40 @@ func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheu
 		return nil
 	}
 	return s
+}
+
+// byName merges the aggregates of interfaces that share a name: a link
+// deleted and re-created with the same name is two interfaces until the
+// deletion is processed, and metrics are keyed by name, so two series
+// would collide. Counts add up; the oldest STALE age is the larger.
+func byName(in []table.InterfaceStats) []table.InterfaceStats {
+	out := make([]table.InterfaceStats, 0, len(in))
+	at := make(map[string]int, len(in))
+	for _, is := range in {
+		i, ok := at[is.Name]
+		if !ok {
+			at[is.Name] = len(out)
+			out = append(out, is)
+			continue
+		}
+		m := &out[i]
+		for f := range m.Families {
+			a, b := &m.Families[f], &is.Families[f]
+			for k := range a.States {
+				a.States[k] += b.States[k]
+			}
+			a.StaleLong += b.StaleLong
+			a.AtRisk += b.AtRisk
+			a.Stuck += b.Stuck
+			a.Mismatched += b.Mismatched
+			a.LLAddrChanges += b.LLAddrChanges
+			a.Bypass += b.Bypass
+			if b.HasStale && (!a.HasStale || b.OldestStale > a.OldestStale) {
+				a.OldestStale, a.HasStale = b.OldestStale, true
+			}
+		}
+	}
+	return out
 }
 
 func macString(s string) string {

@@ -1,8 +1,12 @@
 package evidence
 
 import (
+	"net"
+	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/neighwatch/neighwatch/internal/table"
 )
 
 // TestMoveOrConflict: one change of MAC is a move; two MACs answering in
@@ -38,5 +42,49 @@ func TestMoveOrConflict(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHostMapBounded: the evidence map keeps at most MaxHosts hosts,
+// evicting the least recently seen; hosts not seen for HostTTL are
+// forgotten; after a flood of senders fills it, a real conflict is still
+// detected.
+func TestHostMapBounded(t *testing.T) {
+	tb := table.New(time.Minute, nil)
+	w := New(Config{MaxHosts: 3, HostTTL: time.Hour, ConflictWindow: 5 * time.Second}, tb)
+	t0 := time.Unix(1_700_000_000, 0)
+	obs := func(ip string, mac byte, at time.Duration) {
+		w.Observe(1, Observation{Kind: ARPRequest, SenderIP: netip.MustParseAddr(ip), SenderMAC: net.HardwareAddr{2, 0, 0, 0, 0, mac}}, t0.Add(at))
+	}
+	obs("10.0.0.1", 1, 0)
+	obs("10.0.0.2", 2, time.Second)
+	obs("10.0.0.3", 3, 2*time.Second)
+	obs("10.0.0.1", 1, 3*time.Second) // seen again: now the newest
+	obs("10.0.0.4", 4, 4*time.Second) // evicts .2, the least recently seen
+	if _, _, ok := w.Seen(1, netip.MustParseAddr("10.0.0.2")); ok {
+		t.Error("the least recently seen host was kept")
+	}
+	if _, _, ok := w.Seen(1, netip.MustParseAddr("10.0.0.1")); !ok {
+		t.Error("a host seen again was evicted")
+	}
+	if hs := w.HostStats(); hs.Hosts != 3 || hs.EvictedFull != 1 {
+		t.Errorf("host stats %+v, want 3 hosts, 1 evicted", hs)
+	}
+	// A flood of senders, then a real conflict: A, B, A within the window.
+	for i := range 1000 {
+		w.Observe(1, Observation{Kind: ARPRequest, SenderIP: netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), SenderMAC: net.HardwareAddr{2, 1, 0, 0, byte(i >> 8), byte(i)}}, t0.Add(5*time.Second))
+	}
+	obs("10.0.0.9", 0xa, 6*time.Second)
+	obs("10.0.0.9", 0xb, 7*time.Second)
+	obs("10.0.0.9", 0xa, 8*time.Second)
+	if c := w.Counters()[1]; c.Conflicts != 1 {
+		t.Errorf("conflicts %d after the flood, want 1", c.Conflicts)
+	}
+	if hs := w.HostStats(); hs.Hosts != 3 || hs.EvictedFull != 1+1000+1 {
+		t.Errorf("host stats %+v, want 3 hosts, %d evicted", hs, 1002)
+	}
+	w.expire(t0.Add(8*time.Second + time.Hour))
+	if hs := w.HostStats(); hs.Hosts != 0 || hs.EvictedAged != 3 {
+		t.Errorf("after an hour: %+v, want none left, 3 aged out", hs)
 	}
 }

@@ -1,7 +1,6 @@
 package evidence
 
 import (
-	"errors"
 	"net"
 
 	"github.com/mdlayher/packet"
@@ -10,6 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// readBuffer is each listener socket's receive buffer (the kernel caps it
+// at net.core.rmem_max): room for bursts of ARP and NDP, whose drops
+// neighwatch_arp_socket_drops_total counts.
+const readBuffer = 1 << 20
+
 func (w *Watcher) ns() netns.NsHandle {
 	if w.cfg.NetNS == nil {
 		return netns.None()
@@ -17,48 +21,34 @@ func (w *Watcher) ns() netns.NsHandle {
 	return *w.cfg.NetNS
 }
 
-// startLocked starts the listeners of an interface that are not running.
-func (w *Watcher) startLocked(ifindex int32, li Link) {
-	if w.disabled != nil {
-		return
-	}
-	w.countersLocked(ifindex)
+// open opens one listener socket (ARP, or NDP with v6) on an interface.
+func (w *Watcher) open(ifindex int32, li Link, v6 bool) (*listener, error) {
 	ifi := &net.Interface{Index: int(ifindex), Name: li.Name, HardwareAddr: li.HardwareAddr, MTU: li.MTU}
-	for _, v6 := range []bool{false, true} {
-		k := listenerKey{ifindex, v6}
-		if w.listeners[k] != nil {
-			continue
-		}
-		proto, parse, what := unix.ETH_P_ARP, ParseARP, "ARP"
-		var cfg *packet.Config
-		if v6 {
-			filter, err := ndpFilter()
-			if err != nil {
-				w.log.Error("NDP socket filter does not assemble", "err", err)
-				continue
-			}
-			proto, parse, what, cfg = unix.ETH_P_IPV6, ParseNDP, "NDP", &packet.Config{Filter: filter}
-		}
-		var conn net.PacketConn
-		err := nsenter.Run(w.ns(), func() error {
-			c, err := packet.Listen(ifi, packet.Raw, proto, cfg)
-			if err != nil {
-				return err
-			}
-			conn = c
-			return nil
-		})
+	proto, parse := unix.ETH_P_ARP, ParseARP
+	var cfg *packet.Config
+	if v6 {
+		filter, err := ndpFilter()
 		if err != nil {
-			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-				w.disabled = errors.New("ARP and NDP listeners need CAP_NET_RAW (run as root or grant the capability)")
-				w.log.Warn("ARP listener disabled: opening a packet socket was refused; mismatch detection is off", "interface", li.Name, "err", err)
-				return
-			}
-			w.log.Warn(what+" listener not started", "interface", li.Name, "err", err)
-			continue
+			return nil, err
 		}
-		l := &listener{conn: conn, done: make(chan struct{}), parse: parse}
-		w.listeners[k] = l
-		go w.read(k, li.HardwareAddr, l)
+		proto, parse, cfg = unix.ETH_P_IPV6, ParseNDP, &packet.Config{Filter: filter}
 	}
+	var conn *packet.Conn
+	err := nsenter.Run(w.ns(), func() error {
+		c, err := packet.Listen(ifi, packet.Raw, proto, cfg)
+		if err != nil {
+			return err
+		}
+		conn = c
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rc, err := conn.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) {
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, readBuffer)
+		})
+	}
+	return &listener{conn: conn, link: li, done: make(chan struct{}), parse: parse}, nil
 }

@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mdlayher/packet"
 	"github.com/neighwatch/neighwatch/internal/table"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -24,9 +26,12 @@ type Config struct {
 	// ConflictWindow: two answers for one IP from different MACs within it
 	// are a conflict.
 	ConflictWindow time.Duration
-	// MaxHosts bounds the evidence kept (one record per IP and interface).
+	// MaxHosts bounds the evidence kept (one record per IP and interface);
+	// past it the least recently seen host is evicted.
 	MaxHosts int
-	Logger   *slog.Logger
+	// HostTTL: a host not seen for this long is forgotten.
+	HostTTL time.Duration
+	Logger  *slog.Logger
 }
 
 // Link is an interface to listen on.
@@ -36,12 +41,30 @@ type Link struct {
 	MTU          int
 }
 
+func (l Link) same(o Link) bool {
+	return l.Name == o.Name && bytes.Equal(l.HardwareAddr, o.HardwareAddr) && l.MTU == o.MTU
+}
+
 // Counters are one interface's counters at one moment.
 type Counters struct {
 	Packets    [numKinds]uint64 // by Kind
 	Mismatches uint64
 	Moves      uint64
 	Conflicts  uint64
+	// Drops are frames the kernel dropped before the listeners read them
+	// (PACKET_STATISTICS: the socket's buffer was full).
+	Drops uint64
+}
+
+// Add adds o's counts to c.
+func (c *Counters) Add(o Counters) {
+	for k := range c.Packets {
+		c.Packets[k] += o.Packets[k]
+	}
+	c.Mismatches += o.Mismatches
+	c.Moves += o.Moves
+	c.Conflicts += o.Conflicts
+	c.Drops += o.Drops
 }
 
 type ifCounters struct {
@@ -49,6 +72,15 @@ type ifCounters struct {
 	mismatches atomic.Uint64
 	moves      atomic.Uint64
 	conflicts  atomic.Uint64
+	drops      atomic.Uint64
+}
+
+// HostStats are the evidence map's counts.
+type HostStats struct {
+	Hosts                    int    // hosts kept now
+	EvictedFull, EvictedAged uint64 // forgotten: to make room, or not seen for HostTTL
+	ListenerFailures         uint64 // listener starts that failed (retried with backoff)
+	ListenersRunning, Wanted int    // listeners open, and wanted
 }
 
 // host is what was seen of one IP on one interface: the MAC it last
@@ -58,6 +90,9 @@ type host struct {
 	at      int64 // last seen at mac
 	prev    string
 	changed int64 // when mac replaced prev
+
+	key          table.Key
+	newer, older *host // in the recency list
 }
 
 // Verdict is what one observation says about its host.
@@ -104,6 +139,7 @@ type listenerKey struct {
 // listener is one packet socket and its reader goroutine.
 type listener struct {
 	conn    net.PacketConn
+	link    Link
 	done    chan struct{}
 	parse   func(frame []byte, own net.HardwareAddr) (Observation, error)
 	closing atomic.Bool
@@ -115,25 +151,48 @@ func (l *listener) close() {
 	l.conn.Close()
 }
 
+// retry is when a failed listener start is tried again.
+type retry struct {
+	at      time.Time
+	backoff time.Duration
+}
+
+// Backoff bounds for failed listener starts.
+const (
+	retryMin = time.Second
+	retryMax = time.Minute
+)
+
 // Watcher runs, per interface it is given, one ARP listener and one NDP
 // listener (Neighbor Solicitations and Advertisements), and keeps
 // arpwatch-style evidence: the last MAC seen for each sender IP.
+//
+// SetLink and ForgetLink only record what is wanted; a worker opens and
+// closes the packet sockets, outside the lock: opening and closing one
+// waits for an RCU grace period in the kernel, and an interface that
+// comes and goes quickly must not hold up the caller (the mirror's link
+// loop) or the readers.
 type Watcher struct {
 	cfg   Config
 	log   *slog.Logger
 	table *table.Table
 	ready chan struct{}
+	wake  chan struct{}
 
 	mu        sync.Mutex
-	ctx       context.Context // set while Run runs
-	links     map[int32]Link  // interfaces to listen on
+	running   bool
+	links     map[int32]Link // interfaces to listen on
+	dirty     map[int32]bool // links whose listeners may not match
+	retries   map[int32]retry
 	listeners map[listenerKey]*listener
-	hosts     map[table.Key]host
+	hosts     map[table.Key]*host
+	newest    *host // the recency list: newest ... oldest
+	oldest    *host
 	counters  map[int32]*ifCounters
 	disabled  error
 
-	hostsDropped atomic.Uint64
-	malformed    atomic.Uint64
+	evictedFull, evictedAged, failures atomic.Uint64
+	malformed                          atomic.Uint64
 }
 
 // New returns a watcher that reports to t. It listens on nothing until
@@ -145,6 +204,9 @@ func New(cfg Config, t *table.Table) *Watcher {
 	if cfg.MaxHosts <= 0 {
 		cfg.MaxHosts = 65536
 	}
+	if cfg.HostTTL <= 0 {
+		cfg.HostTTL = time.Hour
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -153,9 +215,12 @@ func New(cfg Config, t *table.Table) *Watcher {
 		log:       cfg.Logger,
 		table:     t,
 		ready:     make(chan struct{}),
+		wake:      make(chan struct{}, 1),
 		links:     make(map[int32]Link),
+		dirty:     make(map[int32]bool),
+		retries:   make(map[int32]retry),
 		listeners: make(map[listenerKey]*listener),
-		hosts:     make(map[table.Key]host),
+		hosts:     make(map[table.Key]*host),
 		counters:  make(map[int32]*ifCounters),
 	}
 }
@@ -172,7 +237,18 @@ func (w *Watcher) Disabled() error {
 }
 
 // Counters returns the counters of each interface that has had a listener.
+// It reads the kernel's drop counts of the open sockets first.
 func (w *Watcher) Counters() map[int32]Counters {
+	w.mu.Lock()
+	ls := make([]*listener, 0, len(w.listeners))
+	keys := make([]listenerKey, 0, len(w.listeners))
+	for k, l := range w.listeners {
+		ls, keys = append(ls, l), append(keys, k)
+	}
+	w.mu.Unlock()
+	for i, l := range ls {
+		w.collectDrops(keys[i].ifindex, l)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make(map[int32]Counters, len(w.counters))
@@ -181,7 +257,7 @@ func (w *Watcher) Counters() map[int32]Counters {
 		for k := range s.Packets {
 			s.Packets[k] = c.packets[k].Load()
 		}
-		s.Mismatches, s.Moves, s.Conflicts = c.mismatches.Load(), c.moves.Load(), c.conflicts.Load()
+		s.Mismatches, s.Moves, s.Conflicts, s.Drops = c.mismatches.Load(), c.moves.Load(), c.conflicts.Load(), c.drops.Load()
 		out[idx] = s
 	}
 	return out
@@ -190,9 +266,15 @@ func (w *Watcher) Counters() map[int32]Counters {
 // Malformed returns how many frames did not parse.
 func (w *Watcher) Malformed() uint64 { return w.malformed.Load() }
 
-// HostsDropped returns the observations not kept because MaxHosts was
-// reached.
-func (w *Watcher) HostsDropped() uint64 { return w.hostsDropped.Load() }
+// HostStats returns the evidence map's counts.
+func (w *Watcher) HostStats() HostStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return HostStats{
+		Hosts: len(w.hosts), EvictedFull: w.evictedFull.Load(), EvictedAged: w.evictedAged.Load(),
+		ListenerFailures: w.failures.Load(), ListenersRunning: len(w.listeners), Wanted: 2 * len(w.links),
+	}
+}
 
 // Listening returns the interfaces with a running ARP listener; ndp
 // selects the NDP listeners instead.
@@ -219,68 +301,202 @@ func (w *Watcher) Seen(ifindex int32, ip netip.Addr) (net.HardwareAddr, time.Tim
 	return net.HardwareAddr(h.mac), time.Unix(0, h.at), true
 }
 
+// poke wakes the worker.
+func (w *Watcher) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
 // SetLink starts listening on an interface (l != nil) or stops (l == nil,
 // the interface left scope or cannot carry ARP). What was seen there is
-// kept until ForgetLink.
+// kept until ForgetLink. It returns at once; the worker does the rest.
 func (w *Watcher) SetLink(ifindex int32, l *Link) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if l == nil {
 		delete(w.links, ifindex)
-		w.stopLocked(ifindex)
-		return
+	} else {
+		w.links[ifindex] = *l
 	}
-	w.links[ifindex] = *l
-	if w.ctx != nil {
-		w.startLocked(ifindex, *l)
-	}
+	delete(w.retries, ifindex)
+	w.dirty[ifindex] = true
+	w.mu.Unlock()
+	w.poke()
 }
 
 // ForgetLink stops listening on a deleted interface and forgets its
 // counters and evidence.
 func (w *Watcher) ForgetLink(ifindex int32) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	delete(w.links, ifindex)
-	w.stopLocked(ifindex)
+	delete(w.retries, ifindex)
 	delete(w.counters, ifindex)
-	for k := range w.hosts {
+	for k, h := range w.hosts {
 		if k.Ifindex == ifindex {
+			w.unlinkLocked(h)
 			delete(w.hosts, k)
 		}
 	}
-}
-
-func (w *Watcher) stopLocked(ifindex int32) {
-	for _, v6 := range []bool{false, true} {
-		k := listenerKey{ifindex, v6}
-		if l := w.listeners[k]; l != nil {
-			delete(w.listeners, k)
-			l.close()
-		}
-	}
+	w.dirty[ifindex] = true
+	w.mu.Unlock()
+	w.poke()
 }
 
 // Run listens until ctx ends.
 func (w *Watcher) Run(ctx context.Context) error {
 	w.mu.Lock()
-	w.ctx = ctx
-	for idx, l := range w.links {
-		w.startLocked(idx, l)
+	w.running = true
+	for idx := range w.links {
+		w.dirty[idx] = true
 	}
 	w.mu.Unlock()
+	w.reconcile(ctx)
 	close(w.ready)
-	<-ctx.Done()
-	w.mu.Lock()
-	w.ctx = nil
-	ls := w.listeners
-	w.listeners = make(map[listenerKey]*listener)
-	w.mu.Unlock()
-	for _, l := range ls {
-		l.close()
-		<-l.done
+	sweep := time.NewTicker(max(w.cfg.HostTTL/10, time.Second))
+	defer sweep.Stop()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		// Sleep until woken, the next retry is due, or ctx ends.
+		w.mu.Lock()
+		next := time.Hour
+		for _, r := range w.retries {
+			next = min(next, time.Until(r.at))
+		}
+		w.mu.Unlock()
+		timer.Reset(max(next, 0))
+		select {
+		case <-ctx.Done():
+			w.mu.Lock()
+			w.running = false
+			ls := w.listeners
+			w.listeners = make(map[listenerKey]*listener)
+			w.mu.Unlock()
+			for _, l := range ls {
+				l.close()
+				<-l.done
+			}
+			return nil
+		case <-w.wake:
+		case <-timer.C:
+		case <-sweep.C:
+			w.expire(time.Now())
+			continue
+		}
+		w.reconcile(ctx)
 	}
-	return nil
+}
+
+// reconcile opens the listeners wanted and not running, and closes those
+// running and not wanted, for every link marked dirty or due a retry.
+func (w *Watcher) reconcile(ctx context.Context) {
+	now := time.Now()
+	w.mu.Lock()
+	var todo []int32
+	for idx := range w.dirty {
+		todo = append(todo, idx)
+	}
+	clear(w.dirty)
+	for idx, r := range w.retries {
+		if !r.at.After(now) {
+			todo = append(todo, idx)
+		}
+	}
+	w.mu.Unlock()
+	for _, idx := range todo {
+		if ctx.Err() != nil {
+			return
+		}
+		w.reconcileLink(idx)
+	}
+}
+
+func (w *Watcher) reconcileLink(idx int32) {
+	for _, v6 := range []bool{false, true} {
+		k := listenerKey{idx, v6}
+		w.mu.Lock()
+		want, wanted := w.links[idx]
+		have := w.listeners[k]
+		stale := have != nil && (!wanted || !have.link.same(want)) // not wanted, or the link changed
+		if stale {
+			delete(w.listeners, k)
+		}
+		start := wanted && (have == nil || stale) && w.disabled == nil && w.running
+		w.mu.Unlock()
+		if stale {
+			w.collectDrops(idx, have)
+			have.close()
+		}
+		if !start {
+			continue
+		}
+		l, err := w.open(idx, want, v6)
+		w.mu.Lock()
+		cur, still := w.links[idx]
+		switch {
+		case err != nil:
+			if still {
+				w.failedLocked(idx, want, v6, err)
+			}
+		case !w.running || w.listeners[k] != nil || !still || !cur.same(want):
+			l.conn.Close() // changed while it opened: the next pass opens what is wanted now
+		default:
+			w.countersLocked(idx)
+			w.listeners[k] = l
+			if r, ok := w.retries[idx]; ok {
+				delete(w.retries, idx)
+				w.log.Info("listener started after failures", "interface", want.Name, "ndp", v6, "backoff", r.backoff)
+			}
+			go w.read(k, want.HardwareAddr, l)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// failedLocked handles a listener that did not start: an interface that
+// is gone needs nothing (its deletion follows); a refused packet socket
+// turns the listeners off; anything else (EMFILE, ENOMEM, ...) is counted
+// and retried with backoff.
+func (w *Watcher) failedLocked(idx int32, li Link, v6 bool, err error) {
+	what := "ARP"
+	if v6 {
+		what = "NDP"
+	}
+	switch {
+	case errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO):
+		return
+	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
+		if w.disabled == nil {
+			w.disabled = errors.New("ARP and NDP listeners need CAP_NET_RAW (run as root or grant the capability)")
+			w.log.Warn("ARP listener disabled: opening a packet socket was refused; mismatch detection is off", "interface", li.Name, "err", err)
+		}
+		return
+	}
+	w.failures.Add(1)
+	r := w.retries[idx]
+	r.backoff = min(max(2*r.backoff, retryMin), retryMax)
+	r.at = time.Now().Add(r.backoff)
+	w.retries[idx] = r
+	w.log.Warn(what+" listener not started; retrying", "interface", li.Name, "err", err, "retry_in", r.backoff)
+}
+
+// collectDrops adds what the kernel dropped on l's socket since the last
+// read (reading resets the kernel's count).
+func (w *Watcher) collectDrops(idx int32, l *listener) {
+	st, ok := l.conn.(interface{ Stats() (*packet.Stats, error) })
+	if !ok {
+		return
+	}
+	s, err := st.Stats()
+	if err != nil || s.Drops == 0 {
+		return
+	}
+	w.mu.Lock()
+	if c := w.counters[idx]; c != nil {
+		c.drops.Add(uint64(s.Drops))
+	}
+	w.mu.Unlock()
 }
 
 // countersLocked returns an interface's counters, creating them.
@@ -293,6 +509,48 @@ func (w *Watcher) countersLocked(ifindex int32) *ifCounters {
 	return c
 }
 
+// The recency list of hosts: touch moves h to the newest end.
+func (w *Watcher) unlinkLocked(h *host) {
+	if h.newer != nil {
+		h.newer.older = h.older
+	} else if w.newest == h {
+		w.newest = h.older
+	}
+	if h.older != nil {
+		h.older.newer = h.newer
+	} else if w.oldest == h {
+		w.oldest = h.newer
+	}
+	h.newer, h.older = nil, nil
+}
+
+func (w *Watcher) touchLocked(h *host) {
+	if w.newest == h {
+		return
+	}
+	w.unlinkLocked(h)
+	h.older = w.newest
+	if w.newest != nil {
+		w.newest.newer = h
+	}
+	w.newest = h
+	if w.oldest == nil {
+		w.oldest = h
+	}
+}
+
+// expire forgets the hosts not seen for HostTTL.
+func (w *Watcher) expire(now time.Time) {
+	limit := now.Add(-w.cfg.HostTTL).UnixNano()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for h := w.oldest; h != nil && h.at <= limit; h = w.oldest {
+		w.unlinkLocked(h)
+		delete(w.hosts, h.key)
+		w.evictedAged.Add(1)
+	}
+}
+
 // Observe records one observation: counts it, detects conflicts and hands
 // it to the table for mismatch detection.
 func (w *Watcher) Observe(ifindex int32, o Observation, now time.Time) {
@@ -302,14 +560,20 @@ func (w *Watcher) Observe(ifindex int32, o Observation, now time.Time) {
 	w.mu.Lock()
 	c := w.countersLocked(ifindex)
 	c.packets[o.Kind].Add(1)
-	h, had := w.hosts[k]
+	h := w.hosts[k]
+	if h == nil {
+		if len(w.hosts) >= w.cfg.MaxHosts && w.oldest != nil {
+			old := w.oldest
+			w.unlinkLocked(old)
+			delete(w.hosts, old.key)
+			w.evictedFull.Add(1)
+		}
+		h = &host{key: k}
+		w.hosts[k] = h
+	}
 	was := h.mac
 	verdict := h.observe(mac, nanos, int64(w.cfg.ConflictWindow))
-	if had || len(w.hosts) < w.cfg.MaxHosts {
-		w.hosts[k] = h
-	} else {
-		w.hostsDropped.Add(1)
-	}
+	w.touchLocked(h)
 	w.mu.Unlock()
 	switch verdict {
 	case Move:
@@ -353,9 +617,17 @@ func (w *Watcher) read(k listenerKey, own net.HardwareAddr, l *listener) {
 			w.mu.Lock()
 			if w.listeners[k] == l {
 				delete(w.listeners, k)
+				// Start it again, after a pause.
+				w.failures.Add(1)
+				r := w.retries[k.ifindex]
+				r.backoff = min(max(2*r.backoff, retryMin), retryMax)
+				r.at = time.Now().Add(r.backoff)
+				w.retries[k.ifindex] = r
+				w.log.Warn("listener failed; restarting", "ifindex", k.ifindex, "err", err, "retry_in", r.backoff)
 			}
 			w.mu.Unlock()
 			l.conn.Close()
+			w.poke()
 			return
 		}
 		failures = 0
