@@ -432,10 +432,13 @@ func (t *Tracer) DeleteHits(keys []HitKey) {
 }
 
 // ProgramRuns returns how many times each of the tracer's programs ran,
-// from the kernel's own statistics; ok is false unless
-// kernel.bpf_stats_enabled is 1.
+// from the kernel's own statistics. The kernel counts only while
+// statistics are on, by the kernel.bpf_stats_enabled sysctl or by a
+// process holding BPF_ENABLE_STATS (which the sysctl does not show), so
+// ok is true when the sysctl reads 1 or any program has a count.
 func (t *Tracer) ProgramRuns() (runs map[string]uint64, ok bool) {
 	runs = make(map[string]uint64)
+	counted := false
 	progs := []*ebpf.Program{t.objs.TrXmit, t.objs.TrSource, t.objs.TrUpdateDone, t.objs.TrEventSendDone,
 		t.objs.TrTimerHandler, t.objs.TrCreate, t.objs.TrCleanup}
 	if t.fentry != nil {
@@ -451,6 +454,12 @@ func (t *Tracer) ProgramRuns() (runs map[string]uint64, ok bool) {
 			return nil, false
 		}
 		runs[info.Name] = st.RunCount
+		if st.RunCount > 0 {
+			counted = true
+		}
+	}
+	if counted {
+		return runs, true
 	}
 	if enabled, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled"); err != nil || strings.TrimSpace(string(enabled)) != "1" {
 		return runs, false
