@@ -1,8 +1,12 @@
 # neighwatch: `make run` runs the agent, `make test` runs every test.
 GO       ?= go
 BIN      := bin/neighwatch
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The version lives in one place, the VERSION file: the binary, build_info
+# and the image tag all take it from there.
+VERSION  ?= $(shell cat VERSION)
 REVISION ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+IMAGE    ?= ghcr.io/neighwatch/neighwatch:$(VERSION)
+PODMAN   ?= podman
 LDFLAGS  := -X github.com/neighwatch/neighwatch/metrics.Version=$(VERSION) \
             -X github.com/neighwatch/neighwatch/metrics.Revision=$(REVISION)
 ARGS     ?=
@@ -11,7 +15,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 UNPARAM     := mvdan.cc/unparam@v0.0.0-20260823230713-2fa3d841b0c8
 
 .PHONY: all deps build run test unit vet lint cross fmt-check generate check-generate \
-        checkrules bench bench-root lab-up lab-down clean
+        checkrules bench bench-root lab-up lab-down clean image manifests
 
 all: build
 
@@ -20,6 +24,18 @@ deps:
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/neighwatch
+
+# The container image the DaemonSet runs: a static binary on scratch,
+# tagged with VERSION (never latest). Needs podman (scripts/install-deps.sh
+# installs it); no network: the base is empty.
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o bin/image/neighwatch ./cmd/neighwatch
+	$(PODMAN) build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
+	  -f Containerfile -t $(IMAGE) bin/image
+
+# deploy/kubernetes/prometheusrule.yaml from deploy/prometheus/alerts.yml.
+manifests:
+	$(GO) run ./internal/manifests/cmd/genrule
 
 # Runs the agent on defaults. It needs root (or CAP_NET_ADMIN and
 # CAP_NET_RAW); without them it still mirrors the table and serves metrics

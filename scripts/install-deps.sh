@@ -7,7 +7,9 @@ pkgs=(
   clang llvm libbpf-dev bpftool   # eBPF programs (bpf2go)
   iproute2 util-linux             # lab and tests (ip, setpriv)
   iputils-ping                    # the lab walkthrough's traffic (tests send their own)
-  prometheus                      # promtool: metrics and rules linting
+  prometheus                      # promtool, and the server the alert tests run
+  prometheus-alertmanager         # the alert tests' Alertmanager
+  podman runc                     # make image and the image tests (podman --runtime runc)
 )
 missing=()
 for p in "${pkgs[@]}"; do
@@ -23,9 +25,11 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# The prometheus package starts a server on install; neighwatch needs only
-# promtool, so stop it where systemd runs.
-if command -v systemctl >/dev/null && systemctl is-active --quiet prometheus 2>/dev/null; then
-  systemctl stop prometheus || true
-fi
+# The prometheus packages start servers on install; the tests run their
+# own, so stop them where systemd runs.
+for svc in prometheus prometheus-alertmanager; do
+  if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
+    systemctl stop "$svc" || true
+  fi
+done
 go mod download

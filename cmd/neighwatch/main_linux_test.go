@@ -18,6 +18,7 @@ import (
 
 	"github.com/neighwatch/neighwatch/internal/control"
 	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/manifests"
 )
 
 // binPath is the neighwatch binary the integration tests run, built once.
@@ -35,7 +36,13 @@ func TestMain(m *testing.M) {
 	// World-readable so tests can run it as an unprivileged user too.
 	_ = os.Chmod(dir, 0o755)
 	binPath = filepath.Join(dir, "neighwatch")
-	if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+	// Built as make builds it: the version from the VERSION file.
+	version, err := manifests.Version("../..")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if out, err := exec.Command("go", "build", "-ldflags", "-X github.com/neighwatch/neighwatch/metrics.Version="+version, "-o", binPath, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build neighwatch: %v\n%s", err, out)
 		os.Exit(1)
 	}

@@ -145,6 +145,10 @@ func loadTracer(mode bpf.TracerMode, log *slog.Logger) (*bpf.Tracer, error) {
 		log.Warn("tracer disabled: " + err.Error())
 		return nil, err
 	case err != nil:
+		if line, ok := bpfRefusal(err, effectiveCaps()); ok {
+			log.Warn("tracer disabled: " + line)
+			return nil, errors.New(line)
+		}
 		log.Warn("tracer disabled: loading it failed", "err", err)
 		return nil, err
 	}
@@ -190,6 +194,9 @@ func attachDatapath(ifaces []string, mode bpf.Mode, auto bool, c caps, log *slog
 		return nil, errors.New("--datapath.interfaces needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN (or root)")
 	}
 	dp, err := bpf.LoadDatapath()
+	if line, ok := bpfRefusal(err, c); ok {
+		return nil, errors.New("datapath: " + line)
+	}
 	if err != nil {
 		return nil, err
 	}

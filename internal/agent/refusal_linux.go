@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// memlockHint is what cilium/ebpf appends to every EPERM from bpf(2). On
+// kernels since 5.11 BPF memory is charged to the cgroup, not to
+// RLIMIT_MEMLOCK, and the agent removes the limit anyway, so the hint
+// only points away from the real cause.
+const memlockHint = " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)"
+
+// bpfRefusal explains an EPERM from bpf(2) in one line: what was refused
+// and the suspects, with what this process can see of each. ok is false
+// for any other error.
+func bpfRefusal(err error, c caps) (line string, ok bool) {
+	if !errors.Is(err, unix.EPERM) {
+		return "", false
+	}
+	var b strings.Builder
+	b.WriteString("the kernel refused bpf(2) with EPERM (")
+	b.WriteString(strings.ReplaceAll(err.Error(), memlockHint, ""))
+	b.WriteString("); the usual causes: ")
+	var suspects []string
+	switch seccompMode() {
+	case "2":
+		suspects = append(suspects, "a seccomp filter is on (Seccomp: 2 in /proc/self/status): container runtimes' default profiles block bpf(2) without CAP_SYS_ADMIN, so run the container with the DaemonSet's seccomp profile (Unconfined) or one that allows bpf")
+	case "0":
+		suspects = append(suspects, "seccomp (no filter on this process)")
+	default:
+		suspects = append(suspects, "a seccomp filter blocking bpf(2)")
+	}
+	if c.bpf() {
+		suspects = append(suspects, "capabilities (CAP_BPF and CAP_PERFMON are held)")
+	} else {
+		suspects = append(suspects, "missing CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8)")
+	}
+	suspects = append(suspects, "kernel lockdown ("+lockdownMode()+")")
+	b.WriteString(strings.Join(suspects, "; "))
+	b.WriteString("; not RLIMIT_MEMLOCK, which the agent lifts")
+	return b.String(), true
+}
+
+// seccompMode is the Seccomp field of /proc/self/status: "0" none, "1"
+// strict, "2" filter; "" if unknown.
+func seccompMode() string {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), "Seccomp:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// lockdownMode says what /sys/kernel/security/lockdown shows: the mode in
+// brackets is the one in force.
+func lockdownMode() string {
+	b, err := os.ReadFile("/sys/kernel/security/lockdown")
+	if err != nil {
+		return "/sys/kernel/security/lockdown unreadable"
+	}
+	s := strings.TrimSpace(string(b))
+	if i := strings.IndexByte(s, '['); i >= 0 {
+		if j := strings.IndexByte(s[i:], ']'); j > 0 {
+			return "mode " + s[i+1:i+j]
+		}
+	}
+	return s
+}
