@@ -1,0 +1,398 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/lab"
+	"sigs.k8s.io/yaml"
+)
+
+// requireProgram fails in CI and skips elsewhere when a program the test
+// runs is not installed.
+func requireProgram(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s missing in CI: scripts/install-deps.sh installs the %s package", name, pkg)
+		}
+		t.Skipf("%s not installed (Debian package %s)", name, pkg)
+	}
+	return p
+}
+
+// amAlert is one alert in an Alertmanager webhook notification.
+type amAlert struct {
+	Status      string            `json:"status"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+// hookLog records every alert Alertmanager delivers, with when it came.
+type hookLog struct {
+	mu  sync.Mutex
+	got []struct {
+		at time.Time
+		a  amAlert
+	}
+}
+
+func (h *hookLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var msg struct {
+		Alerts []amAlert `json:"alerts"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	h.mu.Lock()
+	for _, a := range msg.Alerts {
+		h.got = append(h.got, struct {
+			at time.Time
+			a  amAlert
+		}{time.Now(), a})
+	}
+	h.mu.Unlock()
+}
+
+// find returns when the first alert matching came, if one did.
+func (h *hookLog) find(name, status string, labels map[string]string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+next:
+	for _, g := range h.got {
+		if g.a.Labels["alertname"] != name || g.a.Status != status {
+			continue
+		}
+		for k, v := range labels {
+			if g.a.Labels[k] != v {
+				continue next
+			}
+		}
+		return g.at, true
+	}
+	return time.Time{}, false
+}
+
+func (h *hookLog) all(name string) []amAlert {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []amAlert
+	for _, g := range h.got {
+		if g.a.Labels["alertname"] == name {
+			out = append(out, g.a)
+		}
+	}
+	return out
+}
+
+// startServer runs a program in ns until the test ends, its output kept
+// for failures.
+func startServer(t *testing.T, ns lab.NS, name string, args ...string) {
+	t.Helper()
+	cmd := ns.Command(name, args...)
+	var out bytes.Buffer
+	var mu sync.Mutex
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(p) })
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("%s output:\n%s", name, out.String())
+			mu.Unlock()
+		}
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// promQuery runs an instant query against the lab's Prometheus and
+// returns the result; a syntax error is an error.
+func promQuery(ns lab.NS, expr string) ([]map[string]any, error) {
+	code, body, err := ns.HTTPGet("http://127.0.0.1:9090/api/v1/query?query=" + url.QueryEscape(expr))
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []map[string]any `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		return nil, fmt.Errorf("HTTP %d: %v: %s", code, err, body)
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("%s", r.Error)
+	}
+	return r.Data.Result, nil
+}
+
+// TestAlertsEndToEnd: the real Prometheus scrapes the agent in the lab
+// and evaluates deploy/prometheus/alerts.yml (for: shortened to 2s); the
+// real Alertmanager delivers to a webhook here. A healthy host whose
+// traffic bypasses re-validation raises only the info alert, never
+// NeighbourEntryStuck; after the host moves, NeighbourEntryStuck arrives
+// naming its IP, and it resolves after `neighwatch remediation on`. Then
+// every expression of the rules and of the Grafana dashboard must parse
+// in that Prometheus and use only metric names the agent exposes.
+func TestAlertsEndToEnd(t *testing.T) {
+	lab.Require(t)
+	prom := requireProgram(t, "prometheus", "prometheus")
+	am := requireProgram(t, "prometheus-alertmanager", "prometheus-alertmanager")
+	t.Parallel()
+
+	m := newMovedClient(t, "alr", false)
+	sock := sockPath(t)
+	a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "legacy", "--remediation", "dry-run", "--remediation.strategies", "probe")...)
+	m.agent = a
+	clientIP := m.ip.String()
+
+	hooks := &hookLog{}
+	var ln net.Listener
+	if err := m.Node.Do(func() (err error) { ln, err = net.Listen("tcp", "127.0.0.1:9099"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: hooks, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+
+	dir := t.TempDir()
+	alerts, err := os.ReadFile("../../deploy/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := regexp.MustCompile(`(?m)^(\s+for:) \S+$`).ReplaceAll(alerts, []byte("$1 2s"))
+	files := map[string]string{
+		"rules.yml": string(rules),
+		"prometheus.yml": `global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [rules.yml]
+alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: ['127.0.0.1:9093']
+scrape_configs:
+  - job_name: neighwatch
+    static_configs:
+      - targets: ['` + metricsAddr + `']
+`,
+		"alertmanager.yml": `route:
+  receiver: test
+  group_by: [alertname, instance, interface, ip]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: test
+    webhook_configs:
+      - url: http://127.0.0.1:9099/hook
+        send_resolved: true
+`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startServer(t, m.Node, am, "--config.file="+filepath.Join(dir, "alertmanager.yml"), "--storage.path="+filepath.Join(dir, "am"),
+		"--web.listen-address=127.0.0.1:9093", "--cluster.listen-address=")
+	startServer(t, m.Node, prom, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "prom"),
+		"--web.listen-address=127.0.0.1:9090")
+	for _, u := range []string{"http://127.0.0.1:9093/-/ready", "http://127.0.0.1:9090/-/ready"} {
+		lab.WaitFor(t, 60*time.Second, u, func() bool {
+			code, _, err := m.Node.HTTPGet(u)
+			return err == nil && code == 200
+		})
+	}
+	lab.WaitFor(t, 30*time.Second, "Prometheus to scrape the agent", func() bool {
+		r, err := promQuery(m.Node, `up{job="neighwatch"} == 1`)
+		return err == nil && len(r) == 1
+	})
+
+	// Traffic flows; the client's entry goes STALE and only the bypassing
+	// datapath reaches it: at-risk. The info alert must arrive, the stuck
+	// one must not.
+	stop := make(chan struct{})
+	pinging := make(chan struct{})
+	go func() {
+		defer close(pinging)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = m.Client.Ping(m.backend, 1, 300*time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-pinging })
+	lab.WaitFor(t, 60*time.Second, "NeighbourReValidationBypassed for "+lab.NodeClientIf, func() bool {
+		_, ok := hooks.find("NeighbourReValidationBypassed", "firing", map[string]string{"interface": lab.NodeClientIf})
+		return ok
+	})
+	if e, ok := findEntry(statusJSON(t, sock), lab.NodeClientIf, clientIP); !ok || e.Class != "at-risk" {
+		t.Fatalf("before the move the client's entry is %+v, want class at-risk", e)
+	}
+	if got := hooks.all("NeighbourEntryStuck"); len(got) > 0 {
+		t.Fatalf("NeighbourEntryStuck fired for a healthy host: %+v", got)
+	}
+
+	// The host moves: the stuck alert arrives naming it.
+	moved := time.Now()
+	m.move(t)
+	lab.WaitFor(t, 60*time.Second, "NeighbourEntryStuck firing for "+clientIP, func() bool {
+		_, ok := hooks.find("NeighbourEntryStuck", "firing", map[string]string{"ip": clientIP})
+		return ok
+	})
+	fired, _ := hooks.find("NeighbourEntryStuck", "firing", map[string]string{"ip": clientIP})
+	// The metric names the agent exposes, while an entry is stuck (its
+	// info series exist only then) and at the end.
+	exposed := map[string]bool{"up": true}
+	addExposed := func(body string) {
+		for _, l := range strings.Split(body, "\n") {
+			if name, ok := strings.CutPrefix(l, "# TYPE "); ok {
+				exposed[strings.Fields(name)[0]] = true
+			}
+		}
+	}
+	addExposed(a.metrics(t))
+	t.Logf("NeighbourEntryStuck arrived %v after the move", fired.Sub(moved).Round(100*time.Millisecond))
+
+	out, err := exec.Command(binPath, "remediation", "--control.socket", sock, "on").CombinedOutput()
+	if err != nil {
+		t.Fatalf("neighwatch remediation on: %v\n%s", err, out)
+	}
+	on := time.Now()
+	lab.WaitFor(t, 60*time.Second, "NeighbourEntryStuck resolved for "+clientIP, func() bool {
+		_, ok := hooks.find("NeighbourEntryStuck", "resolved", map[string]string{"ip": clientIP})
+		return ok
+	})
+	resolved, _ := hooks.find("NeighbourEntryStuck", "resolved", map[string]string{"ip": clientIP})
+	t.Logf("NeighbourEntryStuck resolved %v after remediation on", resolved.Sub(on).Round(100*time.Millisecond))
+	for _, al := range hooks.all("NeighbourEntryStuck") {
+		if al.Labels["ip"] != clientIP {
+			t.Errorf("NeighbourEntryStuck for a host that did not move: %v", al.Labels)
+		}
+		if al.Annotations["runbook_url"] == "" {
+			t.Errorf("NeighbourEntryStuck arrived without runbook_url")
+		}
+	}
+
+	// Every expression parses in this Prometheus and names only metrics
+	// the agent exposes.
+	addExposed(a.metrics(t))
+	for _, expr := range dashboardAndRuleExprs(t, alerts) {
+		if _, err := promQuery(m.Node, expr); err != nil {
+			t.Errorf("%s: %v", expr, err)
+		}
+		for _, name := range regexp.MustCompile(`\b(neighwatch_[a-z0-9_]+|up)\b`).FindAllString(expr, -1) {
+			base := name
+			for _, suf := range []string{"_bucket", "_count", "_sum"} {
+				if b, ok := strings.CutSuffix(name, suf); ok && exposed[b] {
+					base = b
+				}
+			}
+			if !exposed[base] {
+				t.Errorf("%s: the agent exposes no metric %s", expr, name)
+			}
+		}
+	}
+}
+
+// dashboardAndRuleExprs returns every rule expression and every
+// dashboard target expression, Grafana's variables replaced by values
+// Prometheus accepts.
+func dashboardAndRuleExprs(t *testing.T, alerts []byte) []string {
+	t.Helper()
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Expr string `json:"expr"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(alerts, &rules); err != nil {
+		t.Fatal(err)
+	}
+	var exprs []string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			exprs = append(exprs, r.Expr)
+		}
+	}
+	b, err := os.ReadFile("../../deploy/grafana/neighwatch.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash any
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	vars := strings.NewReplacer("$__rate_interval", "1m", "$__interval", "1m", "$__range", "1h", "$instance", ".*", "$interface", ".*")
+	n := len(exprs)
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(v))
+			for k := range v {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if s, ok := v[k].(string); ok && k == "expr" {
+					exprs = append(exprs, vars.Replace(s))
+				} else {
+					walk(v[k])
+				}
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(dash)
+	if n == 0 || len(exprs) == n {
+		t.Fatalf("read %d rule and %d dashboard expressions", n, len(exprs)-n)
+	}
+	for _, e := range exprs {
+		if strings.Contains(e, "$") && !strings.Contains(e, "{{") {
+			t.Errorf("an unknown Grafana variable is left in %q", e)
+		}
+	}
+	return exprs
+}
