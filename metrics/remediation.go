@@ -19,6 +19,10 @@ func NewRemediationCollector(e *remediate.Engine, log *slog.Logger) prometheus.C
 		queue       = s.gauge("remediation_queue_length", "Candidates waiting for a worker.")
 		skipped     = s.gauge("remediation_skipped", "Stale-long or stuck entries the last sweep left alone, by reason.", "reason")
 		swaps       = s.counter("datapath_swaps_total", "Datapath swaps from legacy to neigh made by remediation.")
+		supported   = s.gauge("manage_supported", "1 when the kernel keeps managed neighbours (Linux 5.16+) and the manage strategy can act.")
+		owned       = s.gauge("manage_entries", "Entries the manage strategy keeps managed now (capped by --manage.max).")
+		refused     = s.counter("manage_refused_total", "Entries the manage strategy left to the next strategy because --manage.max was reached.")
+		releases    = s.counter("manage_releases_total", "Managed entries given back to the kernel's normal life, by reason.", "reason")
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
 		cur := e.Mode()
@@ -39,6 +43,12 @@ func NewRemediationCollector(e *remediate.Engine, log *slog.Logger) prometheus.C
 			ch <- skipped.with(float64(n), reason)
 		}
 		ch <- swaps.with(float64(st.Swaps))
+		ch <- supported.with(bool01(e.Config().Manage.Supported))
+		ch <- owned.with(float64(st.Managed))
+		ch <- refused.with(float64(st.ManageRefused))
+		for reason, n := range st.Releases {
+			ch <- releases.with(float64(n), reason)
+		}
 		return nil
 	}
 	return s

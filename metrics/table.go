@@ -28,6 +28,7 @@ func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheu
 		stuckInfo     = s.gauge("stuck_neighbour_info", "One series per stuck entry (capped), naming it for alerts.", "interface", "family", "ip", "lladdr", "seen_lladdr")
 		stuckDropped  = s.counter("stuck_neighbour_info_dropped_total", "Stuck-entry info series left out because of the cap, summed over scrapes.")
 		eventsDropped = s.counter("events_dropped_total", "Events lost by slow subscribers; the table itself loses none.")
+		managed       = s.gauge("managed_neighbours", "Managed entries (the kernel re-validates them itself) by owner: neighwatch (its manage strategy) or other; only non-zero series.", "interface", "family", "owner", "state")
 		dropped       atomic.Uint64
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
@@ -57,6 +58,13 @@ func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheu
 				ch <- bypass.with(float64(fs.Bypass), is.Name, fam)
 				if fs.HasStale {
 					ch <- oldestStale.with(fs.OldestStale.Seconds(), is.Name, fam)
+				}
+				for _, o := range []table.Owner{table.OwnerNeighwatch, table.OwnerOther} {
+					for _, state := range table.AllStates() {
+						if n := fs.CountManaged(o, state); n > 0 {
+							ch <- managed.with(float64(n), is.Name, fam, o.String(), state.String())
+						}
+					}
 				}
 			}
 		}
@@ -108,6 +116,11 @@ func byName(in []table.InterfaceStats) []table.InterfaceStats {
 			a.Mismatched += b.Mismatched
 			a.LLAddrChanges += b.LLAddrChanges
 			a.Bypass += b.Bypass
+			for o := range a.Managed {
+				for k := range a.Managed[o] {
+					a.Managed[o][k] += b.Managed[o][k]
+				}
+			}
 			if b.HasStale && (!a.HasStale || b.OldestStale > a.OldestStale) {
 				a.OldestStale, a.HasStale = b.OldestStale, true
 			}

@@ -18,13 +18,18 @@ type Stats struct {
 	FixSum     float64
 	FixCount   uint64
 	Queue      int
+	// Managed entries: how many neighwatch manages, how many the cap
+	// refused, releases by reason.
+	Managed       int
+	ManageRefused uint64
+	Releases      map[string]uint64
 }
 
 // FixBuckets are the upper bounds of the detection-to-fix histogram.
 var FixBuckets = []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600}
 
 // Sizes of Strategies() and Outcomes(); TestCounterSizes keeps them true.
-const numStrategies, numOutcomes = 4, 7
+const numStrategies, numOutcomes = 5, 8
 
 // counters is the live form of Stats.
 type counters struct {
@@ -32,8 +37,11 @@ type counters struct {
 	rateLimited atomic.Uint64                             // actions that waited for a token
 	dropped     atomic.Uint64                             // candidates not queued: queue full
 	swaps       atomic.Uint64
+	// manageRefused counts entries the manage cap turned away.
+	manageRefused atomic.Uint64
 
 	mu       sync.Mutex
+	releases map[string]uint64
 	skipped  map[string]int
 	fix      []uint64 // cumulative, by FixBuckets
 	fixSum   float64
@@ -59,6 +67,15 @@ func outcomeIdx(o Outcome) int {
 }
 
 func (c *counters) action(s Strategy, o Outcome) { c.actions[strategyIdx(s)][outcomeIdx(o)].Add(1) }
+
+func (c *counters) released(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.releases == nil {
+		c.releases = make(map[string]uint64)
+	}
+	c.releases[reason]++
+}
 
 func (c *counters) setSkipped(m map[string]int) {
 	c.mu.Lock()
@@ -94,8 +111,13 @@ func (c *counters) stats() Stats {
 		}
 		s.Actions[st] = m
 	}
+	s.ManageRefused = c.manageRefused.Load()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	s.Releases = make(map[string]uint64, len(ReleaseReasons()))
+	for _, r := range ReleaseReasons() {
+		s.Releases[r] = c.releases[r]
+	}
 	s.Skipped = make(map[string]int, len(c.skipped))
 	for k, v := range c.skipped {
 		s.Skipped[k] = v

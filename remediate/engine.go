@@ -29,16 +29,19 @@ const (
 	// claims the IP (answered the same probe, or was seen recently). The
 	// engine does not take the answer as a repair; the entry stays stuck.
 	OutcomeConflict Outcome = "conflict"
+	// OutcomeManaged: the entry is managed by neighwatch now; the kernel
+	// re-validates it from here on.
+	OutcomeManaged Outcome = "managed"
 )
 
 // Outcomes lists them, for pre-created metric series.
 func Outcomes() []Outcome {
-	return []Outcome{OutcomeFixed, OutcomeMoved, OutcomeFlushed, OutcomeFailed, OutcomeNoChange, OutcomeDryRun, OutcomeConflict}
+	return []Outcome{OutcomeFixed, OutcomeMoved, OutcomeFlushed, OutcomeFailed, OutcomeNoChange, OutcomeDryRun, OutcomeConflict, OutcomeManaged}
 }
 
 // Strategies lists every strategy.
 func Strategies() []Strategy {
-	return []Strategy{StrategyProbe, StrategyKick, StrategySwap, StrategyFlush}
+	return []Strategy{StrategyManage, StrategyProbe, StrategyKick, StrategySwap, StrategyFlush}
 }
 
 // Actor performs actions on the kernel; the real one is NetActor.
@@ -52,6 +55,13 @@ type Actor interface {
 	Kick(e *table.Entry) error
 	// Flush deletes the entry.
 	Flush(e *table.Entry) error
+	// Manage makes the entry managed, marked as neighwatch's
+	// (table.ProtocolNeighwatch), keeping its address and state.
+	Manage(e *table.Entry) error
+	// Release clears managed: a valid entry goes back to STALE and the
+	// kernel's normal life, an invalid one (FAILED, INCOMPLETE) is
+	// deleted. A missing entry or link is not an error.
+	Release(k table.Key, valid bool) error
 }
 
 // Swapper swaps an interface's datapath to bpf_redirect_neigh; the agent
@@ -84,6 +94,7 @@ type Config struct {
 	ProbeGap               time.Duration
 	BackoffMin, BackoffMax time.Duration
 	SweepInterval          time.Duration
+	Manage                 ManageConfig
 	Logger                 *slog.Logger
 }
 
@@ -124,9 +135,19 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.Manage.defaults()
 	if len(c.Strategies) == 0 {
-		c.Strategies = []Strategy{StrategyProbe, StrategyKick, StrategyFlush}
+		c.Strategies = DefaultStrategies(c.Manage.Supported)
 	}
+}
+
+// DefaultStrategies is the default order: manage first where the kernel
+// keeps managed entries.
+func DefaultStrategies(manageSupported bool) []Strategy {
+	if manageSupported {
+		return []Strategy{StrategyManage, StrategyProbe, StrategyKick, StrategyFlush}
+	}
+	return []Strategy{StrategyProbe, StrategyKick, StrategyFlush}
 }
 
 // Engine is the remediation loop.
@@ -147,6 +168,9 @@ type Engine struct {
 	mu    sync.Mutex
 	cands map[table.Key]*candidate // every candidate seen, one lookup per sweep
 	perIf map[int32]*rate.Limiter
+
+	mmu   sync.Mutex
+	owned map[table.Key]*owned // entries neighwatch manages
 }
 
 // candidate is what the engine remembers of an entry that was a candidate.
@@ -167,6 +191,7 @@ func New(cfg Config, t *table.Table, actor Actor, swapper Swapper) *Engine {
 		global: rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
 		cands:  make(map[table.Key]*candidate),
 		perIf:  make(map[int32]*rate.Limiter),
+		owned:  make(map[table.Key]*owned),
 	}
 	e.mode.Store(cfg.Mode)
 	return e
@@ -200,6 +225,7 @@ func (e *Engine) Config() Config { return e.cfg }
 func (e *Engine) Stats() Stats {
 	s := e.c.stats()
 	s.Queue = len(e.queue)
+	s.Managed = e.Managed()
 	return s
 }
 
@@ -225,6 +251,11 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.runManaged(ctx)
+	}()
 	tick := time.NewTicker(e.cfg.SweepInterval)
 	defer tick.Stop()
 	for {
@@ -334,6 +365,8 @@ func (e *Engine) applicable(s Strategy, en *table.Entry) bool {
 	switch s {
 	case StrategySwap:
 		return e.swapper != nil && en.BypassInState > 0 && e.swapper.CanSwap(en.Ifindex)
+	case StrategyManage:
+		return e.canManage(en, false)
 	}
 	return true
 }
@@ -377,13 +410,27 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		if !ok || Decide(&cur, e.table.LinkName(k.Ifindex), ModeOn, e.cfg.Scope, &e.cfg.Filter).Reason == SkipNotStale {
 			return // it recovered on its own
 		}
+		if s == StrategyManage && !e.canManage(&cur, true) {
+			continue // the cap filled while this one waited
+		}
 		out, err := e.act(ctx, &cur, s)
+		if s == StrategyManage && out != OutcomeManaged {
+			e.disown(k)
+		}
 		e.record(&cur, s, out, d.Reason, err)
 		switch out {
 		case OutcomeConflict:
 			// Another strategy would only ask the same hosts again, or
 			// (flush) let the fastest answer win.
 			e.backOff(k)
+			return
+		case OutcomeManaged:
+			e.own(k)
+			e.mu.Lock()
+			if c := e.cands[k]; c != nil {
+				c.first, c.until, c.next = time.Now().UnixNano(), 0, 0
+			}
+			e.mu.Unlock()
 			return
 		case OutcomeFixed, OutcomeMoved, OutcomeFlushed:
 			e.mu.Lock()
@@ -457,6 +504,11 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 	timeout := e.cfg.KernelTimeout // kick and swap wait for the kernel's timers
 	unicastUnanswered := false
 	switch {
+	case s == StrategyManage:
+		if err := e.actor.Manage(en); err != nil {
+			return OutcomeFailed, err
+		}
+		return e.awaitManaged(ctx, ch, en.Key), nil
 	case s == StrategyProbe && claim != nil:
 		answered, err := e.actor.Probe(ctx, en, 1, e.cfg.VerifyTimeout)
 		if err != nil {

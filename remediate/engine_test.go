@@ -72,6 +72,31 @@ func (f *fakeActor) Flush(e *table.Entry) error {
 	return nil
 }
 
+// Manage plays the kernel: the entry becomes managed with neighwatch's
+// protocol, its address and state kept.
+func (f *fakeActor) Manage(e *table.Entry) error {
+	f.log("manage " + e.Addr.String())
+	go f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyOf(e.Addr), Addr: e.Addr, State: e.State,
+		LLAddr: []byte(e.LLAddr), FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+	return nil
+}
+
+// Release plays the kernel: STALE without managed (the protocol stays),
+// or deleted.
+func (f *fakeActor) Release(k table.Key, valid bool) error {
+	f.log("release " + k.Addr.String())
+	cur, ok := f.t.Lookup(k)
+	if !ok {
+		return nil
+	}
+	u := table.Update{Ifindex: k.Ifindex, Family: table.FamilyOf(k.Addr), Addr: k.Addr, State: table.StateStale, LLAddr: []byte(cur.LLAddr), Protocol: cur.Protocol}
+	if !valid {
+		u = table.Update{Delete: true, Ifindex: k.Ifindex, Family: table.FamilyOf(k.Addr), Addr: k.Addr}
+	}
+	f.t.Apply(table.CauseNetlink, u)
+	return nil
+}
+
 func (f *fakeActor) Calls() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -266,6 +291,9 @@ func TestEngineRateLimit(t *testing.T) {
 
 // blockingActor never returns until released: the queue fills.
 type blockingActor struct{ release chan struct{} }
+
+func (b *blockingActor) Manage(*table.Entry) error     { return nil }
+func (b *blockingActor) Release(table.Key, bool) error { return nil }
 
 func (b *blockingActor) Probe(context.Context, *table.Entry, int, time.Duration) ([]net.HardwareAddr, error) {
 	<-b.release

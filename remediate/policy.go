@@ -67,6 +67,10 @@ const (
 	StrategyKick  Strategy = "kick"  // RTM_NEWNEIGH with NTF_USE: the kernel re-resolves
 	StrategySwap  Strategy = "swap"  // datapath legacy -> neigh on the entry's interface
 	StrategyFlush Strategy = "flush" // delete the entry
+	// StrategyManage makes the entry managed (NTF_EXT_MANAGED, kernel
+	// 5.16+), marked with table.ProtocolNeighwatch: the kernel keeps it
+	// fresh itself, whatever path the traffic takes.
+	StrategyManage Strategy = "manage"
 )
 
 // ParseStrategies parses a comma-separated list.
@@ -76,11 +80,11 @@ func ParseStrategies(s string) ([]Strategy, error) {
 	for _, p := range strings.Split(s, ",") {
 		st := Strategy(strings.TrimSpace(p))
 		switch st {
-		case StrategyProbe, StrategyKick, StrategySwap, StrategyFlush:
+		case StrategyManage, StrategyProbe, StrategyKick, StrategySwap, StrategyFlush:
 		case "":
 			continue
 		default:
-			return nil, fmt.Errorf("remediation strategy %q: want probe, kick, swap or flush", st)
+			return nil, fmt.Errorf("remediation strategy %q: want manage, probe, kick, swap or flush", st)
 		}
 		if seen[st] {
 			return nil, fmt.Errorf("remediation strategy %q listed twice", st)

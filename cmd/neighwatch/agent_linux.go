@@ -41,7 +41,11 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	dpMode := fs.String("datapath.mode", "legacy", "datapath mode: legacy (bpf_redirect), neigh (bpf_redirect_neigh), or auto (legacy, swapped to neigh by remediation where stuck entries get bypass traffic)")
 	remMode := fs.String("remediation", "dry-run", "auto-remediation: off, dry-run (decide and report, touch nothing) or on; change at runtime with 'neighwatch remediation'")
 	remScope := fs.String("remediation.scope", "stuck", "entries to act on: stuck (evidence the host is not at the entry's MAC), at-risk (and entries bypassing traffic keeps from re-validation) or all-stale (every stale-long entry)")
-	remStrategies := fs.String("remediation.strategies", "", "strategies in order, from probe, kick, swap, flush (default probe,kick,flush; swap,probe,kick,flush with --datapath.mode=auto)")
+	remStrategies := fs.String("remediation.strategies", "", "strategies in order, from manage, probe, kick, swap, flush (default manage,probe,kick,flush, without manage on kernels before 5.16; swap first with --datapath.mode=auto)")
+	manageMax := fs.Int("manage.max", 1024, "most entries the manage strategy keeps managed at once; more are refused and counted (1 to 1,000,000)")
+	manageIdle := fs.Duration("manage.idle", 30*time.Minute, "release a managed entry after this long without bypass traffic (0: never)")
+	manageFailed := fs.Duration("manage.failed-timeout", 5*time.Minute, "release a managed entry that stays FAILED this long: its host is gone")
+	manageRelease := fs.Bool("manage.release-on-exit", true, "release every managed entry on remediation off and on a clean shutdown")
 	remRate := fs.Float64("remediation.rate", 10, "actions per second, all interfaces together (an action sends at most two probe packets)")
 	remIfRate := fs.Float64("remediation.interface-rate", 5, "actions per second on one interface")
 	remConc := fs.Int("remediation.concurrency", 4, "actions in flight at once")
@@ -83,14 +87,14 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return errUsage{fmt.Errorf("--remediation.scope: %w", err)}
 	}
+	manageOK, manageWhy := remediate.ManagedSupported()
+	var strategies []remediate.Strategy
 	if *remStrategies == "" {
-		*remStrategies = "probe,kick,flush"
+		strategies = remediate.DefaultStrategies(manageOK)
 		if auto {
-			*remStrategies = "swap," + *remStrategies
+			strategies = append([]remediate.Strategy{remediate.StrategySwap}, strategies...)
 		}
-	}
-	strategies, err := remediate.ParseStrategies(*remStrategies)
-	if err != nil {
+	} else if strategies, err = remediate.ParseStrategies(*remStrategies); err != nil {
 		return errUsage{fmt.Errorf("--remediation.strategies: %w", err)}
 	}
 	if err := checkLimits([]limit{
@@ -110,6 +114,9 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		intIn("remediation.queue", remQueue, 1, 1_000_000),
 		durationIn("remediation.verify-timeout", remVerify, 100*time.Millisecond, 5*time.Minute, false),
 		durationIn("remediation.kernel-timeout", remKernel, time.Second, 10*time.Minute, false),
+		intIn("manage.max", manageMax, 1, 1_000_000),
+		durationIn("manage.idle", manageIdle, time.Second, 7*24*time.Hour, true),
+		durationIn("manage.failed-timeout", manageFailed, time.Second, 24*time.Hour, false),
 	}); err != nil {
 		return errUsage{err}
 	}
@@ -141,6 +148,8 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 			QueueSize:        *remQueue,
 			VerifyTimeout:    *remVerify,
 			KernelTimeout:    *remKernel,
+			Manage: remediate.ManageConfig{Supported: manageOK, Max: *manageMax, Idle: *manageIdle,
+				FailedTimeout: *manageFailed, ReleaseOnExit: *manageRelease},
 		},
 		Logger: log,
 	}
@@ -148,6 +157,9 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		return errUsage{err}
 	}
 	log.Info("starting neighwatch", "version", metrics.Version, "revision", metrics.Revision)
+	if !manageOK {
+		log.Warn("managed neighbours unavailable, the manage strategy is skipped: " + manageWhy)
+	}
 	// SIGHUP would end the agent silently: there is no configuration file
 	// to reload yet, so say so and go on.
 	hup := make(chan os.Signal, 1)

@@ -47,6 +47,11 @@ func printStatus(w io.Writer, entries []control.Entry) {
 				seen += " (mismatch)"
 			}
 		}
+		for i, f := range e.Flags {
+			if f == "managed" && e.ManagedBy != "" {
+				e.Flags[i] = "managed (" + e.ManagedBy + ")"
+			}
+		}
 		flags := strings.Join(e.Flags, ",")
 		if flags == "" {
 			flags = "-"

@@ -17,6 +17,7 @@ type Entry struct {
 	StateAgeSeconds     float64  `json:"state_age_seconds"`
 	Class               string   `json:"class"`
 	Flags               []string `json:"flags"`
+	ManagedBy           string   `json:"managed_by,omitempty"`
 	Transitions         uint32   `json:"transitions"`
 	LLAddrChanges       uint32   `json:"lladdr_changes"`
 	ConfirmedAgeSeconds *float64 `json:"confirmed_age_seconds,omitempty"`
@@ -76,6 +77,7 @@ func EntryFromTable(e *table.Entry, name string, now time.Time) Entry {
 		StateAgeSeconds:     now.Sub(time.Unix(0, e.Since)).Seconds(),
 		Class:               e.Class().String(),
 		Flags:               flags,
+		ManagedBy:           e.Owner().String(),
 		Transitions:         e.Transitions,
 		LLAddrChanges:       e.LLAddrChanges,
 		ConfirmedAgeSeconds: age(now, e.Confirm),

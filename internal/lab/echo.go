@@ -19,7 +19,7 @@ import (
 )
 
 // Echo sends count ICMP echo requests to dst from inside the namespace, one
-// every interval, and returns how many were sent and how many answered.
+// every interval (0: back to back), and returns how many were sent and how many answered.
 // It waits up to wait after the last request for late replies, less when
 // every request is answered. The
 // packets are made and read here, not by ping(8), whose variants differ
@@ -82,7 +82,7 @@ func (n NS) Echo(dst netip.Addr, count int, interval, wait time.Duration) (sent,
 		}
 	}()
 	to := &net.IPAddr{IP: dst.AsSlice(), Zone: zone}
-	tick := time.NewTicker(interval)
+	tick := time.NewTicker(max(interval, time.Millisecond)) // interval 0: back to back
 	defer tick.Stop()
 	for seq := range count {
 		if seq > 0 {

@@ -17,7 +17,12 @@ type FamilyStats struct {
 	Bypass        uint64
 	OldestStale   time.Duration // age of the oldest STALE entry
 	HasStale      bool
+	// Managed counts managed entries by owner and state.
+	Managed [numOwners][numStates]int
 }
+
+// CountManaged returns the number of managed entries of an owner in state s.
+func (f *FamilyStats) CountManaged(o Owner, s State) int { return f.Managed[o][s.idx()] }
 
 // Count returns the number of entries in state s.
 func (f *FamilyStats) Count(s State) int { return f.States[s.idx()] }
@@ -69,6 +74,7 @@ func (t *Table) Stats(stuckCap int) Stats {
 			fs.Mismatched = s.mismatched[f]
 			fs.LLAddrChanges = s.lladdrChanges[f]
 			fs.Bypass = s.bypass[f]
+			fs.Managed = s.managed[f]
 			oldest := s.long[f].min()
 			if oldest == nil {
 				oldest = s.pending[f].min()

@@ -38,6 +38,7 @@ type ifaceState struct {
 	mismatched    [2]int // seen at another MAC (ARP/NDP or source MAC)
 	lladdrChanges [2]uint64
 	bypass        [2]uint64
+	managed       [2][numOwners][numStates]int
 	pending       [2]staleHeap // STALE, not yet past the threshold
 	long          [2]staleHeap // STALE past the threshold
 }
@@ -85,6 +86,7 @@ func (t *Table) detach(e *Entry) {
 	s := t.iface(e.Ifindex)
 	f := e.Family().idx()
 	s.counts[f][e.State.idx()]--
+	s.managed[f][e.Owner()][e.State.idx()]--
 	if e.heapIdx >= 0 {
 		if e.long {
 			s.long[f].remove(e)
@@ -113,6 +115,7 @@ func (t *Table) attach(e *Entry, now int64) {
 	s := t.iface(e.Ifindex)
 	f := e.Family().idx()
 	s.counts[f][e.State.idx()]++
+	s.managed[f][e.Owner()][e.State.idx()]++
 	e.class = ClassOK
 	e.long = false
 	if e.State == StateStale {
@@ -193,6 +196,7 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 			State:    u.State,
 			Flags:    u.Flags,
 			FlagsExt: u.FlagsExt,
+			Protocol: u.Protocol,
 			Since:    since(u, now),
 			heapIdx:  -1,
 			gen:      t.gen,
@@ -216,7 +220,7 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 	t.cacheTimes(e, u, now)
 	stateChanged := e.State != u.State
 	llChanged := e.LLAddr != string(u.LLAddr)
-	if !stateChanged && !llChanged && e.Flags == u.Flags && e.FlagsExt == u.FlagsExt {
+	if !stateChanged && !llChanged && e.Flags == u.Flags && e.FlagsExt == u.FlagsExt && e.Protocol == u.Protocol {
 		return
 	}
 	oldState, oldLL := e.State, e.LLAddr
@@ -246,7 +250,7 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 		e.BypassInState = 0
 		e.ProbeUnansweredAt, e.ProbeMAC = 0, ""
 	}
-	e.Flags, e.FlagsExt = u.Flags, u.FlagsExt
+	e.Flags, e.FlagsExt, e.Protocol = u.Flags, u.FlagsExt, u.Protocol
 	e.Mismatch, e.SourceMismatch = mismatch(e)
 	t.attach(e, now)
 	if t.publishing() {
@@ -564,7 +568,7 @@ func (t *Table) ApplyTracepoint(k Key, from, to State, when time.Time) bool {
 	case e == nil || e.State != from:
 		return false
 	default:
-		u.Flags, u.FlagsExt = e.Flags, e.FlagsExt
+		u.Flags, u.FlagsExt, u.Protocol = e.Flags, e.FlagsExt, e.Protocol
 		if to.Valid() {
 			u.LLAddr = []byte(e.LLAddr)
 		}

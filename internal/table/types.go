@@ -95,6 +95,11 @@ const (
 	FlagExtLearned uint8  = 0x10 // NTF_EXT_LEARNED
 	FlagRouter     uint8  = 0x80 // NTF_ROUTER
 	FlagExtManaged uint32 = 0x01 // NTF_EXT_MANAGED (kernel >= 5.16)
+
+	// ProtocolNeighwatch is the NDA_PROTOCOL value neighwatch sets on the
+	// entries it makes managed, to know them again after a restart: 0x6e,
+	// "n". The kernel keeps a protocol until another one is set.
+	ProtocolNeighwatch uint8 = 0x6e
 )
 
 // Family is an address family of a neighbour table.
@@ -264,6 +269,7 @@ type Entry struct {
 	State    State
 	Flags    uint8
 	FlagsExt uint32
+	Protocol uint8 // NDA_PROTOCOL
 	Since    int64 // when the current state began
 	Confirm  int64 // last confirmation (NDA_CACHEINFO confirmed)
 	Used     int64 // last use by kernel output (NDA_CACHEINFO used)
@@ -371,6 +377,40 @@ func (e *Entry) HardwareAddr() net.HardwareAddr { return net.HardwareAddr(e.LLAd
 // (NTF_EXT_MANAGED or NTF_EXT_LEARNED).
 func (e *Entry) Managed() bool {
 	return e.FlagsExt&FlagExtManaged != 0 || e.Flags&FlagExtLearned != 0
+}
+
+// Owner says who keeps a managed entry fresh: OwnerNeighwatch (managed,
+// with neighwatch's protocol), OwnerOther (managed by anyone else), or
+// OwnerNone.
+func (e *Entry) Owner() Owner {
+	switch {
+	case e.FlagsExt&FlagExtManaged == 0:
+		return OwnerNone
+	case e.Protocol == ProtocolNeighwatch:
+		return OwnerNeighwatch
+	}
+	return OwnerOther
+}
+
+// Owner of a managed entry.
+type Owner uint8
+
+// Owners.
+const (
+	OwnerNone Owner = iota
+	OwnerNeighwatch
+	OwnerOther
+	numOwners
+)
+
+func (o Owner) String() string {
+	switch o {
+	case OwnerNeighwatch:
+		return "neighwatch"
+	case OwnerOther:
+		return "other"
+	}
+	return ""
 }
 
 // FlagNames lists the entry's flags as ip(8) prints them.

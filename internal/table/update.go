@@ -15,6 +15,7 @@ type Update struct {
 	State    State
 	Flags    uint8  // ndm_flags
 	FlagsExt uint32 // NDA_FLAGS_EXT
+	Protocol uint8  // NDA_PROTOCOL: who made the entry (0 unless set)
 	Addr     netip.Addr
 	LLAddr   []byte // may alias the message buffer; the table copies it
 

@@ -56,6 +56,10 @@ func DecodeNeigh(msgType uint16, b []byte) (table.Update, error) {
 				u.UsedAge = ticks(binary.NativeEndian.Uint32(v[4:8]))
 				u.UpdatedAge = ticks(binary.NativeEndian.Uint32(v[8:12]))
 			}
+		case netlink.NDA_PROTOCOL:
+			if len(v) >= 1 {
+				u.Protocol = v[0]
+			}
 		case netlink.NDA_FLAGS_EXT:
 			if len(v) >= 4 {
 				u.FlagsExt = binary.NativeEndian.Uint32(v[0:4])

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/control"
+	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/lab/fwd"
+)
+
+// managedLab is the lab with the client's entry on the node STALE, the
+// node's n0 timers short (reachable 3 s, first probe after 1 s, probes
+// 300 ms apart, managed re-validation every second) and a forwarder on
+// n1 that bypasses the neighbour subsystem for the backend's replies.
+type managedLab struct {
+	*lab.Lab
+	client, backend netip.Addr
+	oldMAC          string
+}
+
+func newManagedLab(t *testing.T, prefix, datapath string, v6 bool) (*managedLab, []string) {
+	t.Helper()
+	l := lab.New(t, prefix)
+	m := &managedLab{Lab: l, client: lab.ClientIP, backend: lab.BackendIP}
+	nodeBackend := lab.NodeBackendIP
+	if v6 {
+		m.client, m.backend, nodeBackend = lab.ClientIP6, lab.BackendIP6, lab.NodeBackendIP6
+	}
+	if err := l.PinClientToNode(); err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		for k, v := range map[string]string{"gc_stale_time": "3600", "base_reachable_time_ms": "3000", "delay_first_probe_time": "1",
+			"retrans_time_ms": "300", "interval_probe_time_ms": "1000"} {
+			if err := l.Node.Sysctl("net."+fam+".neigh."+lab.NodeClientIf+"."+k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mac, err := l.Client.MAC(lab.ClientIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.oldMAC = mac.String()
+	if err := l.Node.SetNeigh(lab.NodeClientIf, m.client, mac, "stale"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Backend.Ping(nodeBackend, 1, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--stale-threshold", "2s", "--tracer", "xmit", "--tracer.interval", "200ms", "--tracer.window", "1s", "--tracer.period", "1s",
+		"--remediation", "on", "--remediation.scope", "at-risk"}
+	switch datapath {
+	case "project":
+		args = append(args, "--datapath.interfaces", lab.NodeBackendIf, "--datapath.mode", "legacy")
+	case "tc", "xdp":
+		kind := fwd.TC
+		if datapath == "xdp" {
+			kind = fwd.XDP
+			// The transmit hook may not see frames an XDP program
+			// redirects (natively it never does), so no entry need look
+			// at-risk: act on every stale-long one.
+			args[len(args)-1] = "all-stale"
+		}
+		var f *fwd.Forwarder
+		if err := l.Node.Do(func() (err error) { f, err = fwd.Attach(lab.NodeBackendIf, kind); return err }); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+	default:
+		t.Fatalf("unknown datapath %q", datapath)
+	}
+	return m, args
+}
+
+// entry returns the client's entry as status shows it.
+func (m *managedLab) entry(t *testing.T, sock string) control.Entry {
+	t.Helper()
+	e, ok := findEntry(statusJSON(t, sock), lab.NodeClientIf, m.client.String())
+	if !ok {
+		t.Fatalf("no entry for %s on %s", m.client, lab.NodeClientIf)
+	}
+	return e
+}
+
+// probeActions sums the agent's probe actions, whatever their outcome.
+func probeActions(t *testing.T, a *agentProc) int {
+	t.Helper()
+	n := 0
+	for _, l := range strings.Split(a.metrics(t), "\n") {
+		if strings.HasPrefix(l, `neighwatch_remediation_actions_total{`) && strings.Contains(l, `strategy="probe"`) {
+			v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+			n += int(v)
+		}
+	}
+	return n
+}
+
+// TestManageRecoversMovedHost: with the project's legacy datapath, an
+// independent TC bpf_redirect forwarder and an XDP one, the client's
+// entry becomes managed by neighwatch while traffic flows, the client
+// moves with no ARP or NDP reaching the node, and traffic recovers by the
+// kernel's own re-validation: neighwatch sends no probe.
+func TestManageRecoversMovedHost(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	for _, datapath := range []string{"project", "tc", "xdp"} {
+		for _, v6 := range []bool{false, true} {
+			name := datapath + "-ipv4"
+			if v6 {
+				name = datapath + "-ipv6"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				m, args := newManagedLab(t, "mg", datapath, v6)
+				sock := sockPath(t)
+				a := startAgent(t, m.Node, sock, args...)
+				if v := metricValue(a.metrics(t), "neighwatch_manage_supported"); v != "1" {
+					t.Fatalf("neighwatch_manage_supported = %q on this kernel", v)
+				}
+				var e control.Entry
+				lab.WaitFor(t, 60*time.Second, "the client's entry managed by neighwatch", func() bool {
+					_, _, _ = m.Client.Echo(m.backend, 2, 100*time.Millisecond, time.Second)
+					e = m.entry(t, sock)
+					return e.ManagedBy == "neighwatch"
+				})
+				t.Logf("%s: managed; bypass packets the tracer saw: %d", name, e.BypassPackets)
+
+				newMAC := lab.HostMAC(77, 7)
+				if err := m.MoveClientMAC(newMAC); err != nil {
+					t.Fatal(err)
+				}
+				moved := time.Now()
+				lab.WaitFor(t, 60*time.Second, "traffic back after the move", func() bool {
+					_, got, _ := m.Client.Echo(m.backend, 1, 0, 500*time.Millisecond)
+					return got == 1
+				})
+				took := time.Since(moved)
+				k, err := m.Node.Entry(lab.NodeClientIf, m.client)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%s: traffic back %v after the move; kernel entry %v %s", name, took.Round(100*time.Millisecond), k.State, k.LLAddr)
+				if !strings.EqualFold(k.LLAddr, newMAC.String()) {
+					t.Errorf("kernel entry at %s, want the new MAC %s", k.LLAddr, newMAC)
+				}
+				if n := probeActions(t, a); n != 0 {
+					t.Errorf("neighwatch sent %d probes; managed entries need none", n)
+				}
+				if e := m.entry(t, sock); e.ManagedBy != "neighwatch" {
+					t.Errorf("after the move the entry is managed by %q", e.ManagedBy)
+				}
+				body := a.metrics(t)
+				if !strings.Contains(body, `neighwatch_managed_neighbours{family="`+e.Family+`",interface="n0",owner="neighwatch"`) {
+					t.Errorf("no managed_neighbours series for neighwatch:\n%s", grep(body, "manage"))
+				}
+			})
+		}
+	}
+}
+
+// otherManaged makes an entry managed by someone else: managed,
+// extern_learn, protocol 99 (as another agent would).
+func otherManaged(t *testing.T, ns lab.NS, ip, mac string) {
+	t.Helper()
+	ns.MustIP(t, "neigh", "replace", ip, "lladdr", mac, "dev", lab.NodeClientIf, "nud", "reachable", "extern_learn", "managed", "protocol", "99")
+}
+
+// entryLine is `ip -d neigh show` of one entry, for comparing before and
+// after.
+func entryLine(t *testing.T, ns lab.NS, ip string) string {
+	t.Helper()
+	out, err := ns.IPOutput("-d", "neigh", "show", ip, "dev", lab.NodeClientIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The state moves on its own (a managed entry made with an address
+	// starts INCOMPLETE and is resolved by the kernel); the owner's marks
+	// must not: the flags and the protocol (99, which ip prints as openr).
+	f := strings.Fields(out)
+	var keep []string
+	for i, w := range f {
+		switch w {
+		case "managed", "extern_learn":
+			keep = append(keep, w)
+		case "proto":
+			if i+1 < len(f) {
+				keep = append(keep, w, f[i+1])
+			}
+		}
+	}
+	return strings.Join(keep, " ")
+}
+
+// TestManageSurvivesRestart: SIGKILL the agent, start it again: it
+// re-adopts its managed entry, and an entry another owner made managed is
+// never changed or released, not even by a clean shutdown that releases
+// neighwatch's own.
+func TestManageSurvivesRestart(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	m, args := newManagedLab(t, "mgr", "project", false)
+	const otherIP, otherMAC = "10.0.1.99", "02:00:00:00:99:99"
+	otherManaged(t, m.Node, otherIP, otherMAC)
+	before := entryLine(t, m.Node, otherIP)
+	if !strings.Contains(before, "managed") || !strings.Contains(before, "extern_learn") || !strings.Contains(before, "proto") {
+		t.Fatalf("the other owner's entry reads %q", before)
+	}
+	sock := sockPath(t)
+	a := startAgent(t, m.Node, sock, args...)
+	lab.WaitFor(t, 60*time.Second, "the client's entry managed by neighwatch", func() bool {
+		_, _, _ = m.Client.Echo(m.backend, 2, 100*time.Millisecond, time.Second)
+		return m.entry(t, sock).ManagedBy == "neighwatch"
+	})
+	if e, _ := findEntry(statusJSON(t, sock), lab.NodeClientIf, otherIP); e.ManagedBy != "other" {
+		t.Errorf("status says the other owner's entry is managed by %q", e.ManagedBy)
+	}
+	_ = a.cmd.Process.Signal(syscall.SIGKILL)
+	<-a.done
+	a.done <- nil
+
+	b := startAgent(t, m.Node, sockPath(t), args...)
+	lab.WaitFor(t, 10*time.Second, "the managed entry adopted", func() bool {
+		return metricValue(b.metrics(t), "neighwatch_manage_entries") == "1"
+	})
+	if !strings.Contains(b.logs(), "adopted managed entries") {
+		t.Errorf("the adoption is not logged")
+	}
+	b.stop(t) // clean: releases its own (release-on-exit)
+	if e, err := m.Node.Entry(lab.NodeClientIf, m.client); err == nil && strings.Contains(fmt.Sprint(e), "managed") {
+		t.Errorf("neighwatch's entry is still managed after a clean shutdown: %+v", e)
+	}
+	if after := entryLine(t, m.Node, otherIP); after != before {
+		t.Errorf("the other owner's entry changed: %q, was %q", after, before)
+	}
+}
+
+// TestManageReleases: an entry whose traffic stopped is released after
+// --manage.idle; one whose host is gone (FAILED) after
+// --manage.failed-timeout; both counted by reason.
+func TestManageReleases(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	for _, reason := range []string{"idle", "failed"} {
+		t.Run(reason, func(t *testing.T) {
+			t.Parallel()
+			m, args := newManagedLab(t, "mgl", "project", false)
+			args = append(args, "--manage.idle", "1h", "--manage.failed-timeout", "24h")
+			if reason == "idle" {
+				args = append(args, "--manage.idle", "3s")
+			} else {
+				args = append(args, "--manage.failed-timeout", "2s")
+			}
+			sock := sockPath(t)
+			a := startAgent(t, m.Node, sock, args...)
+			lab.WaitFor(t, 60*time.Second, "the client's entry managed by neighwatch", func() bool {
+				_, _, _ = m.Client.Echo(m.backend, 2, 100*time.Millisecond, time.Second)
+				return m.entry(t, sock).ManagedBy == "neighwatch"
+			})
+			// No traffic from here on. For "failed" the host goes away:
+			// its address is gone, so nothing answers the kernel's probes
+			// (taking the link down would make the kernel flush the entry).
+			if reason == "failed" {
+				m.Client.MustIP(t, "addr", "del", m.client.String()+"/24", "dev", lab.ClientIf)
+			}
+			series := `neighwatch_manage_releases_total{reason="` + reason + `"}`
+			lab.WaitFor(t, 60*time.Second, series+" = 1", func() bool { return metricValue(a.metrics(t), series) == "1" })
+			if e, err := m.Node.Entry(lab.NodeClientIf, m.client); err == nil && strings.Contains(fmt.Sprint(e), "managed") {
+				t.Errorf("released, yet the kernel entry is still managed: %+v", e)
+			}
+			if !strings.Contains(a.logs(), "reason="+reason) {
+				t.Errorf("the release is not logged with its reason")
+			}
+		})
+	}
+}
+
+// TestManageCap: with --manage.max 1 and two candidates, one entry is
+// managed, the other refused and counted.
+func TestManageCap(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	m, args := newManagedLab(t, "mgc", "project", false)
+	// Two STALE entries of hosts that do not exist: every stale-long
+	// entry is a candidate.
+	for i, ip := range []string{"10.0.1.201", "10.0.1.202"} {
+		m.Node.MustIP(t, "neigh", "replace", ip, "lladdr", fmt.Sprintf("02:00:00:00:02:%02x", i), "dev", lab.NodeClientIf, "nud", "stale")
+	}
+	args = append(args, "--remediation.scope", "all-stale", "--remediation.strategies", "manage", "--manage.max", "1")
+	a := startAgent(t, m.Node, sockPath(t), args...)
+	lab.WaitFor(t, 30*time.Second, "one managed entry and a refusal", func() bool {
+		body := a.metrics(t)
+		n, _ := strconv.Atoi(metricValue(body, "neighwatch_manage_refused_total"))
+		return metricValue(body, "neighwatch_manage_entries") == "1" && n > 0
+	})
+	out, err := exec.Command("ip", "-n", m.Node.Name, "-d", "neigh", "show", "dev", lab.NodeClientIf).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(out), "proto 110"); n != 1 {
+		t.Errorf("%d entries carry neighwatch's protocol, want 1:\n%s", n, out)
+	}
+}

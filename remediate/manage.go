@@ -1,0 +1,259 @@
+package remediate
+
+import (
+	"context"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/table"
+)
+
+// ManageConfig configures the manage strategy and the release of what it
+// managed.
+type ManageConfig struct {
+	// Supported: the kernel keeps managed entries (Linux 5.16+). Without
+	// it the manage strategy is never applicable.
+	Supported bool
+	// Max caps the entries neighwatch manages at once; more are refused
+	// (counted) and left to the next strategy.
+	Max int
+	// Idle releases an entry that saw no bypass traffic for this long
+	// (0: never).
+	Idle time.Duration
+	// FailedTimeout releases an entry that stayed FAILED (or INCOMPLETE)
+	// this long: its host is gone, not moved.
+	FailedTimeout time.Duration
+	// ReleaseOnExit releases every managed entry when remediation is
+	// switched off and when the agent shuts down cleanly.
+	ReleaseOnExit bool
+	// Interval is how often releases are considered.
+	Interval time.Duration
+}
+
+// Release reasons.
+const (
+	ReleaseIdle      = "idle"      // no bypass traffic for ManageConfig.Idle
+	ReleaseFailed    = "failed"    // FAILED past ManageConfig.FailedTimeout
+	ReleaseUnwatched = "unwatched" // its interface left the watched set
+	ReleaseOff       = "off"       // remediation switched off
+	ReleaseExit      = "exit"      // clean shutdown
+)
+
+// ReleaseReasons lists them, for pre-created metric series.
+func ReleaseReasons() []string {
+	return []string{ReleaseIdle, ReleaseFailed, ReleaseUnwatched, ReleaseOff, ReleaseExit}
+}
+
+// owned is what the engine remembers of an entry it manages.
+type owned struct {
+	since       int64 // Unix ns when managed (or adopted)
+	failedSince int64 // Unix ns since it is not valid; 0 while valid
+	pending     bool  // reserved under the cap, being made managed
+}
+
+func (c *ManageConfig) defaults() {
+	if c.Max <= 0 {
+		c.Max = 1024
+	}
+	if c.FailedTimeout <= 0 {
+		c.FailedTimeout = 5 * time.Minute
+	}
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+}
+
+// adopt takes over the entries a previous run of neighwatch made managed
+// (managed, with its protocol), and no others.
+func (e *Engine) adopt() {
+	entries, _ := e.table.Snapshot()
+	now := time.Now().UnixNano()
+	n := 0
+	e.mmu.Lock()
+	for i := range entries {
+		if entries[i].Owner() == table.OwnerNeighwatch {
+			e.owned[entries[i].Key] = &owned{since: now}
+			n++
+		}
+	}
+	e.mmu.Unlock()
+	if n > 0 {
+		e.log.Info("adopted managed entries a previous run made", "entries", n)
+	}
+}
+
+// canManage says whether one more entry may be managed and, with
+// reserve, takes its place under the cap (own or disown settle it); a
+// refusal by the cap is counted.
+func (e *Engine) canManage(en *table.Entry, reserve bool) bool {
+	if !e.cfg.Manage.Supported {
+		return false
+	}
+	e.mmu.Lock()
+	defer e.mmu.Unlock()
+	if _, ok := e.owned[en.Key]; ok {
+		return false
+	}
+	if len(e.owned) >= e.cfg.Manage.Max {
+		e.c.manageRefused.Add(1)
+		return false
+	}
+	if reserve {
+		e.owned[en.Key] = &owned{since: time.Now().UnixNano(), pending: true}
+	}
+	return true
+}
+
+// own settles a reservation: managed now.
+func (e *Engine) own(k table.Key) {
+	e.mmu.Lock()
+	e.owned[k] = &owned{since: time.Now().UnixNano()}
+	e.mmu.Unlock()
+}
+
+// disown drops a reservation whose manage action did not succeed.
+func (e *Engine) disown(k table.Key) {
+	e.mmu.Lock()
+	if o := e.owned[k]; o != nil && o.pending {
+		delete(e.owned, k)
+	}
+	e.mmu.Unlock()
+}
+
+// Managed returns how many entries neighwatch manages.
+func (e *Engine) Managed() int {
+	e.mmu.Lock()
+	defer e.mmu.Unlock()
+	return len(e.owned)
+}
+
+// release gives one entry back to the kernel's normal life.
+func (e *Engine) release(k table.Key, valid bool, reason string) {
+	err := e.actor.Release(k, valid)
+	if err != nil && valid {
+		// Not valid after all (it failed meanwhile): delete it.
+		err = e.actor.Release(k, false)
+	}
+	lvl := "released managed entry"
+	if err != nil {
+		e.log.Warn("releasing a managed entry failed", "ifindex", k.Ifindex, "ip", k.Addr, "reason", reason, "err", err)
+		return
+	}
+	e.c.released(reason)
+	e.log.Info(lvl, "interface", e.table.LinkName(k.Ifindex), "ip", k.Addr, "reason", reason)
+}
+
+// maintain releases what is no longer needed: entries idle, failed past
+// the timeout, or on interfaces no longer watched; everything when
+// remediation is off and ReleaseOnExit is set. It forgets entries that
+// are gone or that someone else took over.
+func (e *Engine) maintain(mode Mode) {
+	if e.actor == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	type rel struct {
+		k      table.Key
+		valid  bool
+		reason string
+	}
+	var todo []rel
+	e.mmu.Lock()
+	for k, o := range e.owned {
+		if o.pending {
+			continue
+		}
+		en, ok := e.table.Lookup(k)
+		switch {
+		case !ok && e.table.LinkName(k.Ifindex) == "":
+			// Its interface left the watched set (or is gone: then the
+			// kernel deleted the entry and the release finds nothing).
+			todo = append(todo, rel{k, true, ReleaseUnwatched})
+			delete(e.owned, k)
+			continue
+		case !ok || en.Owner() != table.OwnerNeighwatch:
+			delete(e.owned, k) // deleted, or someone else changed it
+			continue
+		case mode == ModeOff && e.cfg.Manage.ReleaseOnExit:
+			todo = append(todo, rel{k, en.State.Valid(), ReleaseOff})
+			delete(e.owned, k)
+			continue
+		}
+		if !en.State.Valid() {
+			if o.failedSince == 0 {
+				o.failedSince = now
+			}
+			if now-o.failedSince >= int64(e.cfg.Manage.FailedTimeout) {
+				todo = append(todo, rel{k, false, ReleaseFailed})
+				delete(e.owned, k)
+			}
+			continue
+		}
+		o.failedSince = 0
+		if idle := e.cfg.Manage.Idle; idle > 0 && now-max(o.since, en.LastBypass) >= int64(idle) {
+			todo = append(todo, rel{k, true, ReleaseIdle})
+			delete(e.owned, k)
+		}
+	}
+	e.mmu.Unlock()
+	for _, r := range todo {
+		e.release(r.k, r.valid, r.reason)
+	}
+}
+
+// releaseAll gives back every managed entry at shutdown, when configured.
+func (e *Engine) releaseAll() {
+	if e.actor == nil || !e.cfg.Manage.ReleaseOnExit {
+		return
+	}
+	e.mmu.Lock()
+	keys := make([]table.Key, 0, len(e.owned))
+	for k, o := range e.owned {
+		if !o.pending {
+			keys = append(keys, k)
+		}
+	}
+	e.owned = make(map[table.Key]*owned)
+	e.mmu.Unlock()
+	for _, k := range keys {
+		en, ok := e.table.Lookup(k)
+		e.release(k, !ok || en.State.Valid(), ReleaseExit)
+	}
+}
+
+// runManaged adopts, then maintains the managed entries until ctx ends.
+func (e *Engine) runManaged(ctx context.Context) {
+	if !e.cfg.Manage.Supported {
+		return
+	}
+	e.adopt()
+	t := time.NewTicker(e.cfg.Manage.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			e.releaseAll()
+			return
+		case <-t.C:
+			e.maintain(e.Mode())
+		}
+	}
+}
+
+// awaitManaged waits until the table shows the entry managed by
+// neighwatch.
+func (e *Engine) awaitManaged(ctx context.Context, ch <-chan table.Event, k table.Key) Outcome {
+	t := time.NewTimer(e.cfg.KernelTimeout)
+	defer t.Stop()
+	for {
+		if cur, ok := e.table.Lookup(k); ok && cur.Owner() == table.OwnerNeighwatch {
+			return OutcomeManaged
+		}
+		select {
+		case <-ctx.Done():
+			return OutcomeNoChange
+		case <-ch:
+		case <-t.C:
+			return OutcomeFailed
+		}
+	}
+}

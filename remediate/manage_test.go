@@ -1,0 +1,137 @@
+package remediate
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/table"
+)
+
+func manageConfig(max int) Config {
+	cfg := fastConfig(ModeOn, StrategyManage, StrategyProbe)
+	cfg.Scope = ScopeAllStale
+	cfg.Manage = ManageConfig{Supported: true, Max: max, FailedTimeout: time.Hour, Interval: 10 * time.Millisecond}
+	return cfg
+}
+
+func owners(tb *table.Table) map[table.Owner]int {
+	entries, _ := tb.Snapshot()
+	out := map[table.Owner]int{}
+	for _, e := range entries {
+		out[e.Owner()]++
+	}
+	return out
+}
+
+// TestManageFirstAndCapped: manage comes first; past the cap the next
+// strategy acts and the refusal is counted.
+func TestManageFirstAndCapped(t *testing.T) {
+	tb := staleTable(3)
+	fa := &fakeActor{t: tb, answerAt: -1}
+	e := New(manageConfig(2), tb, fa, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	lab.WaitFor(t, 5*time.Second, "two managed entries and a refusal", func() bool {
+		st := e.Stats()
+		return st.Actions[StrategyManage][OutcomeManaged] == 2 && st.ManageRefused > 0
+	})
+	if n := owners(tb)[table.OwnerNeighwatch]; n != 2 {
+		t.Fatalf("%d entries managed by neighwatch, want 2 (the cap)", n)
+	}
+	if !slices.ContainsFunc(fa.Calls(), func(c string) bool { return len(c) > 5 && c[:5] == "probe" }) {
+		t.Errorf("the refused entry got no other strategy: %v", fa.Calls())
+	}
+	if e.Managed() != 2 {
+		t.Errorf("Managed() = %d", e.Managed())
+	}
+}
+
+// TestManageDefaultOrder: manage leads the default order only where the
+// kernel supports it.
+func TestManageDefaultOrder(t *testing.T) {
+	if got := DefaultStrategies(true); got[0] != StrategyManage {
+		t.Errorf("supported: %v", got)
+	}
+	if got := DefaultStrategies(false); slices.Contains(got, StrategyManage) {
+		t.Errorf("unsupported: %v", got)
+	}
+	cfg := manageConfig(1)
+	cfg.Manage.Supported = false
+	tb := staleTable(1)
+	fa := &fakeActor{t: tb, answerAt: -1}
+	e := New(cfg, tb, fa, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	lab.WaitFor(t, 5*time.Second, "a probe", func() bool { return len(fa.Calls()) > 0 })
+	if slices.ContainsFunc(fa.Calls(), func(c string) bool { return c[:6] == "manage" }) {
+		t.Errorf("managed on a kernel without support: %v", fa.Calls())
+	}
+}
+
+// TestManageReleases: idle entries, failed ones past the timeout, and
+// everything on remediation off are released, each counted by reason.
+func TestManageReleases(t *testing.T) {
+	for _, reason := range []string{ReleaseIdle, ReleaseFailed, ReleaseOff} {
+		t.Run(reason, func(t *testing.T) {
+			tb := staleTable(1)
+			fa := &fakeActor{t: tb, answerAt: -1}
+			cfg := manageConfig(10)
+			cfg.Manage.ReleaseOnExit = true
+			if reason == ReleaseIdle {
+				cfg.Manage.Idle = 200 * time.Millisecond
+			}
+			if reason == ReleaseFailed {
+				cfg.Manage.FailedTimeout = 200 * time.Millisecond
+			}
+			e := New(cfg, tb, fa, nil)
+			stop := runEngine(t, e)
+			defer stop()
+			lab.WaitFor(t, 5*time.Second, "a managed entry", func() bool { return e.Managed() == 1 })
+			// Do not manage it again once released.
+			e.SetMode(ModeDryRun)
+			k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
+			switch reason {
+			case ReleaseFailed:
+				cur, _ := tb.Lookup(k)
+				tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateFailed,
+					FlagsExt: cur.FlagsExt, Protocol: cur.Protocol})
+			case ReleaseOff:
+				e.SetMode(ModeOff)
+			}
+			lab.WaitFor(t, 5*time.Second, "a release for "+reason, func() bool { return e.Stats().Releases[reason] == 1 })
+			if n := owners(tb)[table.OwnerNeighwatch]; n != 0 {
+				t.Errorf("%d entries still managed after the release", n)
+			}
+		})
+	}
+}
+
+// TestManageAdoptsOnlyItsOwn: at start the engine takes over the entries
+// marked with its protocol, never those another owner made managed, and
+// a clean shutdown releases only its own.
+func TestManageAdoptsOnlyItsOwn(t *testing.T) {
+	tb := table.New(time.Hour, nil) // nothing stale-long: no candidates
+	tb.SetLinkName(3, "eth0")
+	mine := netip.MustParseAddr("10.0.0.1")
+	theirs := netip.MustParseAddr("10.0.0.2")
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine, State: table.StateReachable, LLAddr: macOld,
+		FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: theirs, State: table.StateReachable, LLAddr: macOld,
+		FlagsExt: table.FlagExtManaged, Flags: table.FlagExtLearned, Protocol: 99})
+	fa := &fakeActor{t: tb, answerAt: -1}
+	cfg := manageConfig(10)
+	cfg.Manage.ReleaseOnExit = true
+	e := New(cfg, tb, fa, nil)
+	stop := runEngine(t, e)
+	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.Managed() == 1 })
+	stop()
+	if got := fa.Calls(); len(got) != 1 || got[0] != "release 10.0.0.1" {
+		t.Fatalf("calls = %v, want only the release of its own entry", got)
+	}
+	if cur, _ := tb.Lookup(table.Key{Ifindex: 3, Addr: theirs}); cur.Owner() != table.OwnerOther {
+		t.Errorf("the other owner's entry changed: %+v", cur)
+	}
+}
