@@ -17,7 +17,12 @@ type Stats struct {
 	FixBuckets map[float64]uint64
 	FixSum     float64
 	FixCount   uint64
-	Queue      int
+	// Recovery: managed entries, from the first doubt about their MAC to
+	// REACHABLE at a new one (same buckets).
+	RecoveryBuckets map[float64]uint64
+	RecoverySum     float64
+	RecoveryCount   uint64
+	Queue           int
 	// Managed entries: how many neighwatch manages, how many the cap
 	// refused, releases by reason.
 	Managed       int
@@ -46,6 +51,9 @@ type counters struct {
 	fix      []uint64 // cumulative, by FixBuckets
 	fixSum   float64
 	fixCount uint64
+	rec      []uint64 // managed entries' recovery, cumulative by FixBuckets
+	recSum   float64
+	recCount uint64
 }
 
 func strategyIdx(s Strategy) int {
@@ -81,6 +89,21 @@ func (c *counters) setSkipped(m map[string]int) {
 	c.mu.Lock()
 	c.skipped = m
 	c.mu.Unlock()
+}
+
+func (c *counters) observeRecovery(seconds float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rec == nil {
+		c.rec = make([]uint64, len(FixBuckets))
+	}
+	for i, b := range FixBuckets {
+		if seconds <= b {
+			c.rec[i]++
+		}
+	}
+	c.recSum += seconds
+	c.recCount++
 }
 
 func (c *counters) observeFix(seconds float64) {
@@ -122,6 +145,14 @@ func (c *counters) stats() Stats {
 	for k, v := range c.skipped {
 		s.Skipped[k] = v
 	}
+	s.RecoveryBuckets = make(map[float64]uint64, len(FixBuckets))
+	for i, b := range FixBuckets {
+		s.RecoveryBuckets[b] = 0
+		if c.rec != nil {
+			s.RecoveryBuckets[b] = c.rec[i]
+		}
+	}
+	s.RecoverySum, s.RecoveryCount = c.recSum, c.recCount
 	for i, b := range FixBuckets {
 		if c.fix != nil {
 			s.FixBuckets[b] = c.fix[i]

@@ -169,8 +169,9 @@ type Engine struct {
 	cands map[table.Key]*candidate // every candidate seen, one lookup per sweep
 	perIf map[int32]*rate.Limiter
 
-	mmu   sync.Mutex
-	owned map[table.Key]*owned // entries neighwatch manages
+	mmu       sync.Mutex
+	owned     map[table.Key]*owned // entries neighwatch manages
+	ownedKeys sync.Map             // their keys, for the event filter
 }
 
 // candidate is what the engine remembers of an entry that was a candidate.
@@ -360,13 +361,35 @@ func (e *Engine) wait(ctx context.Context, ifindex int32) error {
 	return nil
 }
 
+// Next returns the strategy remediation would use on an entry now (in
+// dry-run: would have used), or "" when it would leave it alone.
+func (e *Engine) Next(en *table.Entry, ifname string) Strategy {
+	mode := e.Mode()
+	if !Decide(en, ifname, mode, e.cfg.Scope, &e.cfg.Filter).Act {
+		return ""
+	}
+	for _, s := range e.cfg.Strategies {
+		switch s {
+		case StrategyManage:
+			if e.canManage(en, false, false) {
+				return s
+			}
+		default:
+			if e.applicable(s, en) {
+				return s
+			}
+		}
+	}
+	return ""
+}
+
 // applicable says whether a strategy can act on an entry now.
 func (e *Engine) applicable(s Strategy, en *table.Entry) bool {
 	switch s {
 	case StrategySwap:
 		return e.swapper != nil && en.BypassInState > 0 && e.swapper.CanSwap(en.Ifindex)
 	case StrategyManage:
-		return e.canManage(en, false)
+		return e.canManage(en, false, true)
 	}
 	return true
 }
@@ -410,7 +433,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		if !ok || Decide(&cur, e.table.LinkName(k.Ifindex), ModeOn, e.cfg.Scope, &e.cfg.Filter).Reason == SkipNotStale {
 			return // it recovered on its own
 		}
-		if s == StrategyManage && !e.canManage(&cur, true) {
+		if s == StrategyManage && !e.canManage(&cur, true, true) {
 			continue // the cap filled while this one waited
 		}
 		out, err := e.act(ctx, &cur, s)

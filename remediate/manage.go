@@ -48,6 +48,70 @@ type owned struct {
 	since       int64 // Unix ns when managed (or adopted)
 	failedSince int64 // Unix ns since it is not valid; 0 while valid
 	pending     bool  // reserved under the cap, being made managed
+	// For the recovery time: the MAC it was last REACHABLE at, and when
+	// evidence or the kernel's re-validation first doubted it since.
+	mac       string
+	doubtedAt int64
+}
+
+// setOwned and delOwned keep the map (under mmu) and the lock-free key
+// set the event filter reads (it runs under the table's lock, which
+// maintain takes while holding mmu) in step.
+func (e *Engine) setOwned(k table.Key, o *owned) {
+	e.owned[k] = o
+	e.ownedKeys.Store(k, struct{}{})
+}
+
+func (e *Engine) delOwned(k table.Key) {
+	delete(e.owned, k)
+	e.ownedKeys.Delete(k)
+}
+
+// trackRecovery measures, for managed entries, the time from the first
+// doubt about the MAC (evidence of another MAC, or the kernel starting to
+// re-validate) to REACHABLE at a new MAC: how long the kernel took to
+// follow a host that moved. It reads table events only.
+func (e *Engine) trackRecovery(ctx context.Context) {
+	sub := e.table.Events().SubscribeFunc(1024, func(ev *table.Event) bool {
+		_, ok := e.ownedKeys.Load(table.Key{Ifindex: ev.Ifindex, Addr: ev.IP})
+		return ok && (ev.Kind == table.KindTransition || ev.Kind == table.KindMismatch)
+	})
+	defer sub.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-sub.C():
+			e.recoveryEvent(&ev)
+		}
+	}
+}
+
+func (e *Engine) recoveryEvent(ev *table.Event) {
+	e.mmu.Lock()
+	defer e.mmu.Unlock()
+	o := e.owned[table.Key{Ifindex: ev.Ifindex, Addr: ev.IP}]
+	if o == nil || o.pending {
+		return
+	}
+	at := ev.Time.UnixNano()
+	switch {
+	case ev.Kind == table.KindMismatch:
+		if o.doubtedAt == 0 {
+			o.doubtedAt = at
+		}
+	case ev.To == table.StateReachable && len(ev.LLAddr) > 0:
+		if mac := string(ev.LLAddr); mac != o.mac {
+			if o.mac != "" && o.doubtedAt != 0 {
+				e.c.observeRecovery(time.Duration(at - o.doubtedAt).Seconds())
+			}
+			o.mac = mac
+		}
+		o.doubtedAt = 0
+	case ev.To != table.StateStale && o.doubtedAt == 0:
+		// DELAY, PROBE, FAILED, INCOMPLETE: the kernel doubts it.
+		o.doubtedAt = at
+	}
 }
 
 func (c *ManageConfig) defaults() {
@@ -71,7 +135,7 @@ func (e *Engine) adopt() {
 	e.mmu.Lock()
 	for i := range entries {
 		if entries[i].Owner() == table.OwnerNeighwatch {
-			e.owned[entries[i].Key] = &owned{since: now}
+			e.setOwned(entries[i].Key, &owned{since: now, mac: entries[i].LLAddr})
 			n++
 		}
 	}
@@ -84,7 +148,7 @@ func (e *Engine) adopt() {
 // canManage says whether one more entry may be managed and, with
 // reserve, takes its place under the cap (own or disown settle it); a
 // refusal by the cap is counted.
-func (e *Engine) canManage(en *table.Entry, reserve bool) bool {
+func (e *Engine) canManage(en *table.Entry, reserve, count bool) bool {
 	if !e.cfg.Manage.Supported {
 		return false
 	}
@@ -94,19 +158,22 @@ func (e *Engine) canManage(en *table.Entry, reserve bool) bool {
 		return false
 	}
 	if len(e.owned) >= e.cfg.Manage.Max {
-		e.c.manageRefused.Add(1)
+		if count {
+			e.c.manageRefused.Add(1)
+		}
 		return false
 	}
 	if reserve {
-		e.owned[en.Key] = &owned{since: time.Now().UnixNano(), pending: true}
+		e.setOwned(en.Key, &owned{since: time.Now().UnixNano(), pending: true})
 	}
 	return true
 }
 
 // own settles a reservation: managed now.
 func (e *Engine) own(k table.Key) {
+	cur, _ := e.table.Lookup(k)
 	e.mmu.Lock()
-	e.owned[k] = &owned{since: time.Now().UnixNano()}
+	e.setOwned(k, &owned{since: time.Now().UnixNano(), mac: cur.LLAddr})
 	e.mmu.Unlock()
 }
 
@@ -114,7 +181,7 @@ func (e *Engine) own(k table.Key) {
 func (e *Engine) disown(k table.Key) {
 	e.mmu.Lock()
 	if o := e.owned[k]; o != nil && o.pending {
-		delete(e.owned, k)
+		e.delOwned(k)
 	}
 	e.mmu.Unlock()
 }
@@ -168,14 +235,14 @@ func (e *Engine) maintain(mode Mode) {
 			// Its interface left the watched set (or is gone: then the
 			// kernel deleted the entry and the release finds nothing).
 			todo = append(todo, rel{k, true, ReleaseUnwatched})
-			delete(e.owned, k)
+			e.delOwned(k)
 			continue
 		case !ok || en.Owner() != table.OwnerNeighwatch:
-			delete(e.owned, k) // deleted, or someone else changed it
+			e.delOwned(k) // deleted, or someone else changed it
 			continue
 		case mode == ModeOff && e.cfg.Manage.ReleaseOnExit:
 			todo = append(todo, rel{k, en.State.Valid(), ReleaseOff})
-			delete(e.owned, k)
+			e.delOwned(k)
 			continue
 		}
 		if !en.State.Valid() {
@@ -184,14 +251,14 @@ func (e *Engine) maintain(mode Mode) {
 			}
 			if now-o.failedSince >= int64(e.cfg.Manage.FailedTimeout) {
 				todo = append(todo, rel{k, false, ReleaseFailed})
-				delete(e.owned, k)
+				e.delOwned(k)
 			}
 			continue
 		}
 		o.failedSince = 0
 		if idle := e.cfg.Manage.Idle; idle > 0 && now-max(o.since, en.LastBypass) >= int64(idle) {
 			todo = append(todo, rel{k, true, ReleaseIdle})
-			delete(e.owned, k)
+			e.delOwned(k)
 		}
 	}
 	e.mmu.Unlock()
@@ -212,7 +279,9 @@ func (e *Engine) releaseAll() {
 			keys = append(keys, k)
 		}
 	}
-	e.owned = make(map[table.Key]*owned)
+	for _, k := range keys {
+		e.delOwned(k)
+	}
 	e.mmu.Unlock()
 	for _, k := range keys {
 		en, ok := e.table.Lookup(k)
@@ -226,6 +295,7 @@ func (e *Engine) runManaged(ctx context.Context) {
 		return
 	}
 	e.adopt()
+	go e.trackRecovery(ctx)
 	t := time.NewTicker(e.cfg.Manage.Interval)
 	defer t.Stop()
 	for {

@@ -174,7 +174,8 @@ func TestAlertsEndToEnd(t *testing.T) {
 
 	m := newMovedClient(t, "alr", false)
 	sock := sockPath(t)
-	a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "legacy", "--remediation", "dry-run", "--remediation.strategies", "probe")...)
+	// The default strategies: manage first, on this kernel.
+	a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "legacy", "--remediation", "dry-run")...)
 	m.agent = a
 	clientIP := m.ip.String()
 

@@ -161,6 +161,10 @@ func TestManageRecoversMovedHost(t *testing.T) {
 				if !strings.Contains(body, `neighwatch_managed_neighbours{family="`+e.Family+`",interface="n0",owner="neighwatch"`) {
 					t.Errorf("no managed_neighbours series for neighwatch:\n%s", grep(body, "manage"))
 				}
+				lab.WaitFor(t, 10*time.Second, "the recovery measured", func() bool {
+					return metricValue(a.metrics(t), "neighwatch_manage_recovery_seconds_count") == "1"
+				})
+				t.Logf("%s: neighwatch_manage_recovery_seconds_sum %s", name, metricValue(a.metrics(t), "neighwatch_manage_recovery_seconds_sum"))
 			})
 		}
 	}
@@ -306,5 +310,26 @@ func TestManageCap(t *testing.T) {
 	}
 	if n := strings.Count(string(out), "proto 110"); n != 1 {
 		t.Errorf("%d entries carry neighwatch's protocol, want 1:\n%s", n, out)
+	}
+}
+
+// TestManageDryRun: in dry-run, status and metrics say the entry would be
+// managed, and the kernel entry stays as it was.
+func TestManageDryRun(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	m, args := newManagedLab(t, "mgd", "project", false)
+	args = append(args, "--remediation", "dry-run")
+	sock := sockPath(t)
+	a := startAgent(t, m.Node, sock, args...)
+	lab.WaitFor(t, 60*time.Second, "next_action manage for the at-risk client", func() bool {
+		_, _, _ = m.Client.Echo(m.backend, 2, 100*time.Millisecond, time.Second)
+		e := m.entry(t, sock)
+		return e.Class == "at-risk" && e.NextAction == "manage"
+	})
+	series := `neighwatch_remediation_actions_total{outcome="dry-run",strategy="manage"}`
+	lab.WaitFor(t, 10*time.Second, series, func() bool { return metricValue(a.metrics(t), series) != "0" })
+	if e := m.entry(t, sock); e.ManagedBy != "" {
+		t.Errorf("dry-run made the entry managed by %q", e.ManagedBy)
 	}
 }

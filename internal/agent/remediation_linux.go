@@ -84,6 +84,7 @@ func (r *remediation) status() control.RemediationStatus {
 // modes, and the remediation switch.
 func controlHandler(t *table.Table, dp *datapathPart, rem *remediation, log *slog.Logger) *control.Handler {
 	h := control.NewHandler(t)
+	h.SetPlanner(func(e *table.Entry, ifname string) string { return string(rem.engine.Next(e, ifname)) })
 	h.Handle("GET /v1/datapath", func(w http.ResponseWriter, _ *http.Request) {
 		control.WriteJSON(w, http.StatusOK, dp.Modes())
 	})

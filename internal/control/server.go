@@ -33,7 +33,15 @@ type Handler struct {
 	table *table.Table
 	mux   *http.ServeMux
 	subs  atomic.Int32
+	plan  Planner
 }
+
+// Planner names what remediation would do next to an entry ("" for
+// nothing); the agent wires the engine's in.
+type Planner func(e *table.Entry, ifname string) string
+
+// SetPlanner makes status show each entry's next action.
+func (h *Handler) SetPlanner(p Planner) { h.plan = p }
 
 // NewHandler returns the control API. extra handlers (remediation, ...) can
 // be added with Handle.
@@ -49,8 +57,9 @@ func (h *Handler) Handle(pattern string, fn http.HandlerFunc) { h.mux.HandleFunc
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// Status returns every entry, sorted by interface, family and address.
-func Status(t *table.Table) []Entry {
+// Status returns every entry, sorted by interface, family and address;
+// plan, when not nil, fills in each entry's next action.
+func Status(t *table.Table, plan Planner) []Entry {
 	entries, names := t.Snapshot()
 	now := time.Now()
 	out := make([]Entry, len(entries))
@@ -63,13 +72,16 @@ func Status(t *table.Table) []Entry {
 	})
 	for i := range entries {
 		out[i] = EntryFromTable(&entries[i], names[entries[i].Ifindex], now)
+		if plan != nil {
+			out[i].NextAction = plan(&entries[i], names[entries[i].Ifindex])
+		}
 	}
 	return out
 }
 
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(Status(h.table))
+	_ = json.NewEncoder(w).Encode(Status(h.table, h.plan))
 }
 
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {

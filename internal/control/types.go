@@ -18,6 +18,7 @@ type Entry struct {
 	Class               string   `json:"class"`
 	Flags               []string `json:"flags"`
 	ManagedBy           string   `json:"managed_by,omitempty"`
+	NextAction          string   `json:"next_action,omitempty"`
 	Transitions         uint32   `json:"transitions"`
 	LLAddrChanges       uint32   `json:"lladdr_changes"`
 	ConfirmedAgeSeconds *float64 `json:"confirmed_age_seconds,omitempty"`
