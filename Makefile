@@ -15,7 +15,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 UNPARAM     := mvdan.cc/unparam@v0.0.0-20260823230713-2fa3d841b0c8
 
 .PHONY: all deps build run test unit vet lint cross fmt-check generate check-generate \
-        checkrules bench bench-root lab-up lab-down clean image manifests
+        checkrules bench bench-root lab-up lab-down clean image manifests install
 
 all: build
 
@@ -32,6 +32,17 @@ image:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o bin/image/neighwatch ./cmd/neighwatch
 	$(PODMAN) build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
 	  -f Containerfile -t $(IMAGE) bin/image
+
+# The binary, the systemd unit and its EnvironmentFile (kept if it
+# exists) under DESTDIR (default /): then systemctl enable --now neighwatch.
+DESTDIR ?=
+PREFIX  ?= /usr/local
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/neighwatch
+	install -D -m 0644 deploy/systemd/neighwatch.service $(DESTDIR)/etc/systemd/system/neighwatch.service
+	sed -i 's#/usr/local/bin/neighwatch#$(PREFIX)/bin/neighwatch#' $(DESTDIR)/etc/systemd/system/neighwatch.service
+	@if [ ! -e $(DESTDIR)/etc/default/neighwatch ]; then \
+	  install -D -m 0644 deploy/systemd/neighwatch.default $(DESTDIR)/etc/default/neighwatch; fi
 
 # deploy/kubernetes/prometheusrule.yaml from deploy/prometheus/alerts.yml.
 manifests:

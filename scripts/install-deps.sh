@@ -10,6 +10,7 @@ pkgs=(
   prometheus                      # promtool, and the server the alert tests run
   prometheus-alertmanager         # the alert tests' Alertmanager
   podman runc                     # make image and the image tests (podman --runtime runc)
+  systemd                         # systemd-analyze verify of the unit after make install
 )
 missing=()
 for p in "${pkgs[@]}"; do

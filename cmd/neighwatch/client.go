@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -17,12 +18,21 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print a JSON array")
 	sock := fs.String("control.socket", DefaultControlSocket, "the agent's control socket")
+	iface := fs.String("interface", "", "only entries on this interface")
+	state := fs.String("state", "", "only entries in this NUD state (stale, reachable, delay, probe, failed, incomplete, permanent, noarp)")
+	class := fs.String("class", "", "only entries of this class (ok, stale-long, at-risk, stuck)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	entries, err := control.NewClient(*sock).Status(ctx)
+	all, err := control.NewClient(*sock).Status(ctx)
 	if err != nil {
 		return err
+	}
+	var entries []control.Entry
+	for _, e := range all {
+		if (*iface == "" || e.Interface == *iface) && (*state == "" || strings.EqualFold(e.State, *state)) && (*class == "" || e.Class == *class) {
+			entries = append(entries, e)
+		}
 	}
 	if *asJSON {
 		if entries == nil {
@@ -38,7 +48,7 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 
 func printStatus(w io.Writer, entries []control.Entry) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "IP\tDEV\tLLADDR\tSTATE\tAGE\tFLAGS\tARP SEEN\tBYPASS\tCLASS")
+	fmt.Fprintln(tw, "IP\tFAMILY\tDEV\tLLADDR\tSTATE\tAGE\tFLAGS\tARP SEEN\tBYPASS\tCLASS")
 	for _, e := range entries {
 		seen := "-"
 		if e.SeenLLAddr != "" {
@@ -60,7 +70,7 @@ func printStatus(w io.Writer, entries []control.Entry) {
 		if ll == "" {
 			ll = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.IP, e.Interface, ll, strings.ToUpper(e.State),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.IP, e.Family, e.Interface, ll, strings.ToUpper(e.State),
 			fmtAge(e.StateAgeSeconds), flags, seen, e.BypassPackets, e.Class)
 	}
 	tw.Flush()
@@ -107,29 +117,41 @@ func runEvents(ctx context.Context, args []string, stdout, _ io.Writer) error {
 func runDatapath(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("datapath", flag.ContinueOnError)
 	sock := fs.String("control.socket", DefaultControlSocket, "the agent's control socket")
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return errUsage{fmt.Errorf("datapath: %v", err)}
+	asJSON := fs.Bool("json", false, "print a JSON object: interface -> mode")
+	pos, err := parseArgs(fs, args, "[INTERFACE legacy|neigh]", 0, 2)
+	if err != nil {
+		return err
 	}
 	c := control.NewClient(*sock)
 	var modes map[string]string
-	switch fs.NArg() {
+	switch len(pos) {
 	case 0:
 		if err := c.Get(ctx, "/v1/datapath", &modes); err != nil {
 			return err
 		}
 	case 2:
-		req := control.DatapathRequest{Interface: fs.Arg(0), Mode: fs.Arg(1)}
+		req := control.DatapathRequest{Interface: pos[0], Mode: pos[1]}
 		if err := c.Post(ctx, "/v1/datapath", req, &modes); err != nil {
 			return err
 		}
 	default:
 		return errUsage{fmt.Errorf("datapath: want no arguments (list) or INTERFACE MODE (swap)")}
 	}
+	if *asJSON {
+		if modes == nil {
+			modes = map[string]string{}
+		}
+		return json.NewEncoder(stdout).Encode(modes)
+	}
+	names := make([]string, 0, len(modes))
+	for name := range modes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "INTERFACE\tMODE")
-	for name, m := range modes {
-		fmt.Fprintf(tw, "%s\t%s\n", name, m)
+	for _, name := range names {
+		fmt.Fprintf(tw, "%s\t%s\n", name, modes[name])
 	}
 	return tw.Flush()
 }
@@ -140,16 +162,13 @@ func runRemediation(ctx context.Context, args []string, stdout io.Writer) error 
 	fs := flag.NewFlagSet("remediation", flag.ContinueOnError)
 	sock := fs.String("control.socket", DefaultControlSocket, "the agent's control socket")
 	asJSON := fs.Bool("json", false, "print JSON")
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return errUsage{fmt.Errorf("remediation: %v", err)}
-	}
-	if fs.NArg() != 1 {
-		return errUsage{errors.New("remediation: want one of off, dry-run, on, status")}
+	pos, err := parseArgs(fs, args, "off|dry-run|on|status", 1, 1)
+	if err != nil {
+		return err
 	}
 	c := control.NewClient(*sock)
 	var st control.RemediationStatus
-	switch arg := fs.Arg(0); arg {
+	switch arg := pos[0]; arg {
 	case "status":
 		if err := c.Get(ctx, "/v1/remediation", &st); err != nil {
 			return err

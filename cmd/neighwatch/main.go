@@ -38,9 +38,10 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(os.Stderr, "neighwatch: %v\n", err)
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0) // --help: usage printed
 		}
+		fmt.Fprintf(os.Stderr, "neighwatch: %v\n", err)
 		var u errUsage
 		if errors.As(err, &u) {
 			os.Exit(2)
@@ -75,19 +76,46 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return errUsage{fmt.Errorf("unknown command %q (want agent, status, events, datapath, remediation or version)", args[0])}
 }
 
-// parse parses flags, turning flag errors into one-line usage errors.
+// parse parses a subcommand that takes flags only.
 func parse(fs *flag.FlagSet, args []string) error {
+	_, err := parseArgs(fs, args, "", 0, 0)
+	return err
+}
+
+// parseArgs parses flags anywhere among the arguments, as peers' CLIs do
+// ("--" ends the flags), and returns the positional arguments, between
+// min and max of them. --help prints the usage line (the subcommand and
+// what it takes) and the flags to standard output and returns
+// flag.ErrHelp, on which the command exits 0. Flag errors become one-line
+// usage errors.
+func parseArgs(fs *flag.FlagSet, args []string, takes string, min, max int) ([]string, error) {
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return err
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(os.Stdout, "usage: neighwatch %s [flags] %s\n\nflags:\n", fs.Name(), takes)
+				fs.SetOutput(os.Stdout)
+				fs.PrintDefaults()
+				return nil, err
+			}
+			return nil, errUsage{fmt.Errorf("%s: %v (see 'neighwatch %s --help')", fs.Name(), err, fs.Name())}
 		}
-		return errUsage{fmt.Errorf("%s: %v (see 'neighwatch %s --help')", fs.Name(), err, fs.Name())}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		if args[0] == "--" {
+			pos = append(pos, args[1:]...)
+			break
+		}
+		pos, args = append(pos, args[0]), args[1:]
 	}
-	if fs.NArg() > 0 {
-		return errUsage{fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
+	switch {
+	case len(pos) > max && max == 0:
+		return nil, errUsage{fmt.Errorf("%s: unexpected argument %q (see 'neighwatch %s --help')", fs.Name(), pos[0], fs.Name())}
+	case len(pos) < min || len(pos) > max:
+		return nil, errUsage{fmt.Errorf("%s: want %s (see 'neighwatch %s --help')", fs.Name(), takes, fs.Name())}
 	}
-	return nil
+	return pos, nil
 }

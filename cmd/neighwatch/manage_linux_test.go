@@ -25,7 +25,13 @@ type managedLab struct {
 	oldMAC          string
 }
 
-func newManagedLab(t *testing.T, prefix, datapath string, v6 bool) (*managedLab, []string) {
+func newManagedLab(t testing.TB, prefix, datapath string, v6 bool) (*managedLab, []string) {
+	return newManagedLabTimers(t, prefix, datapath, v6, true)
+}
+
+// newManagedLabTimers is newManagedLab with the kernel's default timers
+// on n0 when short is false.
+func newManagedLabTimers(t testing.TB, prefix, datapath string, v6, short bool) (*managedLab, []string) {
 	t.Helper()
 	l := lab.New(t, prefix)
 	m := &managedLab{Lab: l, client: lab.ClientIP, backend: lab.BackendIP}
@@ -36,9 +42,15 @@ func newManagedLab(t *testing.T, prefix, datapath string, v6 bool) (*managedLab,
 	if err := l.PinClientToNode(); err != nil {
 		t.Fatal(err)
 	}
-	for _, fam := range []string{"ipv4", "ipv6"} {
-		for k, v := range map[string]string{"gc_stale_time": "3600", "base_reachable_time_ms": "3000", "delay_first_probe_time": "1",
+	timers := map[string]string{"gc_stale_time": "3600"}
+	if short {
+		for k, v := range map[string]string{"base_reachable_time_ms": "3000", "delay_first_probe_time": "1",
 			"retrans_time_ms": "300", "interval_probe_time_ms": "1000"} {
+			timers[k] = v
+		}
+	}
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		for k, v := range timers {
 			if err := l.Node.Sysctl("net."+fam+".neigh."+lab.NodeClientIf+"."+k, v); err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +93,7 @@ func newManagedLab(t *testing.T, prefix, datapath string, v6 bool) (*managedLab,
 }
 
 // entry returns the client's entry as status shows it.
-func (m *managedLab) entry(t *testing.T, sock string) control.Entry {
+func (m *managedLab) entry(t testing.TB, sock string) control.Entry {
 	t.Helper()
 	e, ok := findEntry(statusJSON(t, sock), lab.NodeClientIf, m.client.String())
 	if !ok {
@@ -91,7 +103,7 @@ func (m *managedLab) entry(t *testing.T, sock string) control.Entry {
 }
 
 // probeActions sums the agent's probe actions, whatever their outcome.
-func probeActions(t *testing.T, a *agentProc) int {
+func probeActions(t testing.TB, a *agentProc) int {
 	t.Helper()
 	n := 0
 	for _, l := range strings.Split(a.metrics(t), "\n") {

@@ -263,6 +263,21 @@ func (a *agent) metricsServer(cfg Config, collectors []prometheus.Collector) (*h
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("/readyz", a.ready)
 	mux.Handle("/readyz/{part}", a.ready)
+	landing, err := web.NewLandingPage(web.LandingConfig{
+		Name:        "neighwatch",
+		Description: "Watches the kernel's neighbour tables for entries that stay STALE while traffic flows to them",
+		Version:     metrics.Version,
+		Profiling:   "false",
+		Links: []web.LandingLinks{
+			{Address: "/metrics", Text: "Metrics"},
+			{Address: "/readyz", Text: "Readiness", Description: "each part of the agent and whether it is ready"},
+			{Address: "/healthz", Text: "Health"},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("landing page: %w", err)
+	}
+	mux.Handle("/", landing)
 	tcp, err := net.Listen("tcp", cfg.MetricsListen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on --metrics.listen %s: %w", cfg.MetricsListen, err)

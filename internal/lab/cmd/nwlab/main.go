@@ -16,7 +16,18 @@ import (
 
 const stateFile = "/run/neighwatch-lab"
 
+const usage = `usage: nwlab up|down|move
+
+  up     create the client <-> node <-> backend namespaces (root)
+  down   remove them
+  move   give the client a new MAC behind the node's back
+`
+
 func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "--help" || os.Args[1] == "-h" || os.Args[1] == "help") {
+		fmt.Print(usage)
+		return
+	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "nwlab: %v\n", err)
 		os.Exit(1)
