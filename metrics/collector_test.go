@@ -114,8 +114,13 @@ func allCollectors(t *testing.T, tb *table.Table, kernel *fakeKernel, log *slog.
 		NewDatapathCollector(fakeDatapath{}, log),
 		NewRemediationCollector(eng, log),
 		NewHTTPCollector(map[string]ConnSource{"metrics": fakeConns{}}, log),
+		NewConfigCollector(fakeConfig{}, log),
 	}
 }
+
+type fakeConfig struct{}
+
+func (fakeConfig) LastReload() (bool, time.Time) { return true, time.Unix(1700000000, 0) }
 
 func TestCollectors(t *testing.T) {
 	tb := newTable(t)
@@ -190,6 +195,7 @@ neighwatch_remediation_mode{mode="off"} 0
 neighwatch_remediation_mode{mode="on"} 0
 # HELP neighwatch_scrape_collector_success 1 if the collector fetched everything it reads at scrape time, else 0.
 # TYPE neighwatch_scrape_collector_success gauge
+neighwatch_scrape_collector_success{collector="config"} 1
 neighwatch_scrape_collector_success{collector="datapath"} 1
 neighwatch_scrape_collector_success{collector="evidence"} 1
 neighwatch_scrape_collector_success{collector="http"} 1

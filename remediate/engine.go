@@ -152,8 +152,9 @@ func DefaultStrategies(manageSupported bool) []Strategy {
 
 // Engine is the remediation loop.
 type Engine struct {
-	cfg     Config
-	mode    atomic.Value // Mode
+	cfg     atomic.Pointer[Config] // replaced whole by Reconfigure
+	source  atomic.Value           // string: where the mode came from
+	mode    atomic.Value           // Mode
 	table   *table.Table
 	actor   Actor
 	swapper Swapper
@@ -187,15 +188,47 @@ type candidate struct {
 func New(cfg Config, t *table.Table, actor Actor, swapper Swapper) *Engine {
 	cfg.defaults()
 	e := &Engine{
-		cfg: cfg, table: t, actor: actor, swapper: swapper, log: cfg.Logger,
+		table: t, actor: actor, swapper: swapper, log: cfg.Logger,
 		queue:  make(chan table.Key, cfg.QueueSize),
 		global: rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
 		cands:  make(map[table.Key]*candidate),
 		perIf:  make(map[int32]*rate.Limiter),
 		owned:  make(map[table.Key]*owned),
 	}
+	e.cfg.Store(&cfg)
 	e.mode.Store(cfg.Mode)
 	return e
+}
+
+// ModeSource says where the mode in force came from (flag, file,
+// default, runtime), as the agent set it.
+func (e *Engine) ModeSource() string {
+	s, _ := e.source.Load().(string)
+	return s
+}
+
+// SetModeSource records where the mode in force came from.
+func (e *Engine) SetModeSource(s string) { e.source.Store(s) }
+
+// conf returns the configuration in force.
+func (e *Engine) conf() *Config { return e.cfg.Load() }
+
+// Reconfigure applies a new configuration at runtime: the mode, scope,
+// strategies, filters, rates, timeouts and the manage settings. The
+// queue size and the number of workers stay as they started.
+func (e *Engine) Reconfigure(cfg Config) {
+	old := e.conf()
+	cfg.defaults()
+	cfg.QueueSize, cfg.MaxConcurrent, cfg.Logger = old.QueueSize, old.MaxConcurrent, old.Logger
+	cfg.Manage.Supported = old.Manage.Supported
+	e.cfg.Store(&cfg)
+	e.global.SetLimit(rate.Limit(cfg.Rate))
+	e.mu.Lock()
+	for _, l := range e.perIf {
+		l.SetLimit(rate.Limit(cfg.PerInterfaceRate))
+	}
+	e.mu.Unlock()
+	e.SetMode(cfg.Mode)
 }
 
 // Mode returns the current mode.
@@ -220,7 +253,7 @@ func (e *Engine) SetMode(m Mode) Mode {
 }
 
 // Config returns the configuration in force.
-func (e *Engine) Config() Config { return e.cfg }
+func (e *Engine) Config() Config { return *e.conf() }
 
 // Stats returns the engine's counters and queue length.
 func (e *Engine) Stats() Stats {
@@ -233,7 +266,7 @@ func (e *Engine) Stats() Stats {
 // Run sweeps for candidates and acts on them until ctx ends.
 func (e *Engine) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	for range e.cfg.MaxConcurrent {
+	for range e.conf().MaxConcurrent {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -257,7 +290,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		defer wg.Done()
 		e.runManaged(ctx)
 	}()
-	tick := time.NewTicker(e.cfg.SweepInterval)
+	tick := time.NewTicker(e.conf().SweepInterval)
 	defer tick.Stop()
 	for {
 		select {
@@ -287,8 +320,8 @@ func (e *Engine) sweep() {
 	skipped := make(map[string]int)
 	var dropped uint64
 	e.mu.Lock()
-	picked := e.table.Walk(e.cfg.Scope.MinClass(), func(en *table.Entry, ifname string) bool {
-		d := Decide(en, ifname, mode, e.cfg.Scope, &e.cfg.Filter)
+	picked := e.table.Walk(e.conf().Scope.MinClass(), func(en *table.Entry, ifname string) bool {
+		d := Decide(en, ifname, mode, e.conf().Scope, &e.conf().Filter)
 		if !d.Act {
 			skipped[d.Reason]++
 			return false
@@ -329,7 +362,7 @@ func (e *Engine) limiter(ifindex int32) *rate.Limiter {
 	defer e.mu.Unlock()
 	l := e.perIf[ifindex]
 	if l == nil {
-		l = rate.NewLimiter(rate.Limit(e.cfg.PerInterfaceRate), e.cfg.Burst)
+		l = rate.NewLimiter(rate.Limit(e.conf().PerInterfaceRate), e.conf().Burst)
 		e.perIf[ifindex] = l
 	}
 	return l
@@ -365,10 +398,10 @@ func (e *Engine) wait(ctx context.Context, ifindex int32) error {
 // dry-run: would have used), or "" when it would leave it alone.
 func (e *Engine) Next(en *table.Entry, ifname string) Strategy {
 	mode := e.Mode()
-	if !Decide(en, ifname, mode, e.cfg.Scope, &e.cfg.Filter).Act {
+	if !Decide(en, ifname, mode, e.conf().Scope, &e.conf().Filter).Act {
 		return ""
 	}
-	for _, s := range e.cfg.Strategies {
+	for _, s := range e.conf().Strategies {
 		switch s {
 		case StrategyManage:
 			if e.canManage(en, false, false) {
@@ -400,14 +433,14 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		return
 	}
 	mode := e.Mode()
-	d := Decide(&en, e.table.LinkName(k.Ifindex), mode, e.cfg.Scope, &e.cfg.Filter)
+	d := Decide(&en, e.table.LinkName(k.Ifindex), mode, e.conf().Scope, &e.conf().Filter)
 	if !d.Act {
 		return
 	}
 	if mode == ModeDryRun {
 		// Dry-run takes tokens too: it reports what "on" would do, at
 		// the pace "on" would do it.
-		for _, s := range e.cfg.Strategies {
+		for _, s := range e.conf().Strategies {
 			if e.applicable(s, &en) {
 				if err := e.wait(ctx, k.Ifindex); err != nil {
 					return
@@ -419,7 +452,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		e.backOff(k)
 		return
 	}
-	for _, s := range e.cfg.Strategies {
+	for _, s := range e.conf().Strategies {
 		if !e.applicable(s, &en) {
 			continue
 		}
@@ -430,7 +463,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 			return
 		}
 		cur, ok := e.table.Lookup(k)
-		if !ok || Decide(&cur, e.table.LinkName(k.Ifindex), ModeOn, e.cfg.Scope, &e.cfg.Filter).Reason == SkipNotStale {
+		if !ok || Decide(&cur, e.table.LinkName(k.Ifindex), ModeOn, e.conf().Scope, &e.conf().Filter).Reason == SkipNotStale {
 			return // it recovered on its own
 		}
 		if s == StrategyManage && !e.canManage(&cur, true, true) {
@@ -480,10 +513,10 @@ func (e *Engine) backOff(k table.Key) {
 		return
 	}
 	if c.next == 0 {
-		c.next = e.cfg.BackoffMin
+		c.next = e.conf().BackoffMin
 	}
 	c.until = time.Now().Add(c.next).UnixNano()
-	c.next = min(2*c.next, e.cfg.BackoffMax)
+	c.next = min(2*c.next, e.conf().BackoffMax)
 }
 
 // watch subscribes to the events of one entry while an action on it is
@@ -524,7 +557,7 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 	oldMAC := en.LLAddr
 	claim := disputer(en, time.Now())
 	var do func() error
-	timeout := e.cfg.KernelTimeout // kick and swap wait for the kernel's timers
+	timeout := e.conf().KernelTimeout // kick and swap wait for the kernel's timers
 	unicastUnanswered := false
 	switch {
 	case s == StrategyManage:
@@ -533,7 +566,7 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 		}
 		return e.awaitManaged(ctx, ch, en.Key), nil
 	case s == StrategyProbe && claim != nil:
-		answered, err := e.actor.Probe(ctx, en, 1, e.cfg.VerifyTimeout)
+		answered, err := e.actor.Probe(ctx, en, 1, e.conf().VerifyTimeout)
 		if err != nil {
 			return OutcomeFailed, err
 		}
@@ -541,19 +574,19 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 			return o, nil
 		}
 		// Another MAC answered alone (the kernel took it), or nobody did.
-		do, timeout = func() error { return nil }, e.cfg.ProbeGap
+		do, timeout = func() error { return nil }, e.conf().ProbeGap
 	case s == StrategyProbe:
 		// Unicast first, as the kernel probes a STALE entry that carries
 		// traffic; the broadcast one only if no answer came.
 		if _, err := e.actor.Probe(ctx, en, 0, 0); err != nil {
 			return OutcomeFailed, err
 		}
-		if o, done := e.await(ctx, ch, en.Key, oldMAC, e.cfg.ProbeGap, false); done {
+		if o, done := e.await(ctx, ch, en.Key, oldMAC, e.conf().ProbeGap, false); done {
 			return o, nil
 		}
 		unicastUnanswered = true
 		do = func() error { _, err := e.actor.Probe(ctx, en, 1, 0); return err }
-		timeout = e.cfg.VerifyTimeout
+		timeout = e.conf().VerifyTimeout
 	case s == StrategyKick:
 		do = func() error { return e.actor.Kick(en) }
 	case s == StrategySwap:
@@ -566,7 +599,7 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 		}
 	case s == StrategyFlush:
 		do = func() error { return e.actor.Flush(en) }
-		timeout = e.cfg.VerifyTimeout
+		timeout = e.conf().VerifyTimeout
 	default:
 		return OutcomeFailed, fmt.Errorf("unknown strategy %q", s)
 	}

@@ -149,7 +149,7 @@ func (e *Engine) adopt() {
 // reserve, takes its place under the cap (own or disown settle it); a
 // refusal by the cap is counted.
 func (e *Engine) canManage(en *table.Entry, reserve, count bool) bool {
-	if !e.cfg.Manage.Supported {
+	if !e.conf().Manage.Supported {
 		return false
 	}
 	e.mmu.Lock()
@@ -157,7 +157,7 @@ func (e *Engine) canManage(en *table.Entry, reserve, count bool) bool {
 	if _, ok := e.owned[en.Key]; ok {
 		return false
 	}
-	if len(e.owned) >= e.cfg.Manage.Max {
+	if len(e.owned) >= e.conf().Manage.Max {
 		if count {
 			e.c.manageRefused.Add(1)
 		}
@@ -240,7 +240,7 @@ func (e *Engine) maintain(mode Mode) {
 		case !ok || en.Owner() != table.OwnerNeighwatch:
 			e.delOwned(k) // deleted, or someone else changed it
 			continue
-		case mode == ModeOff && e.cfg.Manage.ReleaseOnExit:
+		case mode == ModeOff && e.conf().Manage.ReleaseOnExit:
 			todo = append(todo, rel{k, en.State.Valid(), ReleaseOff})
 			e.delOwned(k)
 			continue
@@ -249,14 +249,14 @@ func (e *Engine) maintain(mode Mode) {
 			if o.failedSince == 0 {
 				o.failedSince = now
 			}
-			if now-o.failedSince >= int64(e.cfg.Manage.FailedTimeout) {
+			if now-o.failedSince >= int64(e.conf().Manage.FailedTimeout) {
 				todo = append(todo, rel{k, false, ReleaseFailed})
 				e.delOwned(k)
 			}
 			continue
 		}
 		o.failedSince = 0
-		if idle := e.cfg.Manage.Idle; idle > 0 && now-max(o.since, en.LastBypass) >= int64(idle) {
+		if idle := e.conf().Manage.Idle; idle > 0 && now-max(o.since, en.LastBypass) >= int64(idle) {
 			todo = append(todo, rel{k, true, ReleaseIdle})
 			e.delOwned(k)
 		}
@@ -269,7 +269,7 @@ func (e *Engine) maintain(mode Mode) {
 
 // releaseAll gives back every managed entry at shutdown, when configured.
 func (e *Engine) releaseAll() {
-	if e.actor == nil || !e.cfg.Manage.ReleaseOnExit {
+	if e.actor == nil || !e.conf().Manage.ReleaseOnExit {
 		return
 	}
 	e.mmu.Lock()
@@ -291,12 +291,12 @@ func (e *Engine) releaseAll() {
 
 // runManaged adopts, then maintains the managed entries until ctx ends.
 func (e *Engine) runManaged(ctx context.Context) {
-	if !e.cfg.Manage.Supported {
+	if !e.conf().Manage.Supported {
 		return
 	}
 	e.adopt()
 	go e.trackRecovery(ctx)
-	t := time.NewTicker(e.cfg.Manage.Interval)
+	t := time.NewTicker(e.conf().Manage.Interval)
 	defer t.Stop()
 	for {
 		select {
@@ -312,7 +312,7 @@ func (e *Engine) runManaged(ctx context.Context) {
 // awaitManaged waits until the table shows the entry managed by
 // neighwatch.
 func (e *Engine) awaitManaged(ctx context.Context, ch <-chan table.Event, k table.Key) Outcome {
-	t := time.NewTimer(e.cfg.KernelTimeout)
+	t := time.NewTimer(e.conf().KernelTimeout)
 	defer t.Stop()
 	for {
 		if cur, ok := e.table.Lookup(k); ok && cur.Owner() == table.OwnerNeighwatch {

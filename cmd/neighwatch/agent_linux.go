@@ -5,9 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
@@ -17,8 +14,23 @@ import (
 	"github.com/neighwatch/neighwatch/remediate"
 )
 
-func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
+// agentSetup is what agentConfig read: the configuration, and what the
+// reload loop needs to compare and report.
+type agentSetup struct {
+	cfg        agent.Config
+	configFile string
+	modeSource string            // where the remediation mode came from: flag, file or default
+	values     map[string]string // every flag's effective value, for restart-only changes
+	manageOK   bool
+	manageWhy  string
+}
+
+// agentConfig builds the agent's configuration from the command line and,
+// for flags the command line does not set, the configuration file's
+// values (file is nil: read --config.file if given).
+func agentConfig(args []string, file map[string]string, stderr io.Writer) (*agentSetup, error) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	configFile := fs.String("config.file", "", "YAML file of flag values (keys are the flag names without dashes); flags given here win; reloaded on SIGHUP and when it changes")
 	var include, exclude regexList
 	fs.Var(&include, "interfaces", "comma-separated regexes of interfaces to watch, matched against the whole name (default: all)")
 	fs.Var(&exclude, "exclude-interfaces", "comma-separated regexes of interfaces to ignore")
@@ -61,15 +73,39 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	level := fs.String("log.level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log.format", "text", "log format: text or json")
 	if err := parse(fs, args); err != nil {
-		return err
+		return nil, err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if file == nil && *configFile != "" {
+		var err error
+		if file, err = readConfigFile(*configFile, fs); err != nil {
+			return nil, errUsage{err}
+		}
+	}
+	for k, v := range file {
+		if set[k] {
+			continue // the command line wins
+		}
+		if err := fs.Set(k, v); err != nil {
+			return nil, errUsage{fmt.Errorf("config file %s: %s: %v", *configFile, k, err)}
+		}
+	}
+	st := &agentSetup{configFile: *configFile, modeSource: "default", values: map[string]string{}}
+	switch {
+	case set["remediation"]:
+		st.modeSource = "flag"
+	case file["remediation"] != "":
+		st.modeSource = "file"
+	}
+	fs.VisitAll(func(f *flag.Flag) { st.values[f.Name] = f.Value.String() })
 	log, err := newLogger(stderr, *level, *format)
 	if err != nil {
-		return errUsage{err}
+		return nil, errUsage{err}
 	}
 	tmode, err := bpf.ParseTracerMode(*tracer)
 	if err != nil {
-		return errUsage{fmt.Errorf("--tracer: %w", err)}
+		return nil, errUsage{fmt.Errorf("--tracer: %w", err)}
 	}
 	auto := *dpMode == "auto"
 	if auto {
@@ -77,15 +113,15 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	mode, err := bpf.ParseMode(*dpMode)
 	if err != nil {
-		return errUsage{fmt.Errorf("--datapath.mode: %w (or auto)", err)}
+		return nil, errUsage{fmt.Errorf("--datapath.mode: %w (or auto)", err)}
 	}
 	rmode, err := remediate.ParseMode(*remMode)
 	if err != nil {
-		return errUsage{fmt.Errorf("--remediation: %w", err)}
+		return nil, errUsage{fmt.Errorf("--remediation: %w", err)}
 	}
 	rscope, err := remediate.ParseScope(*remScope)
 	if err != nil {
-		return errUsage{fmt.Errorf("--remediation.scope: %w", err)}
+		return nil, errUsage{fmt.Errorf("--remediation.scope: %w", err)}
 	}
 	manageOK, manageWhy := remediate.ManagedSupported()
 	var strategies []remediate.Strategy
@@ -95,7 +131,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 			strategies = append([]remediate.Strategy{remediate.StrategySwap}, strategies...)
 		}
 	} else if strategies, err = remediate.ParseStrategies(*remStrategies); err != nil {
-		return errUsage{fmt.Errorf("--remediation.strategies: %w", err)}
+		return nil, errUsage{fmt.Errorf("--remediation.strategies: %w", err)}
 	}
 	if err := checkLimits([]limit{
 		durationIn("stale-threshold", staleThreshold, time.Second, 24*time.Hour, false),
@@ -118,7 +154,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		durationIn("manage.idle", manageIdle, time.Second, 7*24*time.Hour, true),
 		durationIn("manage.failed-timeout", manageFailed, time.Second, 24*time.Hour, false),
 	}); err != nil {
-		return errUsage{err}
+		return nil, errUsage{err}
 	}
 	cfg := agent.Config{
 		Include: include, Exclude: exclude,
@@ -154,21 +190,25 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		Logger: log,
 	}
 	if err := cfg.Validate(); err != nil {
-		return errUsage{err}
+		return nil, errUsage{err}
 	}
+	st.cfg, st.manageOK, st.manageWhy = cfg, manageOK, manageWhy
+	return st, nil
+}
+
+func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
+	st, err := agentConfig(args, nil, stderr)
+	if err != nil {
+		return err
+	}
+	log := st.cfg.Logger
 	log.Info("starting neighwatch", "version", metrics.Version, "revision", metrics.Revision)
-	if !manageOK {
-		log.Warn("managed neighbours unavailable, the manage strategy is skipped: " + manageWhy)
+	if !st.manageOK {
+		log.Warn("managed neighbours unavailable, the manage strategy is skipped: " + st.manageWhy)
 	}
-	// SIGHUP would end the agent silently: there is no configuration file
-	// to reload yet, so say so and go on.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
-		for range hup {
-			log.Warn("SIGHUP ignored: the agent takes its configuration from flags only; restart it to change them")
-		}
-	}()
-	return agent.Run(ctx, cfg)
+	reloads := make(chan agent.Reload, 1)
+	st.cfg.Reloads = reloads
+	st.cfg.ModeSource = st.modeSource
+	go reloadLoop(ctx, args, st, reloads, stderr)
+	return agent.Run(ctx, st.cfg)
 }

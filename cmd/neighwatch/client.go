@@ -183,8 +183,8 @@ func runRemediation(ctx context.Context, args []string, stdout io.Writer) error 
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(st)
 	}
-	fmt.Fprintf(stdout, "mode %s, scope %s, strategies %s, rate %.3g/s (per interface %.3g/s), queued %d, rate-limited %d, dropped %d\n",
-		st.Mode, st.Scope, strings.Join(st.Strategies, ","), st.Rate, st.InterfaceRate, st.Queue, st.RateLimited, st.Dropped)
+	fmt.Fprintf(stdout, "mode %s (from %s), scope %s, strategies %s, rate %.3g/s (per interface %.3g/s), queued %d, rate-limited %d, dropped %d\n",
+		st.Mode, st.ModeSource, st.Scope, strings.Join(st.Strategies, ","), st.Rate, st.InterfaceRate, st.Queue, st.RateLimited, st.Dropped)
 	for s, outs := range st.Actions {
 		for o, n := range outs {
 			fmt.Fprintf(stdout, "  %s %s: %d\n", s, o, n)

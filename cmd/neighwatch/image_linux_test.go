@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,22 +109,43 @@ func runImage(t *testing.T, l *lab.Lab, seccomp string) (*agentProc, string) {
 		t.Fatal(err)
 	}
 	c := ds.Spec.Template.Spec.Containers[0]
-	var runDir string
+	// The DaemonSet's volumes: the run directory (hostPath) becomes a
+	// directory here, a ConfigMap its files from the manifest.
+	host := t.TempDir()
+	var volumes []string
+	runDir := ""
 	for _, m := range c.VolumeMounts {
-		if m.Name == "run" {
+		var vol *corev1.Volume
+		for i := range ds.Spec.Template.Spec.Volumes {
+			if ds.Spec.Template.Spec.Volumes[i].Name == m.Name {
+				vol = &ds.Spec.Template.Spec.Volumes[i]
+			}
+		}
+		switch {
+		case vol == nil:
+			t.Fatalf("volume mount %s has no volume", m.Name)
+		case vol.HostPath != nil && m.Name == "run":
 			runDir = m.MountPath
+			volumes = append(volumes, "-v", host+":"+m.MountPath)
+		case vol.ConfigMap != nil:
+			dir := t.TempDir()
+			for name, body := range configMapData(t, vol.ConfigMap.Name) {
+				writeFile(t, filepath.Join(dir, name), body)
+			}
+			volumes = append(volumes, "-v", dir+":"+m.MountPath+":ro")
+		default:
+			t.Fatalf("volume %s: teach the test how to mount it", m.Name)
 		}
 	}
 	if runDir == "" {
 		t.Fatal("the DaemonSet mounts no run directory for the control socket")
 	}
-	host := t.TempDir()
 	name := lab.Unique("nwimg")
 	t.Cleanup(func() { _ = exec.Command("podman", "rm", "-f", "--ignore", name).Run() })
 	args := []string{"--runtime", "runc", "run", "--rm", "--name", name,
 		"--network", "ns:/run/netns/" + l.Node.Name,
-		"--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
-		"-v", host + ":" + runDir}
+		"--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"}
+	args = append(args, volumes...)
 	args = append(args, podmanArgs(t, c, seccomp)...)
 	args = append(args, image)
 	args = append(args, c.Args...)
@@ -173,6 +195,51 @@ func TestImageUnderDefaultSeccompNamesIt(t *testing.T) {
 	}
 	if v := metricValue(a.metrics(t), `neighwatch_tracer_mode{mode="off"}`); v != "1" {
 		t.Errorf("tracer mode off = %q with bpf(2) refused", v)
+	}
+}
+
+// configMapData returns the data of a ConfigMap in deploy/kubernetes.
+func configMapData(t *testing.T, name string) map[string]string {
+	t.Helper()
+	files, _ := filepath.Glob("../../deploy/kubernetes/*.yaml")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, err := manifests.Decode(b)
+		if err != nil {
+			continue
+		}
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == name {
+			return cm.Data
+		}
+	}
+	t.Fatalf("no ConfigMap %s in deploy/kubernetes", name)
+	return nil
+}
+
+// TestDaemonSetConfigLoads: the agent takes the DaemonSet's arguments
+// with the ConfigMap's file.
+func TestDaemonSetConfigLoads(t *testing.T) {
+	ds, err := manifests.DaemonSet("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, body := range configMapData(t, "neighwatch-config") {
+		writeFile(t, filepath.Join(dir, name), body)
+	}
+	var args []string
+	for _, a := range ds.Spec.Template.Spec.Containers[0].Args[1:] {
+		args = append(args, strings.Replace(a, "/etc/neighwatch", dir, 1))
+	}
+	st, err := agentConfig(args, nil, io.Discard)
+	if err != nil {
+		t.Fatalf("the DaemonSet's configuration does not load: %v", err)
+	}
+	if st.modeSource != "file" || st.cfg.StaleThreshold != time.Minute {
+		t.Errorf("mode from %s, threshold %v: the ConfigMap's values are not the ones in force", st.modeSource, st.cfg.StaleThreshold)
 	}
 }
 

@@ -59,6 +59,20 @@ type Config struct {
 	// OnListen, if set, is told the metrics address once it is bound
 	// (tests use port 0).
 	OnListen func(addr net.Addr)
+	// ModeSource says where Remediation.Mode came from (flag, file,
+	// default), for `remediation status`.
+	ModeSource string
+	// Reloads, if set, delivers configurations reloaded from the
+	// configuration file: the stale threshold and remediation apply
+	// live; a Reload with Err counts as a failed reload.
+	Reloads <-chan Reload
+}
+
+// Reload is one configuration reload.
+type Reload struct {
+	Config     Config
+	ModeSource string
+	Err        error
 }
 
 // Validate checks what flags alone cannot.
@@ -109,6 +123,7 @@ type agent struct {
 	closers     []func()
 	httpSources map[string]metrics.ConnSource // the HTTP listeners, by name
 	memory      memReleaser
+	config      *configState
 }
 
 func (a *agent) close() {
@@ -188,6 +203,8 @@ func build(cfg Config) (a *agent, err error) {
 	}
 	rem := newRemediation(cfg.Remediation, c, a.table, swapper, log.With("component", "remediation"))
 	a.closers = append(a.closers, rem.Close)
+	rem.engine.SetModeSource(cfg.ModeSource)
+	a.config = &configState{ok: true, at: time.Now()}
 
 	collectors := []prometheus.Collector{
 		metrics.NewTableCollector(a.table, cfg.StuckInfoCap, log),
@@ -196,6 +213,7 @@ func build(cfg Config) (a *agent, err error) {
 		metrics.NewTracerCollector(tp, log),
 		metrics.NewRemediationCollector(rem.engine, log),
 		metrics.NewReadinessCollector(a.ready, log),
+		metrics.NewConfigCollector(a.config, log),
 	}
 	if ev != nil {
 		collectors = append(collectors, metrics.NewEvidenceCollector(ev, a.table.LinkName, log))
@@ -224,6 +242,7 @@ func build(cfg Config) (a *agent, err error) {
 	a.parts = append(a.parts,
 		part{Part: classifier(a.table), name: "classifier"},
 		part{Part: newTask(mir.Ready(), rem.engine.Run), name: "remediation"},
+		part{Part: newTask(nil, a.reloader(cfg.Reloads, rem)), name: "config"},
 		part{Part: metricsHTTP, name: "metrics", gate: true},
 	)
 	if controlHTTP != nil {

@@ -59,7 +59,7 @@ func (r *remediation) status() control.RemediationStatus {
 	c := r.engine.Config()
 	st := r.engine.Stats()
 	out := control.RemediationStatus{
-		Mode: string(r.engine.Mode()), Scope: string(c.Scope), Rate: c.Rate, InterfaceRate: c.PerInterfaceRate,
+		Mode: string(r.engine.Mode()), ModeSource: r.engine.ModeSource(), Scope: string(c.Scope), Rate: c.Rate, InterfaceRate: c.PerInterfaceRate,
 		Queue: st.Queue, RateLimited: st.RateLimited, Dropped: st.Dropped,
 		Actions: map[string]map[string]uint64{},
 	}
@@ -124,6 +124,7 @@ func controlHandler(t *table.Table, dp *datapathPart, rem *remediation, log *slo
 			return
 		}
 		rem.engine.SetMode(m)
+		rem.engine.SetModeSource("runtime")
 		control.WriteJSON(w, http.StatusOK, rem.status())
 	})
 	return h

@@ -248,6 +248,7 @@ type RemediationRequest struct {
 // RemediationStatus is `neighwatch remediation status`.
 type RemediationStatus struct {
 	Mode          string                       `json:"mode"`
+	ModeSource    string                       `json:"mode_source"` // flag, file, default, or runtime (until the next reload)
 	Scope         string                       `json:"scope"`
 	Strategies    []string                     `json:"strategies"`
 	Rate          float64                      `json:"rate"`

@@ -377,6 +377,31 @@ func (t *Table) advance(now int64) {
 	}
 }
 
+// SetThreshold changes the stale-long threshold and reclassifies every
+// STALE entry under it (one pass over the table: for configuration
+// reloads, not for the hot path).
+func (t *Table) SetThreshold(d time.Duration) {
+	now := t.now().UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if int64(d) == t.threshold {
+		return
+	}
+	t.threshold = int64(d)
+	for _, e := range t.entries {
+		if e.State == StateStale {
+			t.reattach(e, now, CauseClassify)
+		}
+	}
+}
+
+// Threshold returns the stale-long threshold.
+func (t *Table) Threshold() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return time.Duration(t.threshold)
+}
+
 // reattach recomputes an entry's aggregates after its evidence or age
 // changed, publishing a class event when its class changed.
 func (t *Table) reattach(e *Entry, now int64, cause Cause) {

@@ -367,3 +367,22 @@ func TestConflictHoldsStuck(t *testing.T) {
 		t.Fatal("a conflict on a deleted entry was recorded")
 	}
 }
+
+// TestSetThreshold: a longer threshold takes stale-long entries back, a
+// shorter one makes them stale-long at once.
+func TestSetThreshold(t *testing.T) {
+	tb := New(time.Hour, nil)
+	tb.SetLinkName(3, "eth0")
+	tb.Apply(CauseNetlink, Update{Ifindex: 3, Family: FamilyInet, Addr: netip.MustParseAddr("10.0.0.1"), State: StateStale, LLAddr: []byte{2, 0, 0, 0, 0, 1}})
+	if n := tb.CountClass(ClassStaleLong); n != 0 {
+		t.Fatalf("stale-long under a 1h threshold: %d", n)
+	}
+	tb.SetThreshold(time.Nanosecond)
+	if n := tb.CountClass(ClassStaleLong); n != 1 || tb.Threshold() != time.Nanosecond {
+		t.Fatalf("stale-long after lowering the threshold: %d", n)
+	}
+	tb.SetThreshold(time.Hour)
+	if n := tb.CountClass(ClassStaleLong); n != 0 {
+		t.Fatalf("stale-long after raising the threshold again: %d", n)
+	}
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// readConfigFile reads a YAML configuration file whose keys are the
+// agent's flag names without dashes (remediation: "on",
+// stale-threshold: 90s, exclude-interfaces: [lxc.*, veth.*]) and returns
+// each value as the flag would take it. Unknown keys, nested maps and
+// nulls are errors that name the key.
+func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	j, err := yaml.YAMLToJSONStrict(b)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %v", path, err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(j, &raw); err != nil {
+		return nil, fmt.Errorf("config file %s: want a map of flag names to values: %v", path, err)
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make(map[string]string, len(raw))
+	for _, k := range keys {
+		if fs.Lookup(k) == nil || k == "config.file" {
+			return nil, fmt.Errorf("config file %s: unknown key %q (keys are the agent's flag names without dashes; see neighwatch agent --help)", path, k)
+		}
+		val := raw[k]
+		if b, ok := val.(bool); ok && k == "remediation" {
+			// YAML 1.1 reads a bare on/off as a boolean.
+			val = map[bool]string{true: "on", false: "off"}[b]
+		}
+		v, err := flagValue(val)
+		if err != nil {
+			return nil, fmt.Errorf("config file %s: %s: %v", path, k, err)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// flagValue renders one YAML value as a flag's text: a string, number or
+// bool as it reads, a list of those comma-separated.
+func flagValue(v any) (string, error) {
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case bool:
+		return strconv.FormatBool(v), nil
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64), nil
+	case []any:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			s, err := flagValue(e)
+			if err != nil {
+				return "", err
+			}
+			if _, nested := e.([]any); nested {
+				return "", fmt.Errorf("a list inside a list")
+			}
+			parts[i] = s
+		}
+		return strings.Join(parts, ","), nil
+	case nil:
+		return "", fmt.Errorf("no value (remove the key for the default)")
+	}
+	return "", fmt.Errorf("want a string, number, bool or list, got %T", v)
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/agent"
+)
+
+// configPoll is how often the configuration file is read for changes. A
+// ConfigMap update (an atomic swap of the ..data symlink) shows up as
+// new content at the same path.
+const configPoll = 2 * time.Second
+
+// liveKey says whether a change to a flag applies without a restart: the
+// stale threshold and remediation's settings (not its queue and workers).
+func liveKey(k string) bool {
+	switch k {
+	case "remediation.concurrency", "remediation.queue":
+		return false
+	case "stale-threshold", "remediation":
+		return true
+	}
+	return strings.HasPrefix(k, "remediation.") || strings.HasPrefix(k, "manage.")
+}
+
+// reloadLoop reloads the configuration on SIGHUP and when the file's
+// content changes. A broken file keeps the running configuration: one
+// line says why, and the reload metrics say it failed. Changes to keys
+// that need a restart are named in one line.
+func reloadLoop(ctx context.Context, args []string, st *agentSetup, out chan<- agent.Reload, _ io.Writer) {
+	log := st.cfg.Logger
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	applied := make(map[string]string, len(st.values))
+	for k, v := range st.values {
+		applied[k] = v
+	}
+	var last []byte
+	if st.configFile != "" {
+		last, _ = os.ReadFile(st.configFile)
+	}
+	send := func(r agent.Reload) {
+		select {
+		case out <- r:
+		case <-ctx.Done():
+		}
+	}
+	reload := func(trigger string) {
+		next, err := agentConfig(args, nil, io.Discard)
+		if err != nil {
+			log.Error("configuration reload failed, keeping the running configuration: "+err.Error(), "trigger", trigger)
+			send(agent.Reload{Err: err})
+			return
+		}
+		next.cfg.Logger = log
+		var restart []string
+		for k, v := range next.values {
+			if applied[k] == v {
+				continue
+			}
+			if liveKey(k) {
+				applied[k] = v
+			} else {
+				restart = append(restart, k)
+			}
+		}
+		sort.Strings(restart)
+		if len(restart) > 0 {
+			log.Warn("configuration changes that need a restart were not applied: "+strings.Join(restart, ", "), "trigger", trigger)
+		}
+		send(agent.Reload{Config: next.cfg, ModeSource: next.modeSource})
+		log.Info("configuration reloaded", "file", st.configFile, "trigger", trigger, "remediation", next.cfg.Remediation.Mode, "mode_source", next.modeSource)
+	}
+	tick := time.NewTicker(configPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if st.configFile == "" {
+				log.Warn("SIGHUP: no --config.file to reload; flags change only with a restart")
+				continue
+			}
+			last, _ = os.ReadFile(st.configFile)
+			reload("SIGHUP")
+		case <-tick.C:
+			if st.configFile == "" {
+				continue
+			}
+			b, err := os.ReadFile(st.configFile)
+			if err == nil && bytes.Equal(b, last) {
+				continue
+			}
+			if err != nil && last == nil {
+				continue // still unreadable: said once
+			}
+			last = b
+			reload("file changed")
+		}
+	}
+}
