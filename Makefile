@@ -15,7 +15,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 UNPARAM     := mvdan.cc/unparam@v0.0.0-20260823230713-2fa3d841b0c8
 
 .PHONY: all deps build run test unit vet lint cross fmt-check generate check-generate \
-        checkrules bench bench-root lab-up lab-down clean image manifests install
+        checkrules bench bench-root lab-up lab-down clean image manifests install demo
 
 all: build
 
@@ -32,6 +32,12 @@ image:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o bin/image/neighwatch ./cmd/neighwatch
 	$(PODMAN) build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
 	  -f Containerfile -t $(IMAGE) bin/image
+
+# The failure and its repair on a lab of namespaces, narrated (as root,
+# under two minutes); it removes all it made, on Ctrl-C too.
+demo: deps build
+	$(GO) build -o bin/nwdemo ./internal/lab/cmd/nwdemo
+	./bin/nwdemo --neighwatch $(BIN)
 
 # The binary, the systemd unit and its EnvironmentFile (kept if it
 # exists) under DESTDIR (default /): then systemctl enable --now neighwatch.

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/lab"
+)
+
+// buildDemo builds nwdemo for a test.
+func buildDemo(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "nwdemo")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../internal/lab/cmd/nwdemo").CombinedOutput(); err != nil {
+		t.Fatalf("build nwdemo: %v\n%s", err, out)
+	}
+	return bin
+}
+
+var demoNamespaces = regexp.MustCompile(`client (\S+) \(.*node (\S+), backend (\S+) \(`)
+
+// namespacesGone checks that the namespaces the demo named are removed.
+func namespacesGone(t *testing.T, out string) {
+	t.Helper()
+	m := demoNamespaces.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the demo did not name its namespaces:\n%s", out)
+	}
+	list, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range m[1:] {
+		if strings.Contains(string(list), ns) {
+			t.Errorf("namespace %s is left behind", ns)
+			_ = exec.Command("ip", "netns", "del", ns).Run()
+		}
+	}
+}
+
+// TestDemo runs make demo's program: it narrates traffic, the black
+// hole, the stuck entry with the alert's series, and the repair, and
+// leaves nothing behind.
+func TestDemo(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	out, err := exec.Command(buildDemo(t), "--neighwatch", binPath).CombinedOutput()
+	s := string(out)
+	t.Logf("demo output:\n%s", s)
+	if err != nil {
+		t.Fatalf("nwdemo: %v", err)
+	}
+	for _, want := range []string{"5 of 5 echo replies came back", "at-risk", "0 of 5 echo replies came back", "stuck",
+		`neighwatch_stuck_neighbour_info{family="inet",interface="n0",ip="10.0.1.2"`, "Traffic is back", "mode on"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+	if strings.LastIndex(s, "5 of 5 echo replies came back") < strings.Index(s, "Traffic is back") {
+		t.Errorf("traffic is not shown flowing after the repair")
+	}
+	namespacesGone(t, s)
+}
+
+// TestDemoInterrupted: Ctrl-C in the middle removes everything too.
+func TestDemoInterrupted(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	cmd := exec.Command(buildDemo(t), "--neighwatch", binPath)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var b strings.Builder
+	moving := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		once := sync.Once{}
+		for sc.Scan() {
+			mu.Lock()
+			b.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if strings.Contains(sc.Text(), "The client moves") {
+				once.Do(func() { close(moving) })
+			}
+		}
+	}()
+	select {
+	case <-moving:
+	case <-time.After(90 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the demo never reached the move")
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("interrupted demo: %v, want exit 130", err)
+	}
+	mu.Lock()
+	s := b.String()
+	mu.Unlock()
+	if !strings.Contains(s, "interrupted") {
+		t.Errorf("no word of the interruption:\n%s", s)
+	}
+	namespacesGone(t, s)
+	m := regexp.MustCompile(`--control.socket (\S+)`).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("the demo did not show the agent's command line:\n%s", s)
+	}
+	if out, _ := exec.Command("pgrep", "-f", regexp.QuoteMeta(m[1])).Output(); len(out) > 0 {
+		t.Errorf("the demo's agent still runs: pid %s", out)
+	}
+}
