@@ -404,7 +404,7 @@ func (e *Engine) Next(en *table.Entry, ifname string) Strategy {
 	for _, s := range e.conf().Strategies {
 		switch s {
 		case StrategyManage:
-			if e.canManage(en, false, false) {
+			if en.Class() != table.ClassStuck && e.canManage(en, false, false) {
 				return s
 			}
 		default:
@@ -422,7 +422,10 @@ func (e *Engine) applicable(s Strategy, en *table.Entry) bool {
 	case StrategySwap:
 		return e.swapper != nil && en.BypassInState > 0 && e.swapper.CanSwap(en.Ifindex)
 	case StrategyManage:
-		return e.canManage(en, false, true)
+		// Prevention: an entry already stuck has evidence that its host
+		// moved, and a probe finds it in one round trip where the
+		// kernel's re-validation takes its timers (BENCHMARKS.md).
+		return en.Class() != table.ClassStuck && e.canManage(en, false, true)
 	}
 	return true
 }

@@ -135,3 +135,19 @@ func TestManageAdoptsOnlyItsOwn(t *testing.T) {
 		t.Errorf("the other owner's entry changed: %+v", cur)
 	}
 }
+
+// TestManageNotForStuck: an entry with evidence that its host moved is
+// probed, not managed: the probe finds the host in one round trip.
+func TestManageNotForStuck(t *testing.T) {
+	tb := stuckTable(1)
+	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
+	cfg := manageConfig(10)
+	cfg.Scope = ScopeStuck
+	e := New(cfg, tb, fa, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	lab.WaitFor(t, 5*time.Second, "a moved outcome", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 1 })
+	if slices.ContainsFunc(fa.Calls(), func(c string) bool { return c[:6] == "manage" }) {
+		t.Errorf("a stuck entry was managed: %v", fa.Calls())
+	}
+}
