@@ -314,6 +314,13 @@ receivers:
 
 	// Every expression parses in this Prometheus and names only metrics
 	// the agent exposes.
+	// Series that exist only when there is something to count: a managed
+	// entry of another owner (as Cilium makes them) brings
+	// neighwatch_managed_neighbours.
+	otherManaged(t, m.Node, "10.0.1.98", "02:00:00:00:98:98")
+	lab.WaitFor(t, 10*time.Second, "the other owner's managed entry in the metrics", func() bool {
+		return strings.Contains(a.metrics(t), `neighwatch_managed_neighbours{`)
+	})
 	addExposed(a.metrics(t))
 	for _, expr := range dashboardAndRuleExprs(t, alerts) {
 		if _, err := promQuery(m.Node, expr); err != nil {

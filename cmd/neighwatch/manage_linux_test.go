@@ -345,3 +345,47 @@ func TestManageDryRun(t *testing.T) {
 		t.Errorf("dry-run made the entry managed by %q", e.ManagedBy)
 	}
 }
+
+// TestManagedAddsNoPerPacketRuns: with the client's entry managed, the
+// kernel keeps it fresh, nothing is stale-long, and the tracer's
+// per-packet programs do not run (the kernel's own statistics) while
+// traffic flows through the bypassing datapath.
+func TestManagedAddsNoPerPacketRuns(t *testing.T) {
+	lab.Require(t)
+	enableBPFStats(t)
+	m, args := newManagedLab(t, "mgp", "project", false)
+	// IPv4 only: IPv6 would give the node STALE link-local entries of its
+	// own that the test does not control.
+	for _, ns := range []lab.NS{m.Client, m.Node, m.Backend} {
+		if err := ns.Sysctl("net.ipv6.conf.all.disable_ipv6", "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sock := sockPath(t)
+	a := startAgent(t, m.Node, sock, args...)
+	lab.WaitFor(t, 60*time.Second, "the client's entry managed by neighwatch", func() bool {
+		_, _, _ = m.Client.Echo(m.backend, 2, 100*time.Millisecond, time.Second)
+		return m.entry(t, sock).ManagedBy == "neighwatch"
+	})
+	waitFor(t, 30*time.Second, "no stale-long entry and the hooks detached", func() bool {
+		_, _, _ = m.Client.Echo(m.backend, 2, 100*time.Millisecond, time.Second)
+		body := a.metrics(t)
+		return metricValue(body, "neighwatch_tracer_hooks_attached") == "0" && !strings.Contains(body, `neighwatch_neighbours_stale_long{family="inet",interface="n0"} 1`)
+	})
+	waitFor(t, 10*time.Second, "a tracer program counted by the kernel", func() bool {
+		m.Node.MustIP(t, "neigh", "replace", "10.0.1.77", "lladdr", "02:00:00:00:00:77", "dev", lab.NodeClientIf, "nud", "permanent")
+		return metricValue(a.metrics(t), `neighwatch_tracer_program_runs_total{program="tr_xmit"}`) != ""
+	})
+	x0, _ := programRuns(t, a)
+	tx0, _ := labPackets(t, m.Lab)
+	if sent, got, err := m.Client.Echo(m.backend, 1000, 2*time.Millisecond, time.Second); err != nil || got < sent*9/10 {
+		t.Fatalf("%d of %d echo requests answered (%v)", got, sent, err)
+	}
+	x1, _ := programRuns(t, a)
+	tx1, _ := labPackets(t, m.Lab)
+	per := (x1 - x0) / float64(tx1-tx0)
+	t.Logf("managed: %d packets sent; tr_xmit ran %.0f times (%.4f per packet); entry %s", tx1-tx0, x1-x0, per, m.entry(t, sock).State)
+	if per > 0.02 {
+		t.Errorf("with the entry managed tr_xmit ran %.4f times per packet, want <= 0.02", per)
+	}
+}
