@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
@@ -209,6 +212,10 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	reloads := make(chan agent.Reload, 1)
 	st.cfg.Reloads = reloads
 	st.cfg.ModeSource = st.modeSource
-	go reloadLoop(ctx, args, st, reloads, stderr)
+	// Catch SIGHUP before anything else runs: its default ends the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go reloadLoop(ctx, args, st, hup, reloads)
 	return agent.Run(ctx, st.cfg)
 }

@@ -5,10 +5,8 @@ import (
 	"context"
 	"io"
 	"os"
-	"os/signal"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/agent"
@@ -35,11 +33,8 @@ func liveKey(k string) bool {
 // content changes. A broken file keeps the running configuration: one
 // line says why, and the reload metrics say it failed. Changes to keys
 // that need a restart are named in one line.
-func reloadLoop(ctx context.Context, args []string, st *agentSetup, out chan<- agent.Reload, _ io.Writer) {
+func reloadLoop(ctx context.Context, args []string, st *agentSetup, hup <-chan os.Signal, out chan<- agent.Reload) {
 	log := st.cfg.Logger
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	applied := make(map[string]string, len(st.values))
 	for k, v := range st.values {
 		applied[k] = v

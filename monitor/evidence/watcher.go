@@ -183,7 +183,7 @@ type Watcher struct {
 	running   bool
 	links     map[int32]Link // interfaces to listen on
 	dirty     map[int32]bool // links whose listeners may not match
-	retries   map[int32]retry
+	retries   map[listenerKey]retry // per listener: ARP and NDP fail and recover apart
 	listeners map[listenerKey]*listener
 	hosts     map[table.Key]*host
 	newest    *host // the recency list: newest ... oldest
@@ -218,7 +218,7 @@ func New(cfg Config, t *table.Table) *Watcher {
 		wake:      make(chan struct{}, 1),
 		links:     make(map[int32]Link),
 		dirty:     make(map[int32]bool),
-		retries:   make(map[int32]retry),
+		retries:   make(map[listenerKey]retry),
 		listeners: make(map[listenerKey]*listener),
 		hosts:     make(map[table.Key]*host),
 		counters:  make(map[int32]*ifCounters),
@@ -319,7 +319,8 @@ func (w *Watcher) SetLink(ifindex int32, l *Link) {
 	} else {
 		w.links[ifindex] = *l
 	}
-	delete(w.retries, ifindex)
+	delete(w.retries, listenerKey{ifindex, false})
+	delete(w.retries, listenerKey{ifindex, true})
 	w.dirty[ifindex] = true
 	w.mu.Unlock()
 	w.poke()
@@ -330,7 +331,8 @@ func (w *Watcher) SetLink(ifindex int32, l *Link) {
 func (w *Watcher) ForgetLink(ifindex int32) {
 	w.mu.Lock()
 	delete(w.links, ifindex)
-	delete(w.retries, ifindex)
+	delete(w.retries, listenerKey{ifindex, false})
+	delete(w.retries, listenerKey{ifindex, true})
 	delete(w.counters, ifindex)
 	for k, h := range w.hosts {
 		if k.Ifindex == ifindex {
@@ -398,9 +400,9 @@ func (w *Watcher) reconcile(ctx context.Context) {
 		todo = append(todo, idx)
 	}
 	clear(w.dirty)
-	for idx, r := range w.retries {
+	for k, r := range w.retries {
 		if !r.at.After(now) {
-			todo = append(todo, idx)
+			todo = append(todo, k.ifindex) // reconcileLink starts whichever is missing
 		}
 	}
 	w.mu.Unlock()
@@ -437,15 +439,15 @@ func (w *Watcher) reconcileLink(idx int32) {
 		switch {
 		case err != nil:
 			if still {
-				w.failedLocked(idx, want, v6, err)
+				w.failedLocked(k, want, err)
 			}
 		case !w.running || w.listeners[k] != nil || !still || !cur.same(want):
 			l.conn.Close() // changed while it opened: the next pass opens what is wanted now
 		default:
 			w.countersLocked(idx)
 			w.listeners[k] = l
-			if r, ok := w.retries[idx]; ok {
-				delete(w.retries, idx)
+			if r, ok := w.retries[k]; ok {
+				delete(w.retries, k)
 				w.log.Info("listener started after failures", "interface", want.Name, "ndp", v6, "backoff", r.backoff)
 			}
 			go w.read(k, want.HardwareAddr, l)
@@ -458,9 +460,9 @@ func (w *Watcher) reconcileLink(idx int32) {
 // is gone needs nothing (its deletion follows); a refused packet socket
 // turns the listeners off; anything else (EMFILE, ENOMEM, ...) is counted
 // and retried with backoff.
-func (w *Watcher) failedLocked(idx int32, li Link, v6 bool, err error) {
+func (w *Watcher) failedLocked(k listenerKey, li Link, err error) {
 	what := "ARP"
-	if v6 {
+	if k.ndp {
 		what = "NDP"
 	}
 	switch {
@@ -474,10 +476,10 @@ func (w *Watcher) failedLocked(idx int32, li Link, v6 bool, err error) {
 		return
 	}
 	w.failures.Add(1)
-	r := w.retries[idx]
+	r := w.retries[k]
 	r.backoff = min(max(2*r.backoff, retryMin), retryMax)
 	r.at = time.Now().Add(r.backoff)
-	w.retries[idx] = r
+	w.retries[k] = r
 	w.log.Warn(what+" listener not started; retrying", "interface", li.Name, "err", err, "retry_in", r.backoff)
 }
 
@@ -619,10 +621,10 @@ func (w *Watcher) read(k listenerKey, own net.HardwareAddr, l *listener) {
 				delete(w.listeners, k)
 				// Start it again, after a pause.
 				w.failures.Add(1)
-				r := w.retries[k.ifindex]
+				r := w.retries[k]
 				r.backoff = min(max(2*r.backoff, retryMin), retryMax)
 				r.at = time.Now().Add(r.backoff)
-				w.retries[k.ifindex] = r
+				w.retries[k] = r
 				w.log.Warn("listener failed; restarting", "ifindex", k.ifindex, "err", err, "retry_in", r.backoff)
 			}
 			w.mu.Unlock()

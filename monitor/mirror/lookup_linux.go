@@ -16,6 +16,8 @@ import (
 // notification, and the tracer's neigh_create tracepoint names them. It
 // returns how many entries it added.
 func (m *Mirror) Lookup(keys []table.Key) (int, error) {
+	m.applyMu.Lock() // see applyBatch: no interface deletion in between
+	defer m.applyMu.Unlock()
 	var found []table.Update
 	var errs []error
 	for _, k := range keys {

@@ -67,6 +67,16 @@ type Mirror struct {
 
 	linkMu sync.RWMutex
 	links  map[int32]*Link
+	// gone remembers recently deleted interfaces (the last maxGone), so
+	// that a neighbour message still queued for one, looked up before
+	// the deletion and applied after it, cannot bring it back: the two
+	// subscriptions are separate sockets with no order between them.
+	gone      map[int32]struct{}
+	goneOrder []int32
+	// applyMu makes "is this interface known" and "apply its entries"
+	// one step with respect to an interface's deletion, which would
+	// otherwise fall between them and leave the entries behind.
+	applyMu sync.Mutex
 	handle *netlink.Handle
 
 	resyncReq atomic.Bool
@@ -91,6 +101,7 @@ func New(cfg Config, t *table.Table) *Mirror {
 		ready:      make(chan struct{}),
 		linksReady: make(chan struct{}),
 		links:      make(map[int32]*Link),
+		gone:       make(map[int32]struct{}),
 	}
 }
 
@@ -360,6 +371,8 @@ func (m *Mirror) applyBatch(batch []table.Update) {
 	if len(batch) == 0 {
 		return
 	}
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
 	kept := batch[:0]
 	for _, u := range batch {
 		if (u.Family != table.FamilyInet && u.Family != table.FamilyInet6) || u.Flags&table.FlagProxy != 0 || !m.watchedIndex(u.Ifindex) {
@@ -404,12 +417,22 @@ func (m *Mirror) updateLink(l netlink.Link, announce bool) *Link {
 	}
 	idx := int32(a.Index)
 	m.linkMu.Lock()
+	if _, dead := m.gone[idx]; dead && !announce {
+		// Learnt on demand from a neighbour message, but the link
+		// watcher has seen it deleted since: ignore its entries.
+		m.linkMu.Unlock()
+		li.Watched = false
+		return li
+	}
+	delete(m.gone, idx) // announced by the link watcher: the index lives again
 	old := m.links[idx]
 	m.links[idx] = li
 	m.linkMu.Unlock()
 	m.table.SetLinkName(idx, a.Name)
 	if announce && old != nil && old.Watched && !li.Watched {
+		m.applyMu.Lock() // announce: the link watcher, never inside applyBatch
 		n := m.table.DeleteLink(idx, table.CauseLink)
+		m.applyMu.Unlock()
 		m.table.SetLinkName(idx, a.Name)
 		m.log.Info("interface left scope", "interface", a.Name, "entries_dropped", n)
 	}
@@ -425,9 +448,19 @@ func (m *Mirror) updateLink(l netlink.Link, announce bool) *Link {
 }
 
 func (m *Mirror) deleteLink(idx int32) {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
 	m.linkMu.Lock()
 	li := m.links[idx]
 	delete(m.links, idx)
+	if _, ok := m.gone[idx]; !ok {
+		m.gone[idx] = struct{}{}
+		m.goneOrder = append(m.goneOrder, idx)
+		if len(m.goneOrder) > maxGone {
+			delete(m.gone, m.goneOrder[0])
+			m.goneOrder = m.goneOrder[1:]
+		}
+	}
 	m.linkMu.Unlock()
 	n := m.table.DeleteLink(idx, table.CauseLink)
 	if m.cfg.OnLink != nil {
@@ -437,6 +470,9 @@ func (m *Mirror) deleteLink(idx int32) {
 		m.log.Info("interface deleted", "interface", li.Name, "entries_dropped", n)
 	}
 }
+
+// maxGone bounds the deleted interfaces the mirror remembers.
+const maxGone = 4096
 
 // Interfaces returns the watched interfaces by index.
 func (m *Mirror) Interfaces() map[int32]string {
