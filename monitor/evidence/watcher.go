@@ -181,8 +181,8 @@ type Watcher struct {
 
 	mu        sync.Mutex
 	running   bool
-	links     map[int32]Link // interfaces to listen on
-	dirty     map[int32]bool // links whose listeners may not match
+	links     map[int32]Link        // interfaces to listen on
+	dirty     map[int32]bool        // links whose listeners may not match
 	retries   map[listenerKey]retry // per listener: ARP and NDP fail and recover apart
 	listeners map[listenerKey]*listener
 	hosts     map[table.Key]*host

@@ -77,7 +77,7 @@ type Mirror struct {
 	// one step with respect to an interface's deletion, which would
 	// otherwise fall between them and leave the entries behind.
 	applyMu sync.Mutex
-	handle *netlink.Handle
+	handle  *netlink.Handle
 
 	resyncReq atomic.Bool
 	sockMu    sync.Mutex
