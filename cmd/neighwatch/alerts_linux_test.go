@@ -274,10 +274,16 @@ receivers:
 	// The host moves: the stuck alert arrives naming it.
 	moved := time.Now()
 	m.move(t)
-	lab.WaitFor(t, 60*time.Second, "NeighbourEntryStuck firing for "+clientIP, func() bool {
-		_, ok := hooks.find("NeighbourEntryStuck", "firing", map[string]string{"ip": clientIP})
-		return ok
-	})
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, ok := hooks.find("NeighbourEntryStuck", "firing", map[string]string{"ip": clientIP}); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			e, _ := findEntry(statusJSON(t, sock), lab.NodeClientIf, clientIP)
+			body := a.metrics(t)
+			t.Fatalf("no NeighbourEntryStuck for %s 60 s after the move; the entry: %+v\n%s\n%s", clientIP, e, grep(body, "stuck"), grep(body, "tracer"))
+		}
+	}
 	fired, _ := hooks.find("NeighbourEntryStuck", "firing", map[string]string{"ip": clientIP})
 	// The metric names the agent exposes, while an entry is stuck (its
 	// info series exist only then) and at the end.

@@ -150,10 +150,15 @@ func TestManageRecoversMovedHost(t *testing.T) {
 					t.Fatal(err)
 				}
 				moved := time.Now()
-				lab.WaitFor(t, 60*time.Second, "traffic back after the move", func() bool {
-					_, got, _ := m.Client.Echo(m.backend, 1, 0, 500*time.Millisecond)
-					return got == 1
-				})
+				for deadline := time.Now().Add(60 * time.Second); ; {
+					if _, got, _ := m.Client.Echo(m.backend, 1, 0, 500*time.Millisecond); got == 1 {
+						break
+					}
+					if time.Now().After(deadline) {
+						out, _ := m.Node.IPOutput("-d", "-s", "neigh", "show", "dev", lab.NodeClientIf)
+						t.Fatalf("%s: no traffic 60 s after the move; the node's entries:\n%s\nstatus: %+v", name, out, m.entry(t, sock))
+					}
+				}
 				took := time.Since(moved)
 				k, err := m.Node.Entry(lab.NodeClientIf, m.client)
 				if err != nil {

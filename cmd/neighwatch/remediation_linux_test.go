@@ -41,6 +41,13 @@ func newMovedClient(t *testing.T, prefix string, ipv6 bool) *movedClient {
 	if err := l.PinClientToNode(); err != nil {
 		t.Fatal(err)
 	}
+	// The client's entry must stay STALE: keep it from the periodic
+	// garbage collector.
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		if err := l.Node.Sysctl("net."+fam+".neigh."+lab.NodeClientIf+".gc_stale_time", "3600"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var err error
 	if m.oldMAC, err = l.Client.MAC(lab.ClientIf); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -446,6 +447,17 @@ func RaiseGCThresh(tb testing.TB, n int) {
 	keys := []string{"gc_thresh3", "gc_thresh2", "gc_thresh1"} // raise the top first
 	path := func(fam, k string) string { return "/proc/sys/net/" + fam + "/neigh/default/" + k }
 	restore := func() {
+		// The test's namespaces are deleted by now, but the kernel frees
+		// their entries later (netns teardown is asynchronous): with the
+		// thresholds back down meanwhile, forced garbage collection
+		// would evict other tests' STALE entries. Wait, within reason,
+		// for the tables to drain below the thresholds they go back to.
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			v4, v6 := tableEntries("arp_cache"), tableEntries("ndisc_cache")
+			if v4 < atoiBytes(saved[path("ipv4", "gc_thresh2")]) && v6 < atoiBytes(saved[path("ipv6", "gc_thresh2")]) {
+				break
+			}
+		}
 		for _, fam := range []string{"ipv4", "ipv6"} {
 			for i := len(keys) - 1; i >= 0; i-- { // lower the bottom first
 				if v, ok := saved[path(fam, keys[i])]; ok {
@@ -470,6 +482,31 @@ func RaiseGCThresh(tb testing.TB, n int) {
 			}
 		}
 	}
+}
+
+// tableEntries returns how many entries a neighbour table holds in all
+// namespaces (/proc/net/stat/arp_cache or ndisc_cache, first column, hex);
+// 0 if unreadable.
+func tableEntries(name string) int {
+	b, err := os.ReadFile("/proc/net/stat/" + name)
+	if err != nil {
+		return 0
+	}
+	lines := strings.SplitN(string(b), "\n", 3)
+	if len(lines) < 2 {
+		return 0
+	}
+	f := strings.Fields(lines[1])
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(f[0], 16, 64)
+	return int(n)
+}
+
+func atoiBytes(b []byte) int {
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
 }
 
 // MaxInWindow returns the most events of sorted times that fall within
