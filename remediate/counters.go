@@ -48,12 +48,42 @@ type counters struct {
 	mu       sync.Mutex
 	releases map[string]uint64
 	skipped  map[string]int
-	fix      []uint64 // cumulative, by FixBuckets
-	fixSum   float64
-	fixCount uint64
-	rec      []uint64 // managed entries' recovery, cumulative by FixBuckets
-	recSum   float64
-	recCount uint64
+	fix      histogram // detection to fix
+	rec      histogram // managed entries' recovery after a move
+}
+
+// histogram counts observations cumulatively by FixBuckets; the caller
+// holds counters.mu.
+type histogram struct {
+	counts []uint64
+	sum    float64
+	n      uint64
+}
+
+func (h *histogram) observe(seconds float64) {
+	if h.counts == nil {
+		h.counts = make([]uint64, len(FixBuckets))
+	}
+	for i, b := range FixBuckets {
+		if seconds <= b {
+			h.counts[i]++
+		}
+	}
+	h.sum += seconds
+	h.n++
+}
+
+// snapshot returns the counts by upper bound (every bound present), the
+// sum and the count.
+func (h *histogram) snapshot() (map[float64]uint64, float64, uint64) {
+	out := make(map[float64]uint64, len(FixBuckets))
+	for i, b := range FixBuckets {
+		out[b] = 0
+		if h.counts != nil {
+			out[b] = h.counts[i]
+		}
+	}
+	return out, h.sum, h.n
 }
 
 func strategyIdx(s Strategy) int {
@@ -93,39 +123,20 @@ func (c *counters) setSkipped(m map[string]int) {
 
 func (c *counters) observeRecovery(seconds float64) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.rec == nil {
-		c.rec = make([]uint64, len(FixBuckets))
-	}
-	for i, b := range FixBuckets {
-		if seconds <= b {
-			c.rec[i]++
-		}
-	}
-	c.recSum += seconds
-	c.recCount++
+	c.rec.observe(seconds)
+	c.mu.Unlock()
 }
 
 func (c *counters) observeFix(seconds float64) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.fix == nil {
-		c.fix = make([]uint64, len(FixBuckets))
-	}
-	for i, b := range FixBuckets {
-		if seconds <= b {
-			c.fix[i]++
-		}
-	}
-	c.fixSum += seconds
-	c.fixCount++
+	c.fix.observe(seconds)
+	c.mu.Unlock()
 }
 
 func (c *counters) stats() Stats {
 	s := Stats{
 		Actions:     make(map[Strategy]map[Outcome]uint64, len(Strategies())),
 		RateLimited: c.rateLimited.Load(), Dropped: c.dropped.Load(), Swaps: c.swaps.Load(),
-		FixBuckets: make(map[float64]uint64, len(FixBuckets)),
 	}
 	for _, st := range Strategies() {
 		m := make(map[Outcome]uint64, len(Outcomes()))
@@ -145,21 +156,7 @@ func (c *counters) stats() Stats {
 	for k, v := range c.skipped {
 		s.Skipped[k] = v
 	}
-	s.RecoveryBuckets = make(map[float64]uint64, len(FixBuckets))
-	for i, b := range FixBuckets {
-		s.RecoveryBuckets[b] = 0
-		if c.rec != nil {
-			s.RecoveryBuckets[b] = c.rec[i]
-		}
-	}
-	s.RecoverySum, s.RecoveryCount = c.recSum, c.recCount
-	for i, b := range FixBuckets {
-		if c.fix != nil {
-			s.FixBuckets[b] = c.fix[i]
-		} else {
-			s.FixBuckets[b] = 0
-		}
-	}
-	s.FixSum, s.FixCount = c.fixSum, c.fixCount
+	s.FixBuckets, s.FixSum, s.FixCount = c.fix.snapshot()
+	s.RecoveryBuckets, s.RecoverySum, s.RecoveryCount = c.rec.snapshot()
 	return s
 }

@@ -402,22 +402,17 @@ func (e *Engine) Next(en *table.Entry, ifname string) Strategy {
 		return ""
 	}
 	for _, s := range e.conf().Strategies {
-		switch s {
-		case StrategyManage:
-			if en.Class() != table.ClassStuck && e.canManage(en, false, false) {
-				return s
-			}
-		default:
-			if e.applicable(s, en) {
-				return s
-			}
+		if e.applicable(s, en, false) {
+			return s
 		}
 	}
 	return ""
 }
 
-// applicable says whether a strategy can act on an entry now.
-func (e *Engine) applicable(s Strategy, en *table.Entry) bool {
+// applicable says whether a strategy can act on an entry now; count
+// says whether a refusal by the manage cap is counted (not when only
+// asked what would happen).
+func (e *Engine) applicable(s Strategy, en *table.Entry, count bool) bool {
 	switch s {
 	case StrategySwap:
 		return e.swapper != nil && en.BypassInState > 0 && e.swapper.CanSwap(en.Ifindex)
@@ -425,7 +420,7 @@ func (e *Engine) applicable(s Strategy, en *table.Entry) bool {
 		// Prevention: an entry already stuck has evidence that its host
 		// moved, and a probe finds it in one round trip where the
 		// kernel's re-validation takes its timers (BENCHMARKS.md).
-		return en.Class() != table.ClassStuck && e.canManage(en, false, true)
+		return en.Class() != table.ClassStuck && e.canManage(en, false, count)
 	}
 	return true
 }
@@ -444,7 +439,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		// Dry-run takes tokens too: it reports what "on" would do, at
 		// the pace "on" would do it.
 		for _, s := range e.conf().Strategies {
-			if e.applicable(s, &en) {
+			if e.applicable(s, &en, true) {
 				if err := e.wait(ctx, k.Ifindex); err != nil {
 					return
 				}
@@ -456,7 +451,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		return
 	}
 	for _, s := range e.conf().Strategies {
-		if !e.applicable(s, &en) {
+		if !e.applicable(s, &en, true) {
 			continue
 		}
 		if err := e.wait(ctx, k.Ifindex); err != nil {
