@@ -29,9 +29,8 @@ type agentSetup struct {
 }
 
 // agentConfig builds the agent's configuration from the command line and,
-// for flags the command line does not set, the configuration file's
-// values (file is nil: read --config.file if given).
-func agentConfig(args []string, file map[string]string, stderr io.Writer) (*agentSetup, error) {
+// for flags the command line does not set, the values of --config.file.
+func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	configFile := fs.String("config.file", "", "YAML file of flag values (keys are the flag names without dashes); flags given here win; reloaded on SIGHUP and when it changes")
 	var include, exclude regexList
@@ -80,7 +79,8 @@ func agentConfig(args []string, file map[string]string, stderr io.Writer) (*agen
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if file == nil && *configFile != "" {
+	var file map[string]string
+	if *configFile != "" {
 		var err error
 		if file, err = readConfigFile(*configFile, fs); err != nil {
 			return nil, errUsage{err}
@@ -200,7 +200,7 @@ func agentConfig(args []string, file map[string]string, stderr io.Writer) (*agen
 }
 
 func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
-	st, err := agentConfig(args, nil, stderr)
+	st, err := agentConfig(args, stderr)
 	if err != nil {
 		return err
 	}

@@ -113,7 +113,7 @@ func TestPerPacketRunsOnlyWhenNeeded(t *testing.T) {
 	// The agent exports run counts once any of its programs has one (a
 	// process holding statistics on is not visible otherwise): a
 	// neighbour update runs the update tracepoint's program.
-	waitFor(t, 10*time.Second, "a tracer program counted by the kernel", func() bool {
+	lab.WaitFor(t, 10*time.Second, "a tracer program counted by the kernel", func() bool {
 		l.Node.MustIP(t, "neigh", "replace", lab.ClientIP.String(), "lladdr", cmac.String(), "dev", lab.NodeClientIf, "nud", "permanent")
 		return metricValue(a.metrics(t), `neighwatch_tracer_program_runs_total{program="tr_xmit"}`) != ""
 	})
@@ -171,18 +171,5 @@ func TestPerPacketRunsOnlyWhenNeeded(t *testing.T) {
 	t.Logf("hooks attached for %ss in all", metricValue(body, "neighwatch_tracer_hooks_attached_seconds_total"))
 	if !strings.Contains(body, "neighwatch_tracer_hooks_attached ") {
 		t.Error("no neighwatch_tracer_hooks_attached")
-	}
-}
-
-// waitFor polls cond every 100 ms until it holds, failing the test after
-// limit with what it was waiting for.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after %s", what, limit)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -50,7 +50,7 @@ func reloadLoop(ctx context.Context, args []string, st *agentSetup, hup <-chan o
 		}
 	}
 	reload := func(trigger string) {
-		next, err := agentConfig(args, nil, io.Discard)
+		next, err := agentConfig(args, io.Discard)
 		if err != nil {
 			log.Error("configuration reload failed, keeping the running configuration: "+err.Error(), "trigger", trigger)
 			send(agent.Reload{Err: err})

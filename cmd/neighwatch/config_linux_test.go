@@ -36,7 +36,7 @@ exclude-interfaces: [lxc.*, veth.*]
 remediation.rate: 2.5
 manage.release-on-exit: false
 `)
-	st, err := agentConfig([]string{"--config.file", f, "--remediation", "dry-run"}, nil, io.Discard)
+	st, err := agentConfig([]string{"--config.file", f, "--remediation", "dry-run"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,13 +49,13 @@ manage.release-on-exit: false
 		t.Errorf("file values not applied: scope %s, threshold %v, exclude %v, rate %v, release-on-exit %v",
 			c.Remediation.Scope, c.StaleThreshold, c.Exclude, c.Remediation.Rate, c.Remediation.Manage.ReleaseOnExit)
 	}
-	st, err = agentConfig([]string{"--config.file", f}, nil, io.Discard)
+	st, err = agentConfig([]string{"--config.file", f}, io.Discard)
 	if err != nil || st.cfg.Remediation.Mode != remediate.ModeOn || st.modeSource != "file" {
 		t.Errorf("without the flag: %v from %s (%v)", st.cfg.Remediation.Mode, st.modeSource, err)
 	}
 	for body, want := range map[string]remediate.Mode{"remediation: on\n": remediate.ModeOn, "remediation: off\n": remediate.ModeOff} {
 		writeFile(t, f, body)
-		if st, err := agentConfig([]string{"--config.file", f}, nil, io.Discard); err != nil || st.cfg.Remediation.Mode != want {
+		if st, err := agentConfig([]string{"--config.file", f}, io.Discard); err != nil || st.cfg.Remediation.Mode != want {
 			t.Errorf("%q unquoted: %v (%v)", body, st, err)
 		}
 	}
@@ -69,7 +69,7 @@ manage.release-on-exit: false
 		"config.file: /etc/other.yaml\n": `unknown key "config.file"`,
 	} {
 		writeFile(t, f, body)
-		_, err := agentConfig([]string{"--config.file", f}, nil, io.Discard)
+		_, err := agentConfig([]string{"--config.file", f}, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: error %v, want one line with %q", body, err, want)
 		}

@@ -33,12 +33,7 @@ func TestVersionFromOnePlace(t *testing.T) {
 func requirePodman(t *testing.T) {
 	t.Helper()
 	lab.Require(t)
-	if _, err := exec.LookPath("podman"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("podman missing in CI: scripts/install-deps.sh installs it")
-		}
-		t.Skip("podman not installed")
-	}
+	requireProgram(t, "podman", "podman")
 }
 
 // buildImage runs make image once per test binary and returns the tag,
@@ -234,7 +229,7 @@ func TestDaemonSetConfigLoads(t *testing.T) {
 	for _, a := range ds.Spec.Template.Spec.Containers[0].Args[1:] {
 		args = append(args, strings.Replace(a, "/etc/neighwatch", dir, 1))
 	}
-	st, err := agentConfig(args, nil, io.Discard)
+	st, err := agentConfig(args, io.Discard)
 	if err != nil {
 		t.Fatalf("the DaemonSet's configuration does not load: %v", err)
 	}

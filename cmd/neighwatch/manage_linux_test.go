@@ -372,12 +372,12 @@ func TestManagedAddsNoPerPacketRuns(t *testing.T) {
 		_, _, _ = m.Client.Echo(m.backend, 2, 100*time.Millisecond, time.Second)
 		return m.entry(t, sock).ManagedBy == "neighwatch"
 	})
-	waitFor(t, 30*time.Second, "no stale-long entry and the hooks detached", func() bool {
+	lab.WaitFor(t, 30*time.Second, "no stale-long entry and the hooks detached", func() bool {
 		_, _, _ = m.Client.Echo(m.backend, 2, 100*time.Millisecond, time.Second)
 		body := a.metrics(t)
 		return metricValue(body, "neighwatch_tracer_hooks_attached") == "0" && !strings.Contains(body, `neighwatch_neighbours_stale_long{family="inet",interface="n0"} 1`)
 	})
-	waitFor(t, 10*time.Second, "a tracer program counted by the kernel", func() bool {
+	lab.WaitFor(t, 10*time.Second, "a tracer program counted by the kernel", func() bool {
 		m.Node.MustIP(t, "neigh", "replace", "10.0.1.77", "lladdr", "02:00:00:00:00:77", "dev", lab.NodeClientIf, "nud", "permanent")
 		return metricValue(a.metrics(t), `neighwatch_tracer_program_runs_total{program="tr_xmit"}`) != ""
 	})
