@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,7 +19,7 @@ type Datapath struct {
 }
 
 type attachment struct {
-	link link.Link
+	link ingress
 	mode Mode
 }
 
@@ -79,23 +78,26 @@ func (d *Datapath) Program(m Mode) *ebpf.Program {
 	return d.objs.DpLegacy
 }
 
-// Attach attaches the datapath in mode m to an interface's tcx ingress.
+// Attach attaches the datapath in mode m to an interface's ingress: a tcx
+// link, or a cls_bpf filter on clsact where the kernel has no tcx (before
+// 6.6).
 func (d *Datapath) Attach(ifindex int, m Mode) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if a := d.links[ifindex]; a != nil {
 		return fmt.Errorf("datapath already attached to interface %d", ifindex)
 	}
-	l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: d.Program(m), Attach: ebpf.AttachTCXIngress})
+	l, err := attachIngress(ifindex, d.Program(m), false, slotDatapath)
 	if err != nil {
-		return fmt.Errorf("attach datapath (%s) to tcx ingress of interface %d: %w", m, ifindex, err)
+		return fmt.Errorf("attach datapath (%s) to the ingress of interface %d: %w", m, ifindex, err)
 	}
 	d.links[ifindex] = &attachment{link: l, mode: m}
 	return nil
 }
 
 // SetMode swaps the program of an attached interface atomically
-// (BPF_LINK_UPDATE): every packet sees either the old or the new program.
+// (BPF_LINK_UPDATE with tcx, a filter replace with clsact): every packet
+// sees either the old or the new program.
 func (d *Datapath) SetMode(ifindex int, m Mode) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -119,6 +121,17 @@ func (d *Datapath) Mode(ifindex int) Mode {
 	defer d.mu.Unlock()
 	if a := d.links[ifindex]; a != nil {
 		return a.mode
+	}
+	return ""
+}
+
+// Method returns how the datapath is attached to an interface: tcx or
+// clsact, or "" when it is not.
+func (d *Datapath) Method(ifindex int) AttachMethod {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if a := d.links[ifindex]; a != nil {
+		return a.link.Method()
 	}
 	return ""
 }
@@ -178,9 +191,11 @@ func (d *Datapath) Counts() (map[Decision]uint64, error) {
 	return out, nil
 }
 
-// Close detaches everything and unloads the programs. Links are not
+// Close detaches everything and unloads the programs. tcx links are not
 // pinned, so if the agent dies the kernel detaches them when their file
-// descriptors close, and forwarding falls back to the stack.
+// descriptors close, and forwarding falls back to the stack. A clsact
+// filter stays until the next start replaces it or RemoveStaleFilters
+// removes it.
 func (d *Datapath) Close() error {
 	d.mu.Lock()
 	var errs []error

@@ -17,7 +17,14 @@
 // fe_redirects counts redirect helper calls by helper and by the state of
 // the neighbour the FIB lookup before them resolved: slot
 // helper * NH_MAX + nexthop.
-enum fe_helper { H_REDIRECT = 0, H_REDIRECT_NEIGH, H_REDIRECT_PEER, H_MAX };
+enum fe_helper {
+	H_REDIRECT = 0,		// bpf_redirect() in TC
+	H_REDIRECT_NEIGH,	// bpf_redirect_neigh()
+	H_REDIRECT_PEER,	// bpf_redirect_peer()
+	H_XDP_REDIRECT,		// bpf_redirect() in XDP: bpf_xdp_redirect
+	H_XDP_REDIRECT_MAP,	// bpf_redirect_map() in XDP to a devmap
+	H_MAX,
+};
 enum fe_nexthop { NH_OTHER = 0, NH_STALE, NH_MAX };
 
 // Keep the enums in BTF for bpf2go -type.
@@ -45,7 +52,10 @@ struct {
 	__type(value, struct last_fib);
 } fe_last SEC(".maps");
 
-static __always_inline void after_fib(__u64 params, long ret)
+// after_fib records what a FIB lookup resolved to, when it ran in the
+// mirrored namespace (dev is the device the packet arrived on): ifindexes
+// and addresses repeat across namespaces.
+static __always_inline void after_fib(struct net_device *dev, __u64 params, long ret)
 {
 	__u32 zero = 0;
 	struct last_fib *lf = bpf_map_lookup_elem(&fe_last, &zero);
@@ -53,6 +63,8 @@ static __always_inline void after_fib(__u64 params, long ret)
 		return;
 	lf->valid = 0;
 	if (ret != 0) // BPF_FIB_LKUP_RET_SUCCESS
+		return;
+	if (!dev || !in_netns(dev))
 		return;
 	// The lookup has written its answer into the caller's struct
 	// bpf_fib_lookup: ifindex is the egress interface and ipv4_dst /
@@ -78,7 +90,9 @@ static __always_inline void on_redirect(__u32 helper)
 	__u32 idx = helper * NH_MAX + NH_OTHER;
 	if (lf && lf->valid && lf->stale) {
 		idx = helper * NH_MAX + NH_STALE;
-		if (helper == H_REDIRECT)
+		// bpf_redirect_neigh and bpf_redirect_peer hand the packet to
+		// the neighbour subsystem or another namespace: no bypass.
+		if (helper == H_REDIRECT || helper == H_XDP_REDIRECT || helper == H_XDP_REDIRECT_MAP)
 			count_hit(&lf->key);
 	}
 	if (lf)
@@ -91,14 +105,14 @@ static __always_inline void on_redirect(__u32 helper)
 SEC("fexit/bpf_skb_fib_lookup")
 int BPF_PROG(fe_skb_fib, __u64 skb, __u64 params, __u64 plen, __u64 flags, __u64 a5, long ret)
 {
-	after_fib(params, ret);
+	after_fib(BPF_CORE_READ((struct sk_buff *)skb, dev), params, ret);
 	return 0;
 }
 
 SEC("fexit/bpf_xdp_fib_lookup")
 int BPF_PROG(fe_xdp_fib, __u64 xdp, __u64 params, __u64 plen, __u64 flags, __u64 a5, long ret)
 {
-	after_fib(params, ret);
+	after_fib(BPF_CORE_READ((struct xdp_buff *)xdp, rxq, dev), params, ret);
 	return 0;
 }
 
@@ -120,6 +134,39 @@ SEC("fentry/bpf_redirect_peer")
 int BPF_PROG(fe_redirect_peer, __u64 ifindex, __u64 flags)
 {
 	on_redirect(H_REDIRECT_PEER);
+	return 0;
+}
+
+// XDP. bpf_redirect() in an XDP program is bpf_xdp_redirect().
+SEC("fentry/bpf_xdp_redirect")
+int BPF_PROG(fe_xdp_redirect, __u64 ifindex, __u64 flags)
+{
+	on_redirect(H_XDP_REDIRECT);
+	return 0;
+}
+
+// bpf_redirect_map(): from 5.13 the JIT calls the map's map_redirect
+// operation directly, so the helper function never runs; the devmap ones
+// are dev_map_redirect and dev_hash_map_redirect. Before that the helper
+// is bpf_xdp_redirect_map. The loader attaches whichever the kernel has.
+SEC("fentry/dev_map_redirect")
+int BPF_PROG(fe_dev_map_redirect)
+{
+	on_redirect(H_XDP_REDIRECT_MAP);
+	return 0;
+}
+
+SEC("fentry/dev_hash_map_redirect")
+int BPF_PROG(fe_dev_hash_map_redirect)
+{
+	on_redirect(H_XDP_REDIRECT_MAP);
+	return 0;
+}
+
+SEC("fentry/bpf_xdp_redirect_map")
+int BPF_PROG(fe_xdp_redirect_map)
+{
+	on_redirect(H_XDP_REDIRECT_MAP);
 	return 0;
 }
 

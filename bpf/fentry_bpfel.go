@@ -24,10 +24,12 @@ type fentryCand struct {
 type fentryFeHelper uint32
 
 const (
-	fentryFeHelperH_REDIRECT       fentryFeHelper = 0
-	fentryFeHelperH_REDIRECT_NEIGH fentryFeHelper = 1
-	fentryFeHelperH_REDIRECT_PEER  fentryFeHelper = 2
-	fentryFeHelperH_MAX            fentryFeHelper = 3
+	fentryFeHelperH_REDIRECT         fentryFeHelper = 0
+	fentryFeHelperH_REDIRECT_NEIGH   fentryFeHelper = 1
+	fentryFeHelperH_REDIRECT_PEER    fentryFeHelper = 2
+	fentryFeHelperH_XDP_REDIRECT     fentryFeHelper = 3
+	fentryFeHelperH_XDP_REDIRECT_MAP fentryFeHelper = 4
+	fentryFeHelperH_MAX              fentryFeHelper = 5
 )
 
 type fentryFeNexthop uint32
@@ -79,32 +81,36 @@ type fentryNval struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	fentryMapFeLast           = "fe_last"
-	fentryMapFeRedirects      = "fe_redirects"
-	fentryMapHits             = "hits"
-	fentryMapNeighMirror      = "neigh_mirror"
-	fentryMapSourceCandidates = "source_candidates"
-	fentryMapStaleMacs        = "stale_macs"
-	fentryMapTpEvents         = "tp_events"
-	fentryMapTrStats          = "tr_stats"
-	fentryMapWatchedBig       = "watched_big"
-	fentryProgFeRedirect      = "fe_redirect"
-	fentryProgFeRedirectNeigh = "fe_redirect_neigh"
-	fentryProgFeRedirectPeer  = "fe_redirect_peer"
-	fentryProgFeSkbFib        = "fe_skb_fib"
-	fentryProgFeXdpFib        = "fe_xdp_fib"
-	fentryVarMacBloom         = "mac_bloom"
-	fentryVarNetnsIno         = "netns_ino"
-	fentryVarSourceBloom      = "source_bloom"
-	fentryVarStaleOnIf        = "stale_on_if"
-	fentryVarUnusedCand       = "unused_cand"
-	fentryVarUnusedFeHelper   = "unused_fe_helper"
-	fentryVarUnusedFeNexthop  = "unused_fe_nexthop"
-	fentryVarUnusedTpEvent    = "unused_tp_event"
-	fentryVarUnusedTpSource   = "unused_tp_source"
-	fentryVarUnusedTrStat     = "unused_tr_stat"
-	fentryVarWatchAll         = "watch_all"
-	fentryVarWatchedBits      = "watched_bits"
+	fentryMapFeLast                = "fe_last"
+	fentryMapFeRedirects           = "fe_redirects"
+	fentryMapHits                  = "hits"
+	fentryMapNeighMirror           = "neigh_mirror"
+	fentryMapSourceCandidates      = "source_candidates"
+	fentryMapStaleMacs             = "stale_macs"
+	fentryMapTpEvents              = "tp_events"
+	fentryMapTrStats               = "tr_stats"
+	fentryMapWatchedBig            = "watched_big"
+	fentryProgFeDevHashMapRedirect = "fe_dev_hash_map_redirect"
+	fentryProgFeDevMapRedirect     = "fe_dev_map_redirect"
+	fentryProgFeRedirect           = "fe_redirect"
+	fentryProgFeRedirectNeigh      = "fe_redirect_neigh"
+	fentryProgFeRedirectPeer       = "fe_redirect_peer"
+	fentryProgFeSkbFib             = "fe_skb_fib"
+	fentryProgFeXdpFib             = "fe_xdp_fib"
+	fentryProgFeXdpRedirect        = "fe_xdp_redirect"
+	fentryProgFeXdpRedirectMap     = "fe_xdp_redirect_map"
+	fentryVarMacBloom              = "mac_bloom"
+	fentryVarNetnsIno              = "netns_ino"
+	fentryVarSourceBloom           = "source_bloom"
+	fentryVarStaleOnIf             = "stale_on_if"
+	fentryVarUnusedCand            = "unused_cand"
+	fentryVarUnusedFeHelper        = "unused_fe_helper"
+	fentryVarUnusedFeNexthop       = "unused_fe_nexthop"
+	fentryVarUnusedTpEvent         = "unused_tp_event"
+	fentryVarUnusedTpSource        = "unused_tp_source"
+	fentryVarUnusedTrStat          = "unused_tr_stat"
+	fentryVarWatchAll              = "watch_all"
+	fentryVarWatchedBits           = "watched_bits"
 )
 
 // loadFentry returns the embedded CollectionSpec for fentry.
@@ -149,11 +155,15 @@ type fentrySpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fentryProgramSpecs struct {
-	FeRedirect      *ebpf.ProgramSpec `ebpf:"fe_redirect"`
-	FeRedirectNeigh *ebpf.ProgramSpec `ebpf:"fe_redirect_neigh"`
-	FeRedirectPeer  *ebpf.ProgramSpec `ebpf:"fe_redirect_peer"`
-	FeSkbFib        *ebpf.ProgramSpec `ebpf:"fe_skb_fib"`
-	FeXdpFib        *ebpf.ProgramSpec `ebpf:"fe_xdp_fib"`
+	FeDevHashMapRedirect *ebpf.ProgramSpec `ebpf:"fe_dev_hash_map_redirect"`
+	FeDevMapRedirect     *ebpf.ProgramSpec `ebpf:"fe_dev_map_redirect"`
+	FeRedirect           *ebpf.ProgramSpec `ebpf:"fe_redirect"`
+	FeRedirectNeigh      *ebpf.ProgramSpec `ebpf:"fe_redirect_neigh"`
+	FeRedirectPeer       *ebpf.ProgramSpec `ebpf:"fe_redirect_peer"`
+	FeSkbFib             *ebpf.ProgramSpec `ebpf:"fe_skb_fib"`
+	FeXdpFib             *ebpf.ProgramSpec `ebpf:"fe_xdp_fib"`
+	FeXdpRedirect        *ebpf.ProgramSpec `ebpf:"fe_xdp_redirect"`
+	FeXdpRedirectMap     *ebpf.ProgramSpec `ebpf:"fe_xdp_redirect_map"`
 }
 
 // fentryMapSpecs contains maps before they are loaded into the kernel.
@@ -256,20 +266,28 @@ type fentryVariables struct {
 //
 // It can be passed to loadFentryObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fentryPrograms struct {
-	FeRedirect      *ebpf.Program `ebpf:"fe_redirect"`
-	FeRedirectNeigh *ebpf.Program `ebpf:"fe_redirect_neigh"`
-	FeRedirectPeer  *ebpf.Program `ebpf:"fe_redirect_peer"`
-	FeSkbFib        *ebpf.Program `ebpf:"fe_skb_fib"`
-	FeXdpFib        *ebpf.Program `ebpf:"fe_xdp_fib"`
+	FeDevHashMapRedirect *ebpf.Program `ebpf:"fe_dev_hash_map_redirect"`
+	FeDevMapRedirect     *ebpf.Program `ebpf:"fe_dev_map_redirect"`
+	FeRedirect           *ebpf.Program `ebpf:"fe_redirect"`
+	FeRedirectNeigh      *ebpf.Program `ebpf:"fe_redirect_neigh"`
+	FeRedirectPeer       *ebpf.Program `ebpf:"fe_redirect_peer"`
+	FeSkbFib             *ebpf.Program `ebpf:"fe_skb_fib"`
+	FeXdpFib             *ebpf.Program `ebpf:"fe_xdp_fib"`
+	FeXdpRedirect        *ebpf.Program `ebpf:"fe_xdp_redirect"`
+	FeXdpRedirectMap     *ebpf.Program `ebpf:"fe_xdp_redirect_map"`
 }
 
 func (p *fentryPrograms) Close() error {
 	return _FentryClose(
+		p.FeDevHashMapRedirect,
+		p.FeDevMapRedirect,
 		p.FeRedirect,
 		p.FeRedirectNeigh,
 		p.FeRedirectPeer,
 		p.FeSkbFib,
 		p.FeXdpFib,
+		p.FeXdpRedirect,
+		p.FeXdpRedirectMap,
 	)
 }
 

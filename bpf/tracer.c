@@ -100,26 +100,28 @@ static __always_inline void track(struct neighbour *n, __u8 source, int dead)
 	bpf_ringbuf_submit(ev, 0);
 }
 
-SEC("tp_btf/neigh_update_done")
-int BPF_PROG(tr_update_done, struct neighbour *n, int err)
-{
-	track(n, SRC_UPDATE, 0);
-	return 0;
-}
+// Each neighbour hook comes twice: as tp_btf, which the loader tries
+// first, and as a raw tracepoint, whose arguments are plain 64-bit values
+// (every read goes through bpf_probe_read_kernel), for kernels whose
+// verifier refuses the tp_btf one. The loader keeps whichever loads.
+#define NEIGH_HOOK(name, tp, source, dead)                                  \
+	SEC("tp_btf/" #tp)                                                  \
+	int BPF_PROG(name, struct neighbour *n, int err)                    \
+	{                                                                   \
+		track(n, source, dead);                                     \
+		return 0;                                                   \
+	}                                                                   \
+	SEC("raw_tp/" #tp)                                                  \
+	int BPF_PROG(name##_raw, struct neighbour *n, int err)              \
+	{                                                                   \
+		track(n, source, dead);                                     \
+		return 0;                                                   \
+	}
 
-SEC("tp_btf/neigh_event_send_done")
-int BPF_PROG(tr_event_send_done, struct neighbour *n, int err)
-{
-	track(n, SRC_EVENT_SEND, 0);
-	return 0;
-}
-
-SEC("tp_btf/neigh_timer_handler")
-int BPF_PROG(tr_timer_handler, struct neighbour *n, int err)
-{
-	track(n, SRC_TIMER, 0);
-	return 0;
-}
+NEIGH_HOOK(tr_update_done, neigh_update_done, SRC_UPDATE, 0)
+NEIGH_HOOK(tr_event_send_done, neigh_event_send_done, SRC_EVENT_SEND, 0)
+NEIGH_HOOK(tr_timer_handler, neigh_timer_handler, SRC_TIMER, 0)
+NEIGH_HOOK(tr_cleanup, neigh_cleanup_and_release, SRC_CLEANUP, 1)
 
 // neigh_create fires in ___neigh_create() right after the allocation,
 // before the entry has its device, address or state (and n may be NULL),
@@ -127,13 +129,12 @@ int BPF_PROG(tr_timer_handler, struct neighbour *n, int err)
 // yet: this only tells user space to look the entry up, since netlink
 // never announces some entries (IPv6 multicast, NOARP). The mirror learns
 // the entry from its first update.
-SEC("tp_btf/neigh_create")
-int BPF_PROG(tr_create, struct neigh_table *tbl, struct net_device *dev, const void *pkey, struct neighbour *n, _Bool exempt_from_gc)
+static __always_inline void created(struct neigh_table *tbl, struct net_device *dev, const void *pkey, void *n)
 {
 	struct nkey k = {};
 	k.ifindex = BPF_CORE_READ(dev, ifindex);
 	if (!n || !is_watched(k.ifindex) || !in_netns(dev))
-		return 0;
+		return;
 	k.family = BPF_CORE_READ(tbl, family);
 	unsigned int key_len = BPF_CORE_READ(tbl, key_len);
 	if (k.family == AF_INET && key_len == 4)
@@ -141,23 +142,32 @@ int BPF_PROG(tr_create, struct neigh_table *tbl, struct net_device *dev, const v
 	else if (k.family == AF_INET6 && key_len == 16)
 		bpf_probe_read_kernel(k.addr, 16, pkey);
 	else
-		return 0;
+		return;
 	struct tp_event *ev = bpf_ringbuf_reserve(&tp_events, sizeof(*ev), 0);
 	if (!ev) {
 		stat_inc(ST_EVENTS_DROPPED);
-		return 0;
+		return;
 	}
 	__builtin_memset(ev, 0, sizeof(*ev));
 	ev->key = k;
 	ev->source = SRC_CREATE;
 	bpf_ringbuf_submit(ev, 0);
+}
+
+// Before 6.18 the verifier refuses a tp_btf program that reads the
+// `const void *pkey` argument ("arg2 type UNKNOWN is not a struct"); the
+// raw tracepoint takes it on every kernel.
+SEC("tp_btf/neigh_create")
+int BPF_PROG(tr_create, struct neigh_table *tbl, struct net_device *dev, const void *pkey, struct neighbour *n, _Bool exempt_from_gc)
+{
+	created(tbl, dev, pkey, n);
 	return 0;
 }
 
-SEC("tp_btf/neigh_cleanup_and_release")
-int BPF_PROG(tr_cleanup, struct neighbour *n, int rc)
+SEC("raw_tp/neigh_create")
+int BPF_PROG(tr_create_raw, struct neigh_table *tbl, struct net_device *dev, const void *pkey, struct neighbour *n, _Bool exempt_from_gc)
 {
-	track(n, SRC_CLEANUP, 1);
+	created(tbl, dev, pkey, n);
 	return 0;
 }
 

@@ -52,6 +52,15 @@ struct neighbour {
 struct sk_buff {
 	unsigned char *data;
 	__u16 protocol;
+	struct net_device *dev;
+} __attribute__((preserve_access_index));
+
+struct xdp_rxq_info {
+	struct net_device *dev;
+} __attribute__((preserve_access_index));
+
+struct xdp_buff {
+	struct xdp_rxq_info *rxq;
 } __attribute__((preserve_access_index));
 
 /* An entry: interface, family, address (IPv4 in the first 4 bytes). */

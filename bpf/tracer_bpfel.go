@@ -87,31 +87,36 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	tracerMapHits             = "hits"
-	tracerMapNeighMirror      = "neigh_mirror"
-	tracerMapSourceCandidates = "source_candidates"
-	tracerMapStaleMacs        = "stale_macs"
-	tracerMapTpEvents         = "tp_events"
-	tracerMapTrStats          = "tr_stats"
-	tracerMapWatchedBig       = "watched_big"
-	tracerProgTrCleanup       = "tr_cleanup"
-	tracerProgTrCreate        = "tr_create"
-	tracerProgTrEventSendDone = "tr_event_send_done"
-	tracerProgTrSource        = "tr_source"
-	tracerProgTrTimerHandler  = "tr_timer_handler"
-	tracerProgTrUpdateDone    = "tr_update_done"
-	tracerProgTrXmit          = "tr_xmit"
-	tracerVarMacBloom         = "mac_bloom"
-	tracerVarNetnsIno         = "netns_ino"
-	tracerVarSourceBloom      = "source_bloom"
-	tracerVarStaleOnIf        = "stale_on_if"
-	tracerVarUnusedCand       = "unused_cand"
-	tracerVarUnusedTpEvent    = "unused_tp_event"
-	tracerVarUnusedTpSource   = "unused_tp_source"
-	tracerVarUnusedTrStat     = "unused_tr_stat"
-	tracerVarWatchAll         = "watch_all"
-	tracerVarWatchedBits      = "watched_bits"
-	tracerVarXmitFilter       = "xmit_filter"
+	tracerMapHits                = "hits"
+	tracerMapNeighMirror         = "neigh_mirror"
+	tracerMapSourceCandidates    = "source_candidates"
+	tracerMapStaleMacs           = "stale_macs"
+	tracerMapTpEvents            = "tp_events"
+	tracerMapTrStats             = "tr_stats"
+	tracerMapWatchedBig          = "watched_big"
+	tracerProgTrCleanup          = "tr_cleanup"
+	tracerProgTrCleanupRaw       = "tr_cleanup_raw"
+	tracerProgTrCreate           = "tr_create"
+	tracerProgTrCreateRaw        = "tr_create_raw"
+	tracerProgTrEventSendDone    = "tr_event_send_done"
+	tracerProgTrEventSendDoneRaw = "tr_event_send_done_raw"
+	tracerProgTrSource           = "tr_source"
+	tracerProgTrTimerHandler     = "tr_timer_handler"
+	tracerProgTrTimerHandlerRaw  = "tr_timer_handler_raw"
+	tracerProgTrUpdateDone       = "tr_update_done"
+	tracerProgTrUpdateDoneRaw    = "tr_update_done_raw"
+	tracerProgTrXmit             = "tr_xmit"
+	tracerVarMacBloom            = "mac_bloom"
+	tracerVarNetnsIno            = "netns_ino"
+	tracerVarSourceBloom         = "source_bloom"
+	tracerVarStaleOnIf           = "stale_on_if"
+	tracerVarUnusedCand          = "unused_cand"
+	tracerVarUnusedTpEvent       = "unused_tp_event"
+	tracerVarUnusedTpSource      = "unused_tp_source"
+	tracerVarUnusedTrStat        = "unused_tr_stat"
+	tracerVarWatchAll            = "watch_all"
+	tracerVarWatchedBits         = "watched_bits"
+	tracerVarXmitFilter          = "xmit_filter"
 )
 
 // loadTracer returns the embedded CollectionSpec for tracer.
@@ -156,13 +161,18 @@ type tracerSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tracerProgramSpecs struct {
-	TrCleanup       *ebpf.ProgramSpec `ebpf:"tr_cleanup"`
-	TrCreate        *ebpf.ProgramSpec `ebpf:"tr_create"`
-	TrEventSendDone *ebpf.ProgramSpec `ebpf:"tr_event_send_done"`
-	TrSource        *ebpf.ProgramSpec `ebpf:"tr_source"`
-	TrTimerHandler  *ebpf.ProgramSpec `ebpf:"tr_timer_handler"`
-	TrUpdateDone    *ebpf.ProgramSpec `ebpf:"tr_update_done"`
-	TrXmit          *ebpf.ProgramSpec `ebpf:"tr_xmit"`
+	TrCleanup          *ebpf.ProgramSpec `ebpf:"tr_cleanup"`
+	TrCleanupRaw       *ebpf.ProgramSpec `ebpf:"tr_cleanup_raw"`
+	TrCreate           *ebpf.ProgramSpec `ebpf:"tr_create"`
+	TrCreateRaw        *ebpf.ProgramSpec `ebpf:"tr_create_raw"`
+	TrEventSendDone    *ebpf.ProgramSpec `ebpf:"tr_event_send_done"`
+	TrEventSendDoneRaw *ebpf.ProgramSpec `ebpf:"tr_event_send_done_raw"`
+	TrSource           *ebpf.ProgramSpec `ebpf:"tr_source"`
+	TrTimerHandler     *ebpf.ProgramSpec `ebpf:"tr_timer_handler"`
+	TrTimerHandlerRaw  *ebpf.ProgramSpec `ebpf:"tr_timer_handler_raw"`
+	TrUpdateDone       *ebpf.ProgramSpec `ebpf:"tr_update_done"`
+	TrUpdateDoneRaw    *ebpf.ProgramSpec `ebpf:"tr_update_done_raw"`
+	TrXmit             *ebpf.ProgramSpec `ebpf:"tr_xmit"`
 }
 
 // tracerMapSpecs contains maps before they are loaded into the kernel.
@@ -257,23 +267,33 @@ type tracerVariables struct {
 //
 // It can be passed to loadTracerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tracerPrograms struct {
-	TrCleanup       *ebpf.Program `ebpf:"tr_cleanup"`
-	TrCreate        *ebpf.Program `ebpf:"tr_create"`
-	TrEventSendDone *ebpf.Program `ebpf:"tr_event_send_done"`
-	TrSource        *ebpf.Program `ebpf:"tr_source"`
-	TrTimerHandler  *ebpf.Program `ebpf:"tr_timer_handler"`
-	TrUpdateDone    *ebpf.Program `ebpf:"tr_update_done"`
-	TrXmit          *ebpf.Program `ebpf:"tr_xmit"`
+	TrCleanup          *ebpf.Program `ebpf:"tr_cleanup"`
+	TrCleanupRaw       *ebpf.Program `ebpf:"tr_cleanup_raw"`
+	TrCreate           *ebpf.Program `ebpf:"tr_create"`
+	TrCreateRaw        *ebpf.Program `ebpf:"tr_create_raw"`
+	TrEventSendDone    *ebpf.Program `ebpf:"tr_event_send_done"`
+	TrEventSendDoneRaw *ebpf.Program `ebpf:"tr_event_send_done_raw"`
+	TrSource           *ebpf.Program `ebpf:"tr_source"`
+	TrTimerHandler     *ebpf.Program `ebpf:"tr_timer_handler"`
+	TrTimerHandlerRaw  *ebpf.Program `ebpf:"tr_timer_handler_raw"`
+	TrUpdateDone       *ebpf.Program `ebpf:"tr_update_done"`
+	TrUpdateDoneRaw    *ebpf.Program `ebpf:"tr_update_done_raw"`
+	TrXmit             *ebpf.Program `ebpf:"tr_xmit"`
 }
 
 func (p *tracerPrograms) Close() error {
 	return _TracerClose(
 		p.TrCleanup,
+		p.TrCleanupRaw,
 		p.TrCreate,
+		p.TrCreateRaw,
 		p.TrEventSendDone,
+		p.TrEventSendDoneRaw,
 		p.TrSource,
 		p.TrTimerHandler,
+		p.TrTimerHandlerRaw,
 		p.TrUpdateDone,
+		p.TrUpdateDoneRaw,
 		p.TrXmit,
 	)
 }

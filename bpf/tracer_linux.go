@@ -6,9 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,13 +26,20 @@ import (
 
 // Tracer is the loaded and attached tracer.
 type Tracer struct {
-	objs   tracerObjects
-	fentry *fentryObjects
-	links  []link.Link
-	rd     *ringbuf.Reader
+	objs    tracerObjects // maps and variables; the programs that loaded
+	loaders []*progLoader // own the data sections and fentry's maps
+	links   []link.Link   // the neighbour hooks
+	rd      *ringbuf.Reader
 
-	mode     TracerMode // xmit or fentry
+	mode     TracerMode // how bypass packets are counted: xmit, fentry, or off
 	fallback error      // why fentry was not used, when it was wanted
+	programs []ProgramStatus
+	features map[Feature]FeatureStatus
+	progs    []*ebpf.Program // every program that loaded, for run counts
+
+	// fentry mode: the programs attached per window, and their counters.
+	fentryProgs []*ebpf.Program
+	feRedirects *ebpf.Map
 
 	mu      sync.Mutex
 	watched map[int]bool
@@ -43,8 +53,9 @@ type Tracer struct {
 	attached     time.Duration // attached before since
 	xmitLink     link.Link
 	fentryLinks  []link.Link
-	sourceIfaces map[int]bool      // interfaces with candidates
-	sourceLinks  map[int]link.Link // tcx ingress of tr_source
+	sourceIfaces map[int]bool    // interfaces with candidates
+	sourceLinks  map[int]ingress // tr_source on their ingress
+	sourceFailed map[int]string  // interfaces where tr_source did not attach, and why
 	candidates   map[tracerNkey][6]byte
 	sightings    map[tracerNkey]uint64 // packets already returned by Sightings
 }
@@ -62,6 +73,9 @@ type TracerOptions struct {
 	vmlinux string
 	// fentrySpec overrides the fentry object (tests make loading fail).
 	fentrySpec func() (*ebpf.CollectionSpec, error)
+	// Refuse names programs not to load, as if the kernel had refused
+	// them: drills of the degraded alert, and tests.
+	Refuse []string
 	// MirrorSize, HitsSize and CandidatesSize override the capacity of the
 	// in-kernel mirror, the bypass hit counters and the source-MAC
 	// candidates (0: 262,144, 65,536, 65,536).
@@ -71,9 +85,13 @@ type TracerOptions struct {
 	InNetNS func(fn func() error) error
 }
 
-// LoadTracer loads the tracer and attaches it. In fentry or auto mode it
-// tries the fentry programs first and falls back to xmit mode when the
-// kernel refuses them, recording why (Fallback).
+// LoadTracer loads the tracer program by program and attaches its
+// neighbour hooks. A program the kernel refuses disables only the
+// feature it serves (Features, Programs say which and why); only a
+// tracer with no map or ring buffer at all is an error. In fentry or auto
+// mode bypass packets are counted by fentry programs on the redirect
+// helpers where the kernel takes them, else at transmit (xmit mode,
+// Fallback says why).
 func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	if opts.Mode == TracerOff || opts.Mode == "" {
 		return nil, errors.New("tracer mode is off")
@@ -88,7 +106,8 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoBTF, err)
 	}
 	t := &Tracer{watched: make(map[int]bool), inNetNS: opts.InNetNS, sourceIfaces: map[int]bool{},
-		sourceLinks: map[int]link.Link{}, candidates: map[tracerNkey][6]byte{}, sightings: map[tracerNkey]uint64{}}
+		sourceLinks: map[int]ingress{}, sourceFailed: map[int]string{}, candidates: map[tracerNkey][6]byte{},
+		sightings: map[tracerNkey]uint64{}, features: map[Feature]FeatureStatus{}, mode: TracerOff}
 	if t.inNetNS == nil {
 		t.inNetNS = func(fn func() error) error { return fn() }
 	}
@@ -116,27 +135,27 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 			spec.Maps[name].MaxEntries = uint32(n)
 		}
 	}
-	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
-		return nil, fmt.Errorf("load tracer: %w", verifierDetail(err))
+	l, err := newProgLoader(spec, nil, opts.Refuse)
+	if err != nil {
+		return nil, fmt.Errorf("load tracer maps: %w", verifierDetail(err))
 	}
-	mirror := []*ebpf.Program{t.objs.TrUpdateDone, t.objs.TrEventSendDone, t.objs.TrTimerHandler, t.objs.TrCreate, t.objs.TrCleanup}
-	for _, p := range mirror {
-		if err := t.attach(p, 0); err != nil {
-			t.Close()
-			return nil, err
-		}
+	var mv struct {
+		tracerMaps
+		tracerVariables
 	}
-	t.mode = TracerXmit
-	if opts.Mode == TracerFentry || opts.Mode == TracerAuto {
-		if err := t.loadFentry(opts.fentrySpec); err != nil {
-			t.fallback = err
-		} else {
-			t.mode = TracerFentry
-		}
+	if err := l.own.Assign(&mv); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("load tracer maps: %w", err)
 	}
+	t.objs.tracerMaps, t.objs.tracerVariables = mv.tracerMaps, mv.tracerVariables
+	t.loaders = append(t.loaders, l)
+
+	t.loadNeighbourHooks(l, spec)
+	t.loadBypass(l, spec, opts)
+	t.loadSource(l)
+
 	// The per-packet hooks start detached: the caller attaches them
-	// while some entry needs watching (SetPerPacket). The fentry ones
-	// were attached once to prove that the kernel takes them.
+	// while some entry needs watching (SetPerPacket).
 	if err := t.SetPerPacket(false); err != nil {
 		t.Close()
 		return nil, err
@@ -150,22 +169,176 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	return t, nil
 }
 
-// Mode returns the mode that runs: xmit or fentry.
+// loadNeighbourHooks loads and attaches the neighbour tracepoints: tp_btf
+// where the verifier takes it, else the raw tracepoint.
+func (t *Tracer) loadNeighbourHooks(l *progLoader, spec *ebpf.CollectionSpec) {
+	attach := attachBySection(spec)
+	var missing []string
+	via := map[string]bool{}
+	for _, h := range []hook{
+		{feature: FeatureStates, progs: []string{"tr_update_done", "tr_update_done_raw"}, attach: attach},
+		{feature: FeatureStates, progs: []string{"tr_event_send_done", "tr_event_send_done_raw"}, attach: attach},
+		{feature: FeatureStates, progs: []string{"tr_timer_handler", "tr_timer_handler_raw"}, attach: attach},
+		{feature: FeatureStates, progs: []string{"tr_cleanup", "tr_cleanup_raw"}, attach: attach},
+		{feature: FeatureCreated, progs: []string{"tr_create", "tr_create_raw"}, attach: attach},
+	} {
+		name, p, lk, st := loadHook(l, h)
+		t.programs = append(t.programs, st...)
+		if p == nil {
+			if h.feature == FeatureStates {
+				missing = append(missing, strings.TrimPrefix(hookOf(spec, h.progs[0]), "tp_btf/"))
+			} else {
+				t.features[FeatureCreated] = FeatureStatus{Feature: FeatureCreated, Why: refusedWhy(st)}
+			}
+			continue
+		}
+		t.progs = append(t.progs, p)
+		t.links = append(t.links, lk)
+		kind, _, _ := strings.Cut(hookOf(spec, name), "/")
+		if h.feature == FeatureCreated {
+			t.features[FeatureCreated] = FeatureStatus{Feature: FeatureCreated, Working: true, Via: kind}
+		} else {
+			via[kind] = true
+		}
+		if name == "tr_update_done" || name == "tr_update_done_raw" {
+			t.objs.TrUpdateDone = p
+		}
+	}
+	st := FeatureStatus{Feature: FeatureStates, Working: len(missing) == 0, Via: joinKeys(via)}
+	if len(missing) > 0 {
+		st.Why = "no hook on " + strings.Join(missing, ", ") + ": transitions there are not seen"
+	}
+	t.features[FeatureStates] = st
+}
+
+// refusedWhy summarises why a hook's programs were refused.
+func refusedWhy(st []ProgramStatus) string {
+	var parts []string
+	for _, s := range st {
+		parts = append(parts, fmt.Sprintf("%s refused (%s): %s", s.Hook, s.Refusal, s.Error))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func joinKeys(m map[string]bool) string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, "+")
+}
+
+// loadBypass loads what counts bypass packets: the fentry programs on the
+// redirect helpers (fentry or auto mode) where the kernel takes them,
+// else the transmit hook. Either needs the state mirror.
+func (t *Tracer) loadBypass(l *progLoader, spec *ebpf.CollectionSpec, opts TracerOptions) {
+	if t.objs.TrUpdateDone == nil {
+		why := "needs the neighbour state mirror, whose neigh_update_done hook the kernel refused"
+		t.features[FeatureBypass] = FeatureStatus{Feature: FeatureBypass, Why: why}
+		t.features[FeatureXDPBypass] = FeatureStatus{Feature: FeatureXDPBypass, Why: why}
+		return
+	}
+	if opts.Mode == TracerFentry || opts.Mode == TracerAuto {
+		if err := t.loadFentry(opts); err != nil {
+			t.fallback = err
+		} else {
+			t.mode = TracerFentry
+			t.features[FeatureBypass] = FeatureStatus{Feature: FeatureBypass, Working: true, Via: "fentry"}
+			return
+		}
+	}
+	if _, ok := t.features[FeatureXDPBypass]; !ok {
+		why := "counted only by fentry on the XDP redirect helpers"
+		if t.fallback != nil {
+			why += ", which this kernel refused: " + oneLine(t.fallback)
+		} else {
+			why += " (--tracer=fentry or auto)"
+		}
+		t.features[FeatureXDPBypass] = FeatureStatus{Feature: FeatureXDPBypass, Why: why}
+	}
+	_, p, _, st := loadHook(l, hook{feature: FeatureBypass, progs: []string{"tr_xmit"}, attach: proveAttach(attachTracing)})
+	t.programs = append(t.programs, st...)
+	if p == nil {
+		t.features[FeatureBypass] = FeatureStatus{Feature: FeatureBypass, Why: refusedWhy(st)}
+		return
+	}
+	t.objs.TrXmit = p
+	t.progs = append(t.progs, p)
+	t.mode = TracerXmit
+	t.features[FeatureBypass] = FeatureStatus{Feature: FeatureBypass, Working: true, Via: "xmit"}
+}
+
+// proveAttach attaches and detaches at once: the per-packet hooks are
+// attached only in windows, but whether the kernel takes them is known
+// at load.
+func proveAttach(attach func(*ebpf.Program, string) (link.Link, error)) func(*ebpf.Program, string) (link.Link, error) {
+	return func(p *ebpf.Program, name string) (link.Link, error) {
+		lk, err := attach(p, name)
+		if err != nil {
+			return nil, err
+		}
+		return nil, lk.Close()
+	}
+}
+
+// loadSource loads the source-MAC program; it is attached per interface
+// (tcx, else clsact) while there are candidates.
+func (t *Tracer) loadSource(l *progLoader) {
+	_, p, _, st := loadHook(l, hook{feature: FeatureSourceMAC, progs: []string{"tr_source"}})
+	t.programs = append(t.programs, st...)
+	if p == nil {
+		t.features[FeatureSourceMAC] = FeatureStatus{Feature: FeatureSourceMAC, Why: refusedWhy(st)}
+		return
+	}
+	t.objs.TrSource = p
+	t.progs = append(t.progs, p)
+	t.features[FeatureSourceMAC] = FeatureStatus{Feature: FeatureSourceMAC, Working: true, Via: "tc"}
+}
+
+// Mode returns how bypass packets are counted: xmit, fentry, or off when
+// the kernel took neither.
 func (t *Tracer) Mode() TracerMode { return t.mode }
 
 // Fallback says why fentry was not used when it was asked for, or nil.
 func (t *Tracer) Fallback() error { return t.fallback }
 
-func (t *Tracer) attach(p *ebpf.Program, at ebpf.AttachType) error {
-	l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: at})
-	if err != nil {
-		return fmt.Errorf("attach %s: %w", p, err)
+// Programs returns every program the tracer tried, and whether the kernel
+// took it.
+func (t *Tracer) Programs() []ProgramStatus { return slices.Clone(t.programs) }
+
+// Features returns whether each feature works. The source-MAC feature's
+// Via says how it attaches (tcx, clsact) once it has.
+func (t *Tracer) Features() []FeatureStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]FeatureStatus, 0, len(t.features))
+	for _, f := range Features() {
+		if st, ok := t.features[f]; ok {
+			out = append(out, st)
+		}
 	}
-	t.links = append(t.links, l)
-	return nil
+	return out
 }
 
-func (t *Tracer) loadFentry(specFn func() (*ebpf.CollectionSpec, error)) error {
+// SourceFailures returns the interfaces where the source-MAC program
+// could not be attached, and why.
+func (t *Tracer) SourceFailures() map[int]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.sourceFailed)
+}
+
+// fentry hooks: the TC set is required for fentry mode; the others add
+// counts (redirect_neigh, redirect_peer) or XDP.
+var (
+	fentryTC      = []string{"fe_skb_fib", "fe_redirect"}
+	fentryTCExtra = []string{"fe_redirect_neigh", "fe_redirect_peer"}
+	fentryXDP     = []string{"fe_xdp_fib", "fe_xdp_redirect"}
+)
+
+func (t *Tracer) loadFentry(opts TracerOptions) error {
+	specFn := opts.fentrySpec
 	if specFn == nil {
 		specFn = loadFentry
 	}
@@ -173,47 +346,100 @@ func (t *Tracer) loadFentry(specFn func() (*ebpf.CollectionSpec, error)) error {
 	if err != nil {
 		return err
 	}
-	var objs fentryObjects
 	// Share every map the two objects have in common: one mirror, one set
 	// of counters, and no second copy of the ring buffer.
-	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+	l, err := newProgLoader(spec, map[string]*ebpf.Map{
 		"neigh_mirror": t.objs.NeighMirror, "hits": t.objs.Hits, "tr_stats": t.objs.TrStats,
 		"stale_macs": t.objs.StaleMacs, "tp_events": t.objs.TpEvents, "watched_big": t.objs.WatchedBig,
 		"source_candidates": t.objs.SourceCandidates,
-	}})
+	}, opts.Refuse)
 	if err != nil {
-		if errors.Is(err, unix.EPERM) {
-			// cilium/ebpf adds a MEMLOCK hint to EPERM; with a memlock
-			// limit that is not the cause (lockdown, an LSM or a kernel
-			// without fentry support are), so say only what happened.
-			return fmt.Errorf("the kernel refused to load fentry/fexit programs: %w", unix.EPERM)
+		return fmt.Errorf("load fentry maps: %w", err)
+	}
+	load := func(names []string, feature Feature) ([]*ebpf.Program, []ProgramStatus) {
+		var ps []*ebpf.Program
+		var sts []ProgramStatus
+		for _, n := range names {
+			_, p, _, st := loadHook(l, hook{feature: feature, progs: []string{n}, attach: proveAttach(attachTracing)})
+			sts = append(sts, st...)
+			if p != nil {
+				ps = append(ps, p)
+			}
 		}
-		return fmt.Errorf("load fentry programs: %w", verifierDetail(err))
+		return ps, sts
 	}
-	t.fentry = &objs
-	if err := t.attachFentry(); err != nil {
-		objs.Close()
-		t.fentry = nil
-		return err
+	tc, st := load(fentryTC, FeatureBypass)
+	if len(tc) < len(fentryTC) {
+		for _, p := range tc {
+			p.Close()
+		}
+		l.Close()
+		t.programs = append(t.programs, st...)
+		for _, s := range st {
+			if !s.Loaded {
+				if s.Refusal == RefusedPermission {
+					return fmt.Errorf("the kernel refused to load fentry/fexit programs (%s): %w", s.Hook, unix.EPERM)
+				}
+				return fmt.Errorf("fentry program %s refused (%s): %s", s.Hook, s.Refusal, s.Error)
+			}
+		}
+		return errors.New("fentry programs refused")
 	}
+	t.programs = append(t.programs, st...)
+	extra, st := load(fentryTCExtra, FeatureBypass)
+	t.programs = append(t.programs, st...)
+	xdp, st := load(fentryXDP, FeatureXDPBypass)
+	t.programs = append(t.programs, st...)
+	// bpf_redirect_map: the devmap operations from 5.13, else the helper.
+	xmap, st := load([]string{"fe_dev_map_redirect", "fe_dev_hash_map_redirect"}, FeatureXDPBypass)
+	if len(xmap) == 0 {
+		var st2 []ProgramStatus
+		xmap, st2 = load([]string{"fe_xdp_redirect_map"}, FeatureXDPBypass)
+		st = append(st, st2...)
+	}
+	t.programs = append(t.programs, st...)
+	xs := FeatureStatus{Feature: FeatureXDPBypass, Working: len(xdp) == len(fentryXDP), Via: "fentry"}
+	switch {
+	case !xs.Working:
+		xs.Via, xs.Why = "", "fentry on the XDP helpers refused: "+refusedWhy(notLoaded(t.programs, FeatureXDPBypass))
+	case len(xmap) == 0:
+		xs.Why = "bpf_redirect_map to a devmap is not counted: " + refusedWhy(notLoaded(st, FeatureXDPBypass))
+	}
+	t.features[FeatureXDPBypass] = xs
+	if xs.Working {
+		xdp = append(xdp, xmap...)
+	} else {
+		for _, p := range append(xdp, xmap...) {
+			p.Close()
+		}
+		xdp = nil
+	}
+	t.fentryProgs = slices.Concat(tc, extra, xdp)
+	t.progs = append(t.progs, t.fentryProgs...)
+	t.feRedirects = l.maps["fe_redirects"]
+	t.loaders = append(t.loaders, l)
 	return nil
+}
+
+func notLoaded(st []ProgramStatus, f Feature) []ProgramStatus {
+	var out []ProgramStatus
+	for _, s := range st {
+		if !s.Loaded && s.Feature == f {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // attachFentry attaches the fentry/fexit programs (per packet: they run
 // for every FIB lookup and redirect).
 func (t *Tracer) attachFentry() error {
-	for _, p := range []struct {
-		prog *ebpf.Program
-		at   ebpf.AttachType
-	}{
-		{t.fentry.FeSkbFib, ebpf.AttachTraceFExit}, {t.fentry.FeXdpFib, ebpf.AttachTraceFExit},
-		{t.fentry.FeRedirect, ebpf.AttachTraceFEntry}, {t.fentry.FeRedirectNeigh, ebpf.AttachTraceFEntry}, {t.fentry.FeRedirectPeer, ebpf.AttachTraceFEntry},
-	} {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog, AttachType: p.at})
+	for _, p := range t.fentryProgs {
+		l, err := attachTracing(p, "")
 		if err != nil {
 			closeAll(t.fentryLinks)
 			t.fentryLinks = nil
-			return fmt.Errorf("attach %s: %w", p.prog, err)
+			return fmt.Errorf("attach %s: %w", p, err)
 		}
 		t.fentryLinks = append(t.fentryLinks, l)
 	}
@@ -257,7 +483,7 @@ func (t *Tracer) setPerPacketLocked(on bool) error {
 		errs = append(errs, closeAll(t.fentryLinks))
 		t.fentryLinks = nil
 	case t.mode == TracerXmit && on && t.xmitLink == nil:
-		l, err := link.AttachTracing(link.TracingOptions{Program: t.objs.TrXmit})
+		l, err := attachTracing(t.objs.TrXmit, "")
 		if err != nil {
 			errs = append(errs, fmt.Errorf("attach transmit hook: %w", err))
 		} else {
@@ -273,39 +499,52 @@ func (t *Tracer) setPerPacketLocked(on bool) error {
 
 // syncSourceLinksLocked attaches tr_source where it should run (hooks on,
 // interface with candidates) and detaches it elsewhere. An interface that
-// is gone is forgotten.
+// is gone is forgotten; one where it does not attach is remembered, with
+// why, for the blind-spot metric.
 func (t *Tracer) syncSourceLinksLocked() error {
 	var errs []error
 	for idx, l := range t.sourceLinks {
 		if !t.perPacket || !t.sourceIfaces[idx] {
-			errs = append(errs, l.Close())
+			errs = append(errs, t.inNetNS(l.Close))
 			delete(t.sourceLinks, idx)
 		}
 	}
-	if !t.perPacket {
+	for idx := range t.sourceFailed {
+		if !t.sourceIfaces[idx] {
+			delete(t.sourceFailed, idx)
+		}
+	}
+	if !t.perPacket || t.objs.TrSource == nil {
 		return errors.Join(errs...)
 	}
 	for idx := range t.sourceIfaces {
 		if t.sourceLinks[idx] != nil {
 			continue
 		}
-		var l link.Link
+		var l ingress
 		err := t.inNetNS(func() error {
 			var err error
 			// At the head of the chain: a datapath program later in it
 			// may redirect the packet away.
-			l, err = link.AttachTCX(link.TCXOptions{Interface: idx, Program: t.objs.TrSource, Attach: ebpf.AttachTCXIngress, Anchor: link.Head()})
+			l, err = attachIngress(idx, t.objs.TrSource, true, slotSource)
 			return err
 		})
 		if errors.Is(err, unix.ENODEV) {
 			delete(t.sourceIfaces, idx)
+			delete(t.sourceFailed, idx)
 			continue
 		}
 		if err != nil {
+			t.sourceFailed[idx] = oneLine(err)
 			errs = append(errs, fmt.Errorf("attach source-MAC program to interface %d: %w", idx, err))
 			continue
 		}
+		delete(t.sourceFailed, idx)
 		t.sourceLinks[idx] = l
+		if st := t.features[FeatureSourceMAC]; st.Via != string(l.Method()) {
+			st.Via = string(l.Method())
+			t.features[FeatureSourceMAC] = st
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -439,11 +678,7 @@ func (t *Tracer) DeleteHits(keys []HitKey) {
 func (t *Tracer) ProgramRuns() (runs map[string]uint64, ok bool) {
 	runs = make(map[string]uint64)
 	counted := false
-	progs := []*ebpf.Program{t.objs.TrXmit, t.objs.TrSource, t.objs.TrUpdateDone, t.objs.TrEventSendDone,
-		t.objs.TrTimerHandler, t.objs.TrCreate, t.objs.TrCleanup}
-	if t.fentry != nil {
-		progs = append(progs, t.fentry.FeSkbFib, t.fentry.FeXdpFib, t.fentry.FeRedirect, t.fentry.FeRedirectNeigh, t.fentry.FeRedirectPeer)
-	}
+	progs := t.progs
 	for _, p := range progs {
 		st, err := p.Stats()
 		if err != nil {
@@ -656,7 +891,7 @@ func countKeys(m *ebpf.Map) int {
 // Redirects returns, in fentry mode, the redirect helper calls counted
 // per helper and next-hop state. It returns nil in xmit mode.
 func (t *Tracer) Redirects() (RedirectCounts, error) {
-	if t.fentry == nil {
+	if t.feRedirects == nil {
 		return nil, nil
 	}
 	out := make(RedirectCounts, numHelpers)
@@ -664,11 +899,11 @@ func (t *Tracer) Redirects() (RedirectCounts, error) {
 		return uint32(h)*uint32(fentryFeNexthopNH_MAX) + uint32(nh)
 	}
 	for _, h := range Helpers() {
-		stale, err := perCPUCounter(t.fentry.FeRedirects, slot(h, fentryFeNexthopNH_STALE))
+		stale, err := perCPUCounter(t.feRedirects, slot(h, fentryFeNexthopNH_STALE))
 		if err != nil {
 			return nil, fmt.Errorf("read fentry redirect counters: %w", err)
 		}
-		other, err := perCPUCounter(t.fentry.FeRedirects, slot(h, fentryFeNexthopNH_OTHER))
+		other, err := perCPUCounter(t.feRedirects, slot(h, fentryFeNexthopNH_OTHER))
 		if err != nil {
 			return nil, fmt.Errorf("read fentry redirect counters: %w", err)
 		}
@@ -750,13 +985,16 @@ func (t *Tracer) Close() error {
 	errs = append(errs, closeAll(t.fentryLinks))
 	t.fentryLinks = nil
 	for idx, l := range t.sourceLinks {
-		errs = append(errs, l.Close())
+		errs = append(errs, t.inNetNS(l.Close))
 		delete(t.sourceLinks, idx)
 	}
 	t.mu.Unlock()
-	if t.fentry != nil {
-		errs = append(errs, t.fentry.Close())
+	for _, p := range t.progs {
+		errs = append(errs, p.Close())
 	}
-	errs = append(errs, t.objs.Close())
+	errs = append(errs, t.objs.tracerMaps.Close())
+	for _, l := range t.loaders {
+		l.Close()
+	}
 	return errors.Join(errs...)
 }

@@ -99,11 +99,15 @@ const (
 	HelperRedirect      = Helper(fentryFeHelperH_REDIRECT)
 	HelperRedirectNeigh = Helper(fentryFeHelperH_REDIRECT_NEIGH)
 	HelperRedirectPeer  = Helper(fentryFeHelperH_REDIRECT_PEER)
-	numHelpers          = Helper(fentryFeHelperH_MAX)
+	// In XDP programs: bpf_redirect() and bpf_redirect_map() to a devmap.
+	HelperXDPRedirect    = Helper(fentryFeHelperH_XDP_REDIRECT)
+	HelperXDPRedirectMap = Helper(fentryFeHelperH_XDP_REDIRECT_MAP)
+	numHelpers           = Helper(fentryFeHelperH_MAX)
 )
 
 var helperNames = map[Helper]string{
 	HelperRedirect: "bpf_redirect", HelperRedirectNeigh: "bpf_redirect_neigh", HelperRedirectPeer: "bpf_redirect_peer",
+	HelperXDPRedirect: "xdp_redirect", HelperXDPRedirectMap: "xdp_redirect_map",
 }
 
 func (h Helper) String() string {

@@ -147,6 +147,36 @@ func (n NS) LinkStats(dev string) (rx, tx uint64, err error) {
 	return rx, tx, err
 }
 
+// SendUDP sends count UDP datagrams of 64 bytes to dst:port from inside
+// the namespace, paced so that no queue on the way overflows, and returns
+// how many the socket took.
+func (n NS) SendUDP(dst netip.Addr, port, count int) (int, error) {
+	var c *net.UDPConn
+	if err := n.Do(func() error {
+		var err error
+		// Unconnected: a port unreachable from the far end must not
+		// fail the next send.
+		c, err = net.ListenUDP("udp", nil)
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("open UDP socket in %s: %w", n.Name, err)
+	}
+	defer c.Close()
+	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, uint16(port)))
+	payload := make([]byte, 64)
+	sent := 0
+	for i := range count {
+		if _, err := c.WriteToUDP(payload, to); err != nil {
+			return sent, fmt.Errorf("send UDP from %s: %w", n.Name, err)
+		}
+		sent++
+		if i%16 == 15 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return sent, nil
+}
+
 // Flood sends UDP datagrams of 64 bytes to dst:port from inside the
 // namespace at about pps per second for d, and returns how many it sent.
 // Nothing needs to listen: the traffic is there to be forwarded and

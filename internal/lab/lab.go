@@ -18,9 +18,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf/rlimit"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -79,6 +81,24 @@ func Require(tb testing.TB) {
 		}
 		tb.Skipf("skipping privileged test: %s", why)
 	}
+	// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK, as the agent
+	// knows (it raises the limit); tests that load programs themselves
+	// need the same.
+	memlock.Do(func() { _ = rlimit.RemoveMemlock() })
+}
+
+var memlock sync.Once
+
+// Patience stretches a bound on how long to wait for something by
+// NEIGHWATCH_TIME_SCALE (default 1): the kernel matrix sets it for guests
+// that run under emulation, where everything takes several times longer.
+// Bounds on what the agent promises (detection within threshold plus
+// period) are not stretched this way.
+func Patience(d time.Duration) time.Duration {
+	if f, err := strconv.ParseFloat(os.Getenv("NEIGHWATCH_TIME_SCALE"), 64); err == nil && f > 1 {
+		return time.Duration(float64(d) * f)
+	}
+	return d
 }
 
 // Unique returns prefix plus a random suffix, for names that must not
@@ -540,6 +560,7 @@ func (n NS) QuickNeighTimers(dev string) error {
 // not a measurement, so make it generous.
 func WaitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
 	tb.Helper()
+	d = Patience(d)
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {

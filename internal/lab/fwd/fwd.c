@@ -90,4 +90,40 @@ int fwd_xdp(struct xdp_md *ctx)
 	return bpf_redirect(fib.ifindex, 0);
 }
 
+// The same with bpf_redirect_map() to a devmap that maps each egress
+// ifindex to itself (the loader fills it).
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} tx_ports SEC(".maps");
+
+SEC("xdp")
+int fwd_xdp_map(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct bpf_fib_lookup fib = {};
+	if (lookup(ctx, data, data_end, ctx->ingress_ifindex, &fib) != BPF_FIB_LKUP_RET_SUCCESS)
+		return XDP_PASS;
+	struct ethhdr *eth = data;
+	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+	return bpf_redirect_map(&tx_ports, fib.ifindex, 0);
+}
+
+// Hands every IP packet to the peer of peer_ifindex (a veth whose other
+// end is in another namespace) with bpf_redirect_peer(), no FIB lookup:
+// the way pod datapaths enter a pod's namespace.
+volatile const __u32 peer_ifindex = 0;
+
+SEC("tc")
+int fwd_peer(struct __sk_buff *skb)
+{
+	if (skb->protocol != bpf_htons(ETH_P_IP) && skb->protocol != bpf_htons(ETH_P_IPV6))
+		return TC_ACT_OK;
+	return bpf_redirect_peer(peer_ifindex, 0);
+}
+
 char __license[] SEC("license") = "GPL";

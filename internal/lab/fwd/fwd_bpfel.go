@@ -16,8 +16,12 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	fwdProgFwdTc  = "fwd_tc"
-	fwdProgFwdXdp = "fwd_xdp"
+	fwdMapTxPorts     = "tx_ports"
+	fwdProgFwdPeer    = "fwd_peer"
+	fwdProgFwdTc      = "fwd_tc"
+	fwdProgFwdXdp     = "fwd_xdp"
+	fwdProgFwdXdpMap  = "fwd_xdp_map"
+	fwdVarPeerIfindex = "peer_ifindex"
 )
 
 // loadFwd returns the embedded CollectionSpec for fwd.
@@ -62,20 +66,24 @@ type fwdSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fwdProgramSpecs struct {
-	FwdTc  *ebpf.ProgramSpec `ebpf:"fwd_tc"`
-	FwdXdp *ebpf.ProgramSpec `ebpf:"fwd_xdp"`
+	FwdPeer   *ebpf.ProgramSpec `ebpf:"fwd_peer"`
+	FwdTc     *ebpf.ProgramSpec `ebpf:"fwd_tc"`
+	FwdXdp    *ebpf.ProgramSpec `ebpf:"fwd_xdp"`
+	FwdXdpMap *ebpf.ProgramSpec `ebpf:"fwd_xdp_map"`
 }
 
 // fwdMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fwdMapSpecs struct {
+	TxPorts *ebpf.MapSpec `ebpf:"tx_ports"`
 }
 
 // fwdVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fwdVariableSpecs struct {
+	PeerIfindex *ebpf.VariableSpec `ebpf:"peer_ifindex"`
 }
 
 // fwdObjects contains all objects after they have been loaded into the kernel.
@@ -98,30 +106,38 @@ func (o *fwdObjects) Close() error {
 //
 // It can be passed to loadFwdObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fwdMaps struct {
+	TxPorts *ebpf.Map `ebpf:"tx_ports"`
 }
 
 func (m *fwdMaps) Close() error {
-	return _FwdClose()
+	return _FwdClose(
+		m.TxPorts,
+	)
 }
 
 // fwdVariables contains all global variables after they have been loaded into the kernel.
 //
 // It can be passed to loadFwdObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fwdVariables struct {
+	PeerIfindex *ebpf.Variable `ebpf:"peer_ifindex"`
 }
 
 // fwdPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadFwdObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fwdPrograms struct {
-	FwdTc  *ebpf.Program `ebpf:"fwd_tc"`
-	FwdXdp *ebpf.Program `ebpf:"fwd_xdp"`
+	FwdPeer   *ebpf.Program `ebpf:"fwd_peer"`
+	FwdTc     *ebpf.Program `ebpf:"fwd_tc"`
+	FwdXdp    *ebpf.Program `ebpf:"fwd_xdp"`
+	FwdXdpMap *ebpf.Program `ebpf:"fwd_xdp_map"`
 }
 
 func (p *fwdPrograms) Close() error {
 	return _FwdClose(
+		p.FwdPeer,
 		p.FwdTc,
 		p.FwdXdp,
+		p.FwdXdpMap,
 	)
 }
 

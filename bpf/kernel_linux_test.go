@@ -1,0 +1,376 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/lab/fwd"
+	"golang.org/x/sys/unix"
+)
+
+// Kernel-contract tests: the kernel matrix (make test-kernels) runs these
+// on Debian's 5.10, 6.1 and 6.12 and on the machine's own kernel.
+
+// lockedDown reports whether the kernel's lockdown LSM refuses fentry
+// (integrity or confidentiality). It reads securityfs, mounted in a mount
+// namespace of a thread of its own when the machine has not mounted it.
+func lockedDown(t *testing.T) bool {
+	t.Helper()
+	const path = "/sys/kernel/security/lockdown"
+	read := func() (string, error) {
+		b, err := os.ReadFile(path)
+		return string(b), err
+	}
+	s, err := read()
+	if errors.Is(err, os.ErrNotExist) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			// Never unlocked: the thread, and its mount namespace, end
+			// with the goroutine.
+			runtime.LockOSThread()
+			if err = unix.Unshare(unix.CLONE_NEWNS); err != nil {
+				return
+			}
+			if err = unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+				return
+			}
+			if err = unix.Mount("securityfs", "/sys/kernel/security", "securityfs", 0, ""); err != nil {
+				return
+			}
+			s, err = read()
+		}()
+		<-done
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return false // no lockdown LSM in this kernel
+	}
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return !strings.Contains(s, "[none]")
+}
+
+// TestTracerLoadsOnThisKernel: every feature has a way in on every kernel
+// from 5.10: a program the verifier refuses (neigh_create's tp_btf before
+// 6.18) is replaced by its raw tracepoint twin, and bypass packets are
+// counted by fentry where the kernel allows it (no lockdown), else at
+// transmit with the reason named. XDP redirects are counted exactly when
+// fentry runs.
+func TestTracerLoadsOnThisKernel(t *testing.T) {
+	lab.Require(t)
+	tr, err := LoadTracer(TracerOptions{Mode: TracerAuto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	features := map[Feature]FeatureStatus{}
+	for _, f := range tr.Features() {
+		features[f.Feature] = f
+		t.Logf("%-16s working=%v via=%s %s", f.Feature, f.Working, f.Via, f.Why)
+	}
+	for _, p := range tr.Programs() {
+		if !p.Loaded {
+			t.Logf("refused: %s (%s, %s): %s", p.Program, p.Hook, p.Refusal, p.Error)
+		}
+	}
+	for _, f := range []Feature{FeatureStates, FeatureCreated, FeatureBypass, FeatureSourceMAC} {
+		if st := features[f]; !st.Working || st.Why != "" {
+			t.Errorf("%s: working=%v (%s); every kernel from 5.10 has a way in", f, st.Working, st.Why)
+		}
+	}
+	if lockedDown(t) {
+		if tr.Mode() != TracerXmit || tr.Fallback() == nil || !strings.Contains(tr.Fallback().Error(), "fentry") {
+			t.Errorf("locked-down kernel: mode %s, fallback %v; want xmit and the fentry refusal named", tr.Mode(), tr.Fallback())
+		}
+		if features[FeatureXDPBypass].Working || features[FeatureXDPBypass].Why == "" {
+			t.Errorf("xdp-bypass without fentry: %+v; want off, with why", features[FeatureXDPBypass])
+		}
+		return
+	}
+	if tr.Mode() != TracerFentry {
+		t.Errorf("no lockdown: mode %s (fallback %v); want fentry", tr.Mode(), tr.Fallback())
+	}
+	if x := features[FeatureXDPBypass]; !x.Working || x.Why != "" {
+		t.Errorf("xdp-bypass with fentry: %+v; want working, bpf_redirect_map included", x)
+	}
+}
+
+// TestTracerDegradesProgramByProgram takes programs away and checks that
+// each costs its own feature and nothing else.
+func TestTracerDegradesProgramByProgram(t *testing.T) {
+	lab.Require(t)
+	for _, tc := range []struct {
+		refuse []string
+		off    []Feature
+		mode   TracerMode // "" when it depends on the kernel
+	}{
+		{refuse: []string{"tr_create", "tr_create_raw"}, off: []Feature{FeatureCreated}},
+		{refuse: []string{"tr_source"}, off: []Feature{FeatureSourceMAC}},
+		{refuse: []string{"tr_update_done", "tr_update_done_raw"}, off: []Feature{FeatureStates, FeatureBypass, FeatureXDPBypass}, mode: TracerOff},
+		{refuse: []string{"fe_skb_fib", "tr_xmit"}, off: []Feature{FeatureBypass, FeatureXDPBypass}, mode: TracerOff},
+		{refuse: []string{"fe_skb_fib"}, off: []Feature{FeatureXDPBypass}, mode: TracerXmit},
+	} {
+		t.Run(strings.Join(tc.refuse, "+"), func(t *testing.T) {
+			tr, err := LoadTracer(TracerOptions{Mode: TracerAuto, Refuse: tc.refuse})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			off := map[Feature]bool{}
+			for _, f := range tc.off {
+				off[f] = true
+			}
+			for _, f := range tr.Features() {
+				switch {
+				case off[f.Feature] && f.Working && f.Why == "":
+					t.Errorf("%s still works fully with %v refused", f.Feature, tc.refuse)
+				case off[f.Feature] && f.Why == "":
+					t.Errorf("%s off without a reason", f.Feature)
+				case !off[f.Feature] && f.Feature != FeatureXDPBypass && !f.Working:
+					t.Errorf("%s off (%s); refusing %v must not cost it", f.Feature, f.Why, tc.refuse)
+				}
+			}
+			if tc.mode != "" && tr.Mode() != tc.mode {
+				t.Errorf("bypass counted by %s, want %s", tr.Mode(), tc.mode)
+			}
+			refused := 0
+			for _, p := range tr.Programs() {
+				if p.Refusal == RefusedDisabled {
+					refused++
+				}
+			}
+			if refused == 0 {
+				t.Errorf("no program reported as refused: %+v", tr.Programs())
+			}
+		})
+	}
+}
+
+// helperCase is one forwarder in TestTracerCountsEachHelper and what the
+// fentry programs must count for n packets through it.
+type helperCase struct {
+	name string
+	// attach attaches the forwarder to the node's n1 (backend side) and
+	// returns how to remove it.
+	attach func(t *testing.T, l *lab.Lab) func()
+	helper Helper
+	// bypass: every packet goes to the STALE entry past the neighbour
+	// subsystem (a hit per packet); otherwise none does.
+	bypass bool
+	// stale: the lookup before the helper resolved to the STALE entry
+	// every time (false: only the total over both next-hop states is
+	// known, as when the helper re-validates the entry after the first
+	// packet).
+	stale    bool
+	xmitSees bool // the transmit hook sees the redirected frames
+}
+
+func attachFwd(kind fwd.Kind, o fwd.Options) func(t *testing.T, l *lab.Lab) func() {
+	return func(t *testing.T, l *lab.Lab) func() {
+		var f *fwd.Forwarder
+		if err := l.Node.Do(func() (err error) { f, err = fwd.AttachWith(lab.NodeBackendIf, kind, o); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return func() { f.Close() }
+	}
+}
+
+func attachProject(mode Mode) func(t *testing.T, l *lab.Lab) func() {
+	return func(t *testing.T, l *lab.Lab) func() {
+		dp, err := LoadDatapath()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n1, err := l.Node.Ifindex(lab.NodeBackendIf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Node.Do(func() error { return dp.Attach(n1, mode) }); err != nil {
+			t.Fatal(err)
+		}
+		return func() { _ = l.Node.Do(dp.Close) }
+	}
+}
+
+// TestTracerCountsEachHelper sends a known number of packets through each
+// kind of forwarder on the node and checks what the tracer counted: in
+// fentry mode, each redirect helper's calls by the state of the neighbour
+// the lookup before it resolved, and a bypass hit for each packet sent to
+// the STALE entry past the neighbour subsystem; in xmit mode, the same
+// hits for what leaves through the transmit path. On a kernel that
+// refuses fentry the fallback is named and xmit mode is checked alone.
+func TestTracerCountsEachHelper(t *testing.T) {
+	lab.Require(t)
+	const n = 200
+	cases := []helperCase{
+		{name: "project-legacy", attach: attachProject(ModeLegacy), helper: HelperRedirect, bypass: true, stale: true, xmitSees: true},
+		{name: "tc-redirect", attach: attachFwd(fwd.TC, fwd.Options{}), helper: HelperRedirect, bypass: true, stale: true, xmitSees: true},
+		{name: "xdp-redirect", attach: attachFwd(fwd.XDP, fwd.Options{}), helper: HelperXDPRedirect, bypass: true, stale: true},
+		{name: "xdp-redirect-map", attach: attachFwd(fwd.XDPMap, fwd.Options{}), helper: HelperXDPRedirectMap, bypass: true, stale: true},
+		{name: "tc-redirect-peer", attach: attachFwd(fwd.Peer, fwd.Options{Peer: lab.NodeClientIf}), helper: HelperRedirectPeer},
+		// Last: bpf_redirect_neigh re-validates the entry, which leaves
+		// STALE after the first packet.
+		{name: "project-neigh", attach: attachProject(ModeNeigh), helper: HelperRedirectNeigh},
+	}
+	modes := []TracerMode{TracerXmit}
+	if !lockedDown(t) {
+		modes = append(modes, TracerFentry)
+	}
+	var report []string
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			hl := newHelperLab(t, mode)
+			for _, hc := range cases {
+				t.Run(hc.name, func(t *testing.T) {
+					got := hl.count(t, hc, n)
+					report = append(report, fmt.Sprintf("%-6s %-17s %s", mode, hc.name, got))
+				})
+			}
+		})
+	}
+	if lockedDown(t) {
+		tr, err := LoadTracer(TracerOptions{Mode: TracerFentry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		if tr.Mode() != TracerXmit || tr.Fallback() == nil {
+			t.Errorf("locked-down kernel: mode %s, fallback %v; want xmit, the refusal named", tr.Mode(), tr.Fallback())
+		}
+		report = append(report, "fentry refused, fallback named: "+tr.Fallback().Error())
+	}
+	t.Logf("what each mode counted for %d packets:\n%s", n, strings.Join(report, "\n"))
+}
+
+// helperLab is a lab with a tracer in one mode on its node, the node's
+// entry for the client STALE.
+type helperLab struct {
+	*lab.Lab
+	mode TracerMode
+	tr   *Tracer
+	mac  net.HardwareAddr
+	key  HitKey
+}
+
+func newHelperLab(t *testing.T, mode TracerMode) *helperLab {
+	l := lab.New(t, "hlp")
+	h := &helperLab{Lab: l, mode: mode}
+	var err error
+	if h.mac, err = l.Client.MAC(lab.ClientIf); err != nil {
+		t.Fatal(err)
+	}
+	// The backend knows the node, so nothing waits on resolution there.
+	if err := l.Backend.Ping(lab.NodeBackendIP, 1, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ino, err := NetNSInode("/run/netns/" + l.Node.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.tr, err = LoadTracer(TracerOptions{Mode: mode, NetNSIno: ino, InNetNS: l.Node.Do})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.tr.Close() })
+	if h.tr.Mode() != mode {
+		t.Fatalf("asked for %s, runs %s (fallback %v)", mode, h.tr.Mode(), h.tr.Fallback())
+	}
+	if err := h.tr.SetWatched(nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.tr.SetPerPacket(true); err != nil {
+		t.Fatal(err)
+	}
+	n0, err := l.Node.Ifindex(lab.NodeClientIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.key = HitKey{Ifindex: n0, Addr: lab.ClientIP}
+	return h
+}
+
+// count runs one forwarder and returns what the tracer counted.
+func (h *helperLab) count(t *testing.T, hc helperCase, n int) string {
+	// STALE again (a forwarder before may have had it re-validated),
+	// set after the tracer is loaded: the tracepoints put it in the
+	// in-kernel mirror.
+	if err := h.Node.SetNeigh(lab.NodeClientIf, lab.ClientIP, h.mac, "stale"); err != nil {
+		t.Fatal(err)
+	}
+	detach := hc.attach(t, h.Lab)
+	defer detach()
+	hits0, err := h.tr.Hits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := h.tr.Redirects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, err := h.Backend.SendUDP(lab.ClientIP, 9, n)
+	if err != nil || sent != n {
+		t.Fatalf("sent %d of %d: %v", sent, n, err)
+	}
+	wantHits := 0
+	if hc.bypass && (h.mode == TracerFentry || hc.xmitSees) {
+		wantHits = n
+	}
+	var hits uint64
+	var after RedirectCounts
+	// Counted in softirq as the packets pass; wait until the counts
+	// settle at what is expected, or time out and report what they are.
+	deadline := time.Now().Add(lab.Patience(5 * time.Second))
+	for {
+		hs, err := h.tr.Hits()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hits = hs[h.key] - hits0[h.key]
+		if after, err = h.tr.Redirects(); err != nil {
+			t.Fatal(err)
+		}
+		if (hits == uint64(wantHits) && (h.mode != TracerFentry || calls(after, before, hc.helper) == uint64(n))) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if hits != uint64(wantHits) {
+		t.Errorf("%d bypass hits for the STALE entry, want %d", hits, wantHits)
+	}
+	if h.mode != TracerFentry {
+		return fmt.Sprintf("hits %d", hits)
+	}
+	var parts []string
+	for _, hp := range Helpers() {
+		d := struct{ Stale, Other uint64 }{after[hp].Stale - before[hp].Stale, after[hp].Other - before[hp].Other}
+		want := struct{ Stale, Other uint64 }{}
+		if hp == hc.helper {
+			want.Other = uint64(n)
+			if hc.stale {
+				want = struct{ Stale, Other uint64 }{uint64(n), 0}
+			}
+		}
+		switch {
+		case hp == hc.helper && !hc.stale && d.Stale+d.Other != uint64(n):
+			t.Errorf("%s: %d calls (%d after a STALE lookup), want %d", hp, d.Stale+d.Other, d.Stale, n)
+		case (hp != hc.helper || hc.stale) && d != want:
+			t.Errorf("%s: stale %d other %d, want stale %d other %d", hp, d.Stale, d.Other, want.Stale, want.Other)
+		}
+		if d.Stale+d.Other > 0 {
+			parts = append(parts, fmt.Sprintf("%s stale=%d other=%d", hp, d.Stale, d.Other))
+		}
+	}
+	return fmt.Sprintf("hits %d; %s", hits, strings.Join(parts, ", "))
+}
+
+func calls(after, before RedirectCounts, h Helper) uint64 {
+	return after[h].Stale + after[h].Other - before[h].Stale - before[h].Other
+}

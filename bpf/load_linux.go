@@ -1,0 +1,246 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// progLoader loads the programs of one object one at a time, all against
+// one set of maps, so that a program the kernel refuses costs only the
+// feature it serves. Loading the object whole would fail on its first
+// refused program and take the others down with it.
+type progLoader struct {
+	spec *ebpf.CollectionSpec
+	maps map[string]*ebpf.Map // every map the spec names
+	own  *ebpf.Collection     // the maps made for this object
+	// refuse: programs not to load (TracerOptions.Refuse).
+	refuse map[string]bool
+}
+
+// errRefused is what a program the caller refused fails with.
+var errRefused = errors.New("not loaded: named in --debug.refuse-programs")
+
+// newProgLoader makes the object's maps, except those in shared, which
+// its programs use instead.
+func newProgLoader(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map, refuse []string) (*progLoader, error) {
+	ms := spec.Copy()
+	ms.Programs = map[string]*ebpf.ProgramSpec{}
+	repl := map[string]*ebpf.Map{}
+	for name := range spec.Maps {
+		if m := shared[name]; m != nil {
+			repl[name] = m
+		}
+	}
+	own, err := ebpf.NewCollectionWithOptions(ms, ebpf.CollectionOptions{MapReplacements: repl})
+	if err != nil {
+		return nil, err
+	}
+	l := &progLoader{spec: spec, maps: map[string]*ebpf.Map{}, own: own, refuse: map[string]bool{}}
+	for _, n := range refuse {
+		l.refuse[n] = true
+	}
+	for name := range spec.Maps {
+		if m := repl[name]; m != nil {
+			l.maps[name] = m
+		} else {
+			l.maps[name] = own.Maps[name]
+		}
+	}
+	return l, nil
+}
+
+// load loads one program.
+func (l *progLoader) load(name string) (*ebpf.Program, error) {
+	ps := l.spec.Programs[name]
+	if ps == nil {
+		return nil, fmt.Errorf("no program %s in the object", name)
+	}
+	if l.refuse[name] {
+		return nil, errRefused
+	}
+	s := l.spec.Copy()
+	s.Programs = map[string]*ebpf.ProgramSpec{name: s.Programs[name]}
+	coll, err := ebpf.NewCollectionWithOptions(s, ebpf.CollectionOptions{MapReplacements: l.maps})
+	if err != nil {
+		return nil, err
+	}
+	defer coll.Close()
+	return coll.DetachProgram(name), nil
+}
+
+// Close closes the maps the loader made that nobody took (Assign takes
+// them out of own).
+func (l *progLoader) Close() { l.own.Close() }
+
+// Refusal is why the kernel did not take a program, in few words: metric
+// labels and the capability table use it.
+type Refusal string
+
+// Refusals.
+const (
+	RefusedVerifier    Refusal = "verifier"    // the verifier rejected it
+	RefusedPermission  Refusal = "permission"  // EPERM: lockdown, an LSM, missing capabilities
+	RefusedNoTarget    Refusal = "no-target"   // the function or tracepoint it hooks does not exist
+	RefusedUnsupported Refusal = "unsupported" // the program or attach type is unknown to the kernel
+	RefusedAttach      Refusal = "attach"      // loaded, but attaching failed
+	RefusedDisabled    Refusal = "disabled"    // not loaded on purpose (--debug.refuse-programs)
+	RefusedOther       Refusal = "error"
+)
+
+// refusal classifies a load or attach error.
+func refusal(err error, attaching bool) Refusal {
+	var ve *ebpf.VerifierError
+	switch {
+	case errors.Is(err, errRefused):
+		return RefusedDisabled
+	case errors.Is(err, unix.EPERM):
+		// Not the verifier's EACCES: lockdown, an LSM or capabilities.
+		return RefusedPermission
+	case errors.As(err, &ve):
+		return RefusedVerifier
+	case errors.Is(err, btf.ErrNotFound):
+		return RefusedNoTarget
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return RefusedUnsupported
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH):
+		return RefusedNoTarget
+	case attaching:
+		return RefusedAttach
+	}
+	return RefusedOther
+}
+
+// ProgramStatus is one eBPF program the tracer tried: where it hooks,
+// the feature it serves and whether the kernel took it.
+type ProgramStatus struct {
+	Program string  `json:"program"`
+	Hook    string  `json:"hook"`
+	Feature Feature `json:"feature"`
+	Loaded  bool    `json:"loaded"`
+	Refusal Refusal `json:"refusal,omitempty"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// Feature is what a group of the tracer's programs gives detection.
+type Feature string
+
+// Features. Bypass counting needs the state mirror.
+const (
+	// FeatureStates: the in-kernel mirror of neighbour states, kept by the
+	// neighbour tracepoints, and the silent transitions netlink never
+	// reports.
+	FeatureStates Feature = "states"
+	// FeatureCreated: entries the kernel creates without a netlink
+	// message (neigh_create), looked up at once.
+	FeatureCreated Feature = "created-entries"
+	// FeatureBypass: packets sent to a STALE entry's MAC past the
+	// neighbour subsystem, counted per entry (xmit or fentry).
+	FeatureBypass Feature = "bypass"
+	// FeatureXDPBypass: the same for XDP redirects (fentry only).
+	FeatureXDPBypass Feature = "xdp-bypass"
+	// FeatureSourceMAC: a STALE entry's host seen sending from another
+	// MAC (tc ingress).
+	FeatureSourceMAC Feature = "source-mac"
+)
+
+// Features lists every feature, in the order tables show them.
+func Features() []Feature {
+	return []Feature{FeatureStates, FeatureCreated, FeatureBypass, FeatureXDPBypass, FeatureSourceMAC}
+}
+
+// FeatureStatus says whether a feature works and how.
+type FeatureStatus struct {
+	Feature Feature `json:"feature"`
+	Working bool    `json:"working"`
+	// Via is how it works: tp_btf, raw_tp, xmit, fentry, tcx, clsact.
+	Via string `json:"via,omitempty"`
+	// Why it does not, when it does not.
+	Why string `json:"why,omitempty"`
+}
+
+// hook is a program and its alternatives: the first that loads and
+// attaches is kept.
+type hook struct {
+	feature Feature
+	progs   []string
+	// attach attaches a loaded program; nil loads only (attached later).
+	attach func(p *ebpf.Program, name string) (link.Link, error)
+}
+
+// hookOf returns "section" (tp_btf/neigh_create) of a program.
+func hookOf(spec *ebpf.CollectionSpec, name string) string {
+	if ps := spec.Programs[name]; ps != nil {
+		return ps.SectionName
+	}
+	return name
+}
+
+// attachTracing attaches tp_btf, fentry and fexit programs.
+func attachTracing(p *ebpf.Program, _ string) (link.Link, error) {
+	return link.AttachTracing(link.TracingOptions{Program: p})
+}
+
+// attachRawTP attaches a raw tracepoint program to the tracepoint its
+// section names.
+func attachRawTP(spec *ebpf.CollectionSpec) func(*ebpf.Program, string) (link.Link, error) {
+	return func(p *ebpf.Program, name string) (link.Link, error) {
+		tp := strings.TrimPrefix(hookOf(spec, name), "raw_tp/")
+		return link.AttachRawTracepoint(link.RawTracepointOptions{Name: tp, Program: p})
+	}
+}
+
+// attachBySection picks the attach function from a program's section.
+func attachBySection(spec *ebpf.CollectionSpec) func(*ebpf.Program, string) (link.Link, error) {
+	raw := attachRawTP(spec)
+	return func(p *ebpf.Program, name string) (link.Link, error) {
+		if strings.HasPrefix(hookOf(spec, name), "raw_tp/") {
+			return raw(p, name)
+		}
+		return attachTracing(p, name)
+	}
+}
+
+// loadHook tries a hook's programs in order and returns the first that
+// the kernel takes (and its link, when the hook attaches at load), with
+// a status for every program tried.
+func loadHook(l *progLoader, h hook) (name string, p *ebpf.Program, lk link.Link, st []ProgramStatus) {
+	for _, n := range h.progs {
+		s := ProgramStatus{Program: n, Hook: hookOf(l.spec, n), Feature: h.feature}
+		prog, err := l.load(n)
+		if err != nil {
+			s.Refusal, s.Error = refusal(err, false), oneLine(err)
+			st = append(st, s)
+			continue
+		}
+		if h.attach != nil {
+			lk, err = h.attach(prog, n)
+			if err != nil {
+				prog.Close()
+				s.Refusal, s.Error = refusal(err, true), oneLine(err)
+				st = append(st, s)
+				continue
+			}
+		}
+		s.Loaded = true
+		return n, prog, lk, append(st, s)
+	}
+	return "", nil, nil, st
+}
+
+// oneLine is an error's first line: verifier logs go to the debug log,
+// not to metrics and tables.
+func oneLine(err error) string {
+	// cilium/ebpf suggests MEMLOCK on any EPERM; the agent removes the
+	// limit, so that is never the cause here.
+	s := strings.Replace(err.Error(), " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", "", 1)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
