@@ -40,6 +40,10 @@ type Tracer struct {
 	// fentry mode: the programs attached per window, and their counters.
 	fentryProgs []*ebpf.Program
 	feRedirects *ebpf.Map
+	// fentryKept: on kernels that attach a tracing program only once in
+	// its life (before 5.11), the fentry programs stay attached from load
+	// to close, and these are their links.
+	fentryKept []link.Link
 
 	mu      sync.Mutex
 	watched map[int]bool
@@ -244,7 +248,11 @@ func (t *Tracer) loadBypass(l *progLoader, spec *ebpf.CollectionSpec, opts Trace
 			t.fallback = err
 		} else {
 			t.mode = TracerFentry
-			t.features[FeatureBypass] = FeatureStatus{Feature: FeatureBypass, Working: true, Via: "fentry"}
+			via := "fentry"
+			if t.fentryKept != nil {
+				via = "fentry (always attached: this kernel attaches a program once)"
+			}
+			t.features[FeatureBypass] = FeatureStatus{Feature: FeatureBypass, Working: true, Via: via}
 			return
 		}
 	}
@@ -356,20 +364,50 @@ func (t *Tracer) loadFentry(opts TracerOptions) error {
 	if err != nil {
 		return fmt.Errorf("load fentry maps: %w", err)
 	}
+	// attach proves at load that the kernel takes each program; where it
+	// cannot attach one again after a detach, the programs stay attached
+	// (keep) and their links are kept.
+	keep := false
+	attach := func(p *ebpf.Program, name string) (link.Link, error) {
+		lk, err := attachTracing(p, name)
+		if err != nil || keep {
+			return lk, err
+		}
+		return nil, lk.Close()
+	}
+	var kept []link.Link
 	load := func(names []string, feature Feature) ([]*ebpf.Program, []ProgramStatus) {
 		var ps []*ebpf.Program
 		var sts []ProgramStatus
 		for _, n := range names {
-			_, p, _, st := loadHook(l, hook{feature: feature, progs: []string{n}, attach: proveAttach(attachTracing)})
+			_, p, lk, st := loadHook(l, hook{feature: feature, progs: []string{n}, attach: attach})
 			sts = append(sts, st...)
 			if p != nil {
 				ps = append(ps, p)
+				if lk != nil {
+					kept = append(kept, lk)
+				}
 			}
 		}
 		return ps, sts
 	}
 	tc, st := load(fentryTC, FeatureBypass)
+	if len(tc) == len(fentryTC) {
+		// Before 5.11 a tracing program attaches once in its life: after
+		// the proving attach it cannot attach again. Then load afresh and
+		// keep the programs attached.
+		if lk, err := attachTracing(tc[0], ""); err != nil {
+			for _, p := range tc {
+				p.Close()
+			}
+			keep = true
+			tc, st = load(fentryTC, FeatureBypass)
+		} else {
+			lk.Close()
+		}
+	}
 	if len(tc) < len(fentryTC) {
+		closeAll(kept)
 		for _, p := range tc {
 			p.Close()
 		}
@@ -418,6 +456,11 @@ func (t *Tracer) loadFentry(opts TracerOptions) error {
 	t.progs = append(t.progs, t.fentryProgs...)
 	t.feRedirects = l.maps["fe_redirects"]
 	t.loaders = append(t.loaders, l)
+	if keep {
+		// The XDP programs that did not count are closed; their links
+		// with them.
+		t.fentryKept = kept
+	}
 	return nil
 }
 
@@ -477,6 +520,8 @@ func (t *Tracer) setPerPacketLocked(on bool) error {
 	}
 	var errs []error
 	switch {
+	case t.mode == TracerFentry && t.fentryKept != nil:
+		// Attached for good: nothing to switch.
 	case t.mode == TracerFentry && on && t.fentryLinks == nil:
 		errs = append(errs, t.attachFentry())
 	case t.mode == TracerFentry && !on:
@@ -982,8 +1027,8 @@ func (t *Tracer) Close() error {
 		errs = append(errs, t.xmitLink.Close())
 		t.xmitLink = nil
 	}
-	errs = append(errs, closeAll(t.fentryLinks))
-	t.fentryLinks = nil
+	errs = append(errs, closeAll(t.fentryLinks), closeAll(t.fentryKept))
+	t.fentryLinks, t.fentryKept = nil, nil
 	for idx, l := range t.sourceLinks {
 		errs = append(errs, t.inNetNS(l.Close))
 		delete(t.sourceLinks, idx)

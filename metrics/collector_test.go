@@ -65,6 +65,18 @@ func (fakeTracer) Redirects() (bpf.RedirectCounts, error) {
 	}, nil
 }
 func (fakeTracer) FeedCounters() feed.Counters { return feed.Counters{Transitions: 4} }
+func (fakeTracer) Programs() []bpf.ProgramStatus {
+	return []bpf.ProgramStatus{
+		{Program: "tr_create", Hook: "tp_btf/neigh_create", Feature: bpf.FeatureCreated, Refusal: bpf.RefusedVerifier},
+		{Program: "tr_create_raw", Hook: "raw_tp/neigh_create", Feature: bpf.FeatureCreated, Loaded: true},
+	}
+}
+
+type fakeDetection struct{}
+
+func (fakeDetection) Detection() []Detection {
+	return []Detection{{Interface: "eth0", Feature: "bypass", Working: true}, {Interface: "eth0", Feature: "source-mac", Why: "attach failed"}}
+}
 func (fakeTracer) ProgramRuns() (map[string]uint64, bool) {
 	return map[string]uint64{"tr_xmit": 0, "tr_source": 12}, true
 }
@@ -115,6 +127,7 @@ func allCollectors(t *testing.T, tb *table.Table, kernel *fakeKernel, log *slog.
 		NewRemediationCollector(eng, log),
 		NewHTTPCollector(map[string]ConnSource{"metrics": fakeConns{}}, log),
 		NewConfigCollector(fakeConfig{}, log),
+		NewDetectionCollector(fakeDetection{}, log),
 	}
 }
 
@@ -197,6 +210,7 @@ neighwatch_remediation_mode{mode="on"} 0
 # TYPE neighwatch_scrape_collector_success gauge
 neighwatch_scrape_collector_success{collector="config"} 1
 neighwatch_scrape_collector_success{collector="datapath"} 1
+neighwatch_scrape_collector_success{collector="detection"} 1
 neighwatch_scrape_collector_success{collector="evidence"} 1
 neighwatch_scrape_collector_success{collector="http"} 1
 neighwatch_scrape_collector_success{collector="kernel_table"} 1
@@ -204,8 +218,16 @@ neighwatch_scrape_collector_success{collector="netlink"} 1
 neighwatch_scrape_collector_success{collector="remediation"} 1
 neighwatch_scrape_collector_success{collector="table"} 1
 neighwatch_scrape_collector_success{collector="tracer"} 1
+# HELP neighwatch_detection_working 1 where a detection feature the configuration asks for works on an interface, 0 where it is blind (the kernel refused its program, it could not attach, or its map is full): NeighwatchDetectionBlind fires on 0. Features: bypass, xdp-bypass, source-mac, created-entries, managed.
+# TYPE neighwatch_detection_working gauge
+neighwatch_detection_working{feature="bypass",interface="eth0"} 1
+neighwatch_detection_working{feature="source-mac",interface="eth0"} 0
+# HELP neighwatch_tracer_program_loaded 1 for each tracer program the kernel took, 0 for one it refused (refusal: verifier, permission, no-target, unsupported, attach, disabled); a refused program costs its feature only where no other program serves it (neighwatch_detection_working).
+# TYPE neighwatch_tracer_program_loaded gauge
+neighwatch_tracer_program_loaded{hook="raw_tp/neigh_create",program="tr_create_raw",refusal=""} 1
+neighwatch_tracer_program_loaded{hook="tp_btf/neigh_create",program="tr_create",refusal="verifier"} 0
 `
-	names := []string{"neighwatch_neighbours", "neighwatch_neighbours_stuck", "neighwatch_neighbours_stale_long",
+	names := []string{"neighwatch_detection_working", "neighwatch_tracer_program_loaded","neighwatch_neighbours", "neighwatch_neighbours_stuck", "neighwatch_neighbours_stale_long",
 		"neighwatch_stuck_neighbour_info", "neighwatch_arp_packets_total", "neighwatch_netlink_resyncs_total",
 		"neighwatch_neighbour_table_gc_threshold", "neighwatch_neighbour_table_fulls_total", "neighwatch_tracer_mode",
 		"neighwatch_tracer_redirects_total", "neighwatch_datapath_mode", "neighwatch_remediation_mode",

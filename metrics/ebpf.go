@@ -21,6 +21,9 @@ type TracerSource interface {
 	// bpf.Tracer.ProgramRuns).
 	ProgramRuns() (runs map[string]uint64, ok bool)
 	FeedCounters() feed.Counters
+	// Programs are the tracer's programs and whether the kernel took
+	// them; nil while no tracer runs.
+	Programs() []bpf.ProgramStatus
 }
 
 // NewTracerCollector exposes the bypass tracer and its feed into the
@@ -42,14 +45,19 @@ func NewTracerCollector(src TracerSource, log *slog.Logger) prometheus.Collector
 		candidates  = s.gauge("tracer_source_candidates", "Stale-long entries whose own packets the source-MAC program watches for another MAC.")
 		sourcePkts  = s.counter("tracer_source_mac_packets_total", "Packets from a stale-long entry's address that arrived from another MAC than the entry's.")
 		created     = s.counter("tracer_created_lookups_total", "Entries the neigh_create tracepoint saw created, looked up at once (netlink does not announce some).")
+		programs    = s.gauge("tracer_program_loaded", "1 for each tracer program the kernel took, 0 for one it refused (refusal: verifier, permission, no-target, unsupported, attach, disabled); a refused program costs its feature only where no other program serves it (neighwatch_detection_working).", "program", "hook", "refusal")
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
 		active := src.Mode()
 		for _, m := range []bpf.TracerMode{bpf.TracerOff, bpf.TracerXmit, bpf.TracerFentry} {
 			ch <- mode.with(bool01(m == active), string(m))
 		}
-		if active == bpf.TracerOff {
-			return nil
+		progs := src.Programs()
+		if progs == nil {
+			return nil // no tracer runs
+		}
+		for _, p := range progs {
+			ch <- programs.with(bool01(p.Loaded), p.Program, p.Hook, string(p.Refusal))
 		}
 		f := src.FeedCounters()
 		ch <- transitions.with(float64(f.Transitions), "applied")

@@ -50,8 +50,10 @@ func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 	tracerInterval := fs.Duration("tracer.interval", time.Second, "how often tracer hit counts and source-MAC sightings reach the table")
 	tracerWindow := fs.Duration("tracer.window", time.Second, "while some entry is stale-long, attach the per-packet hooks for this long out of every --tracer.period (never while none is)")
 	tracerPeriod := fs.Duration("tracer.period", 30*time.Second, "how often the per-packet hooks get a window; equal to --tracer.window: attached all the time while needed")
+	var refuse stringList
+	fs.Var(&refuse, "debug.refuse-programs", "comma-separated tracer programs not to load, as if the kernel refused them (drills of the NeighwatchDetectionBlind alert; see neighwatch tracer)")
 	var dpIfaces stringList
-	fs.Var(&dpIfaces, "datapath.interfaces", "comma-separated interfaces to attach the eBPF forwarding datapath to (tcx ingress)")
+	fs.Var(&dpIfaces, "datapath.interfaces", "comma-separated interfaces to attach the eBPF forwarding datapath to (tcx ingress, or clsact before Linux 6.6)")
 	dpMode := fs.String("datapath.mode", "legacy", "datapath mode: legacy (bpf_redirect), neigh (bpf_redirect_neigh), or auto (legacy, swapped to neigh by remediation where stuck entries get bypass traffic)")
 	remMode := fs.String("remediation", "dry-run", "auto-remediation: off, dry-run (decide and report, touch nothing) or on; change at runtime with 'neighwatch remediation'")
 	remScope := fs.String("remediation.scope", "stuck", "entries to act on: stuck (evidence the host is not at the entry's MAC), at-risk (and entries bypassing traffic keeps from re-validation) or all-stale (every stale-long entry)")
@@ -175,6 +177,7 @@ func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 		TracerInterval:      *tracerInterval,
 		TracerWindow:        *tracerWindow,
 		TracerPeriod:        *tracerPeriod,
+		RefusePrograms:      refuse,
 		DatapathInterfaces:  dpIfaces,
 		DatapathMode:        mode,
 		DatapathAuto:        auto,

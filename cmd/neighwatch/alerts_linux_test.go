@@ -158,30 +158,17 @@ func promQuery(ns lab.NS, expr string) ([]map[string]any, error) {
 	return r.Data.Result, nil
 }
 
-// TestAlertsEndToEnd: the real Prometheus scrapes the agent in the lab
-// and evaluates deploy/prometheus/alerts.yml (for: shortened to 2s); the
-// real Alertmanager delivers to a webhook here. A healthy host whose
-// traffic bypasses re-validation raises only the info alert, never
-// NeighbourEntryStuck; after the host moves, NeighbourEntryStuck arrives
-// naming its IP, and it resolves after `neighwatch remediation on`. Then
-// every expression of the rules and of the Grafana dashboard must parse
-// in that Prometheus and use only metric names the agent exposes.
-func TestAlertsEndToEnd(t *testing.T) {
-	lab.Require(t)
+// startAlerting runs the real Prometheus and Alertmanager in ns: the
+// agent at metricsAddr is scraped every second, alerts (their for:
+// shortened to 2 s) are evaluated every second, and Alertmanager delivers
+// to the returned log. It returns once Prometheus scrapes the agent.
+func startAlerting(t *testing.T, ns lab.NS, alerts []byte) *hookLog {
+	t.Helper()
 	prom := requireProgram(t, "prometheus", "prometheus")
 	am := requireProgram(t, "prometheus-alertmanager", "prometheus-alertmanager")
-	t.Parallel()
-
-	m := newMovedClient(t, "alr", false)
-	sock := sockPath(t)
-	// The default strategies: manage first, on this kernel.
-	a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "legacy", "--remediation", "dry-run")...)
-	m.agent = a
-	clientIP := m.ip.String()
-
 	hooks := &hookLog{}
 	var ln net.Listener
-	if err := m.Node.Do(func() (err error) { ln, err = net.Listen("tcp", "127.0.0.1:9099"); return err }); err != nil {
+	if err := ns.Do(func() (err error) { ln, err = net.Listen("tcp", "127.0.0.1:9099"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: hooks, ReadHeaderTimeout: 5 * time.Second}
@@ -189,10 +176,6 @@ func TestAlertsEndToEnd(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 
 	dir := t.TempDir()
-	alerts, err := os.ReadFile("../../deploy/prometheus/alerts.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	rules := regexp.MustCompile(`(?m)^(\s+for:) \S+$`).ReplaceAll(alerts, []byte("$1 2s"))
 	files := map[string]string{
 		"rules.yml": string(rules),
@@ -211,7 +194,7 @@ scrape_configs:
 `,
 		"alertmanager.yml": `route:
   receiver: test
-  group_by: [alertname, instance, interface, ip]
+  group_by: [alertname, instance, interface, ip, feature]
   group_wait: 1s
   group_interval: 1s
   repeat_interval: 1h
@@ -227,20 +210,114 @@ receivers:
 			t.Fatal(err)
 		}
 	}
-	startServer(t, m.Node, am, "--config.file="+filepath.Join(dir, "alertmanager.yml"), "--storage.path="+filepath.Join(dir, "am"),
+	startServer(t, ns, am, "--config.file="+filepath.Join(dir, "alertmanager.yml"), "--storage.path="+filepath.Join(dir, "am"),
 		"--web.listen-address=127.0.0.1:9093", "--cluster.listen-address=")
-	startServer(t, m.Node, prom, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "prom"),
+	startServer(t, ns, prom, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "prom"),
 		"--web.listen-address=127.0.0.1:9090")
 	for _, u := range []string{"http://127.0.0.1:9093/-/ready", "http://127.0.0.1:9090/-/ready"} {
 		lab.WaitFor(t, 60*time.Second, u, func() bool {
-			code, _, err := m.Node.HTTPGet(u)
+			code, _, err := ns.HTTPGet(u)
 			return err == nil && code == 200
 		})
 	}
 	lab.WaitFor(t, 30*time.Second, "Prometheus to scrape the agent", func() bool {
-		r, err := promQuery(m.Node, `up{job="neighwatch"} == 1`)
+		r, err := promQuery(ns, `up{job="neighwatch"} == 1`)
 		return err == nil && len(r) == 1
 	})
+	return hooks
+}
+
+// TestDetectionBlindAlert: an agent whose source-MAC program is taken
+// away (--debug.refuse-programs, as if the kernel refused it) reports
+// source-mac blind on every watched Ethernet interface, and the real
+// Prometheus and Alertmanager deliver NeighwatchDetectionBlind for it and
+// for nothing else; once an agent with the program runs again, the alert
+// resolves.
+func TestDetectionBlindAlert(t *testing.T) {
+	lab.Require(t)
+	requireProgram(t, "prometheus", "prometheus")
+	requireProgram(t, "prometheus-alertmanager", "prometheus-alertmanager")
+	t.Parallel()
+	l := lab.New(t, "blind")
+	sock := sockPath(t)
+	args := []string{"--stale-threshold", "2s", "--tracer", "xmit"}
+	a := startAgent(t, l.Node, sock, append(args, "--debug.refuse-programs", "tr_source")...)
+	body := a.metrics(t)
+	for _, want := range []string{
+		`neighwatch_detection_working{feature="source-mac",interface="n0"} 0`,
+		`neighwatch_detection_working{feature="bypass",interface="n0"} 1`,
+		`neighwatch_tracer_program_loaded{hook="tc",program="tr_source",refusal="disabled"} 0`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("metrics lack %s\n%s", want, grep(body, "detection_working"))
+		}
+	}
+	if !strings.Contains(a.logs(), "tracer: source-mac detection off") {
+		t.Errorf("no log line names the lost feature:\n%s", grep(a.logs(), "tracer"))
+	}
+	out, err := exec.Command(binPath, "tracer", "--control.socket", sock).CombinedOutput()
+	if err != nil || !regexp.MustCompile(`(?m)^n0\s+source-mac\s+.*--debug.refuse-programs`).Match(out) {
+		t.Errorf("neighwatch tracer: %v\n%s", err, out)
+	}
+	t.Logf("neighwatch tracer:\n%s", out)
+	alerts, err := os.ReadFile("../../deploy/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := startAlerting(t, l.Node, alerts)
+	blind := map[string]string{"feature": "source-mac", "interface": lab.NodeClientIf}
+	lab.WaitFor(t, 60*time.Second, "NeighwatchDetectionBlind firing for source-mac on n0", func() bool {
+		_, ok := hooks.find("NeighwatchDetectionBlind", "firing", blind)
+		return ok
+	})
+	for _, al := range hooks.all("NeighwatchDetectionBlind") {
+		if al.Labels["feature"] != "source-mac" || al.Labels["severity"] != "warning" || al.Annotations["runbook_url"] == "" {
+			t.Errorf("unexpected NeighwatchDetectionBlind: %+v", al)
+		}
+	}
+	// The hook is back: the same agent without the refusal.
+	a.stop(t)
+	restarted := time.Now()
+	a2 := startAgent(t, l.Node, sock, args...)
+	if v := metricValue(a2.metrics(t), `neighwatch_detection_working{feature="source-mac",interface="n0"}`); v != "1" {
+		t.Errorf("source-mac after the restart: %q, want 1", v)
+	}
+	lab.WaitFor(t, 60*time.Second, "NeighwatchDetectionBlind resolved for source-mac on n0", func() bool {
+		_, ok := hooks.find("NeighwatchDetectionBlind", "resolved", blind)
+		return ok
+	})
+	fired, _ := hooks.find("NeighwatchDetectionBlind", "firing", blind)
+	resolved, _ := hooks.find("NeighwatchDetectionBlind", "resolved", blind)
+	t.Logf("NeighwatchDetectionBlind fired at %s, resolved %v after the program was back", fired.Format(time.TimeOnly),
+		resolved.Sub(restarted).Round(100*time.Millisecond))
+}
+
+// TestAlertsEndToEnd: the real Prometheus scrapes the agent in the lab
+// and evaluates deploy/prometheus/alerts.yml (for: shortened to 2s); the
+// real Alertmanager delivers to a webhook here. A healthy host whose
+// traffic bypasses re-validation raises only the info alert, never
+// NeighbourEntryStuck; after the host moves, NeighbourEntryStuck arrives
+// naming its IP, and it resolves after `neighwatch remediation on`. Then
+// every expression of the rules and of the Grafana dashboard must parse
+// in that Prometheus and use only metric names the agent exposes.
+func TestAlertsEndToEnd(t *testing.T) {
+	lab.Require(t)
+	requireProgram(t, "prometheus", "prometheus")
+	requireProgram(t, "prometheus-alertmanager", "prometheus-alertmanager")
+	t.Parallel()
+
+	m := newMovedClient(t, "alr", false)
+	sock := sockPath(t)
+	// The default strategies: manage first, on this kernel.
+	a := startAgent(t, m.Node, sock, remediationArgs("--datapath.mode", "legacy", "--remediation", "dry-run")...)
+	m.agent = a
+	clientIP := m.ip.String()
+
+	alerts, err := os.ReadFile("../../deploy/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := startAlerting(t, m.Node, alerts)
 
 	// Traffic flows; the client's entry goes STALE and only the bypassing
 	// datapath reaches it: at-risk. The info alert must arrive, the stuck

@@ -156,6 +156,72 @@ func runDatapath(ctx context.Context, args []string, stdout io.Writer) error {
 	return tw.Flush()
 }
 
+// runTracer: `neighwatch tracer` shows how bypass packets are counted,
+// every program the tracer tried and whether the kernel took it, each
+// feature, and where detection is blind.
+func runTracer(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("tracer", flag.ContinueOnError)
+	sock := fs.String("control.socket", DefaultControlSocket, "the agent's control socket")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseArgs(fs, args, "", 0, 0); err != nil {
+		return err
+	}
+	var st control.TracerStatus
+	if err := control.NewClient(*sock).Get(ctx, "/v1/tracer", &st); err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(st)
+	}
+	if !st.Running {
+		fmt.Fprintf(stdout, "tracer not running: %s\n", st.Disabled)
+	} else {
+		fmt.Fprintf(stdout, "bypass counted by: %s\n", st.Mode)
+		if st.Fallback != "" {
+			fmt.Fprintf(stdout, "fentry refused: %s\n", st.Fallback)
+		}
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	if len(st.Features) > 0 {
+		fmt.Fprintln(tw, "\nFEATURE\tWORKING\tVIA\tWHY")
+		for _, f := range st.Features {
+			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", f.Feature, f.Working, dash(f.Via), dash(f.Why))
+		}
+	}
+	if len(st.Programs) > 0 {
+		fmt.Fprintln(tw, "\nPROGRAM\tHOOK\tFEATURE\tLOADED\tREFUSAL")
+		for _, p := range st.Programs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", p.Program, p.Hook, p.Feature, p.Loaded, dash(p.Refusal))
+		}
+	}
+	var blind []control.DetectionEntry
+	for _, d := range st.Detection {
+		if !d.Working {
+			blind = append(blind, d)
+		}
+	}
+	if len(blind) > 0 {
+		fmt.Fprintln(tw, "\nBLIND ON\tFEATURE\tWHY")
+		for _, d := range blind {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", d.Interface, d.Feature, dash(d.Why))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(blind) == 0 && len(st.Detection) > 0 {
+		fmt.Fprintf(stdout, "\nevery feature asked for works on every watched interface (%d checks)\n", len(st.Detection))
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 // runRemediation: `neighwatch remediation status` shows the engine,
 // `neighwatch remediation off|dry-run|on` switches it at runtime.
 func runRemediation(ctx context.Context, args []string, stdout io.Writer) error {

@@ -58,7 +58,7 @@ func TestTracepointEventForSilentTransition(t *testing.T) {
 	select {
 	case ev := <-found:
 		t.Logf("event: %+v", ev)
-	case <-time.After(30 * time.Second):
+	case <-time.After(lab.Patience(30 * time.Second)):
 		t.Fatalf("no stale->delay tracepoint event\n%s", a.logs())
 	}
 	body := a.metrics(t)

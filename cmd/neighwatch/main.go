@@ -24,6 +24,7 @@ commands:
   status    print the running agent's neighbour table
   events    follow the running agent's events
   datapath  show or swap the eBPF datapath mode of an interface
+  tracer    show the tracer: each program, whether the kernel took it, where detection is blind
   remediation off|dry-run|on|status   switch or show auto-remediation at runtime
   version   print the version
 
@@ -66,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runRemediation(ctx, args[1:], stdout)
 	case "datapath":
 		return runDatapath(ctx, args[1:], stdout)
+	case "tracer":
+		return runTracer(ctx, args[1:], stdout)
 	case "version", "--version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -73,7 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	return errUsage{fmt.Errorf("unknown command %q (want agent, status, events, datapath, remediation or version)", args[0])}
+	return errUsage{fmt.Errorf("unknown command %q (want agent, status, events, datapath, tracer, remediation or version)", args[0])}
 }
 
 // parse parses a subcommand that takes flags only.

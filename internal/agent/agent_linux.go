@@ -48,6 +48,9 @@ type Config struct {
 	// TracerWindow out of every TracerPeriod the per-packet hooks are
 	// attached, while some entry is stale-long.
 	TracerWindow, TracerPeriod time.Duration
+	// RefusePrograms are tracer programs not to load, as if the kernel
+	// had refused them (drills of the blind-spot alert).
+	RefusePrograms []string
 	// DatapathInterfaces get the forwarding datapath in DatapathMode.
 	DatapathInterfaces []string
 	DatapathMode       bpf.Mode
@@ -192,7 +195,7 @@ func build(cfg Config) (a *agent, err error) {
 	}
 	a.closers = append(a.closers, func() { _ = dp.Close() })
 	tlog := log.With("component", "tracer")
-	tp := &tracerPart{mode: cfg.Tracer, table: a.table, links: mir, log: tlog, ready: make(chan struct{}),
+	tp := &tracerPart{mode: cfg.Tracer, refuse: cfg.RefusePrograms, table: a.table, links: mir, log: tlog, ready: make(chan struct{}),
 		cfg: feed.Config{Interval: cfg.TracerInterval, Window: cfg.TracerWindow, Period: cfg.TracerPeriod, Logger: tlog}}
 	runTracer := tracerWanted(cfg.Tracer, c, log)
 
@@ -221,7 +224,9 @@ func build(cfg Config) (a *agent, err error) {
 	if dp.dp != nil {
 		collectors = append(collectors, metrics.NewDatapathCollector(dp, log))
 	}
-	controlHTTP, err := a.controlServer(cfg.ControlSocket, controlHandler(a.table, dp, rem, log))
+	det := &detection{tracerWanted: runTracer, tracer: tp, links: mir, engine: rem.engine}
+	collectors = append(collectors, metrics.NewDetectionCollector(det, log))
+	controlHTTP, err := a.controlServer(cfg.ControlSocket, controlHandler(a.table, dp, rem, det, log))
 	if err != nil {
 		return a, err
 	}

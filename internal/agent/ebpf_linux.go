@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,12 +23,13 @@ import (
 // mirror's first dump, and then feeds the table from it. Until it is
 // loaded, and if it cannot be, the tracer counts as off.
 type tracerPart struct {
-	mode  bpf.TracerMode
-	table *table.Table
-	links feed.Links
-	cfg   feed.Config
-	log   *slog.Logger
-	ready chan struct{}
+	mode   bpf.TracerMode
+	refuse []string // programs not to load (--debug.refuse-programs)
+	table  *table.Table
+	links  feed.Links
+	cfg    feed.Config
+	log    *slog.Logger
+	ready  chan struct{}
 
 	mu       sync.Mutex
 	tracer   *bpf.Tracer
@@ -47,7 +49,7 @@ func (t *tracerPart) Disabled() error {
 }
 
 func (t *tracerPart) Run(ctx context.Context) error {
-	tr, err := loadTracer(t.mode, t.log)
+	tr, err := loadTracer(t.mode, t.refuse, t.log)
 	if err != nil {
 		t.mu.Lock()
 		t.disabled = err
@@ -113,6 +115,36 @@ func (t *tracerPart) ProgramRuns() (map[string]uint64, bool) {
 	return nil, false
 }
 
+// Programs implements metrics.TracerSource.
+func (t *tracerPart) Programs() []bpf.ProgramStatus {
+	if tr, _ := t.running(); tr != nil {
+		return tr.Programs()
+	}
+	return nil
+}
+
+// Detail is what /readyz/tracer says after "ready": each feature and how
+// it works, or why not.
+func (t *tracerPart) Detail() string {
+	tr, _ := t.running()
+	if tr == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "bypass counting: %s\n", tr.Mode())
+	for _, f := range tr.Features() {
+		switch {
+		case f.Working && f.Why != "":
+			fmt.Fprintf(&b, "%s: %s (partly: %s)\n", f.Feature, f.Via, f.Why)
+		case f.Working:
+			fmt.Fprintf(&b, "%s: %s\n", f.Feature, f.Via)
+		default:
+			fmt.Fprintf(&b, "%s: off: %s\n", f.Feature, f.Why)
+		}
+	}
+	return b.String()
+}
+
 // FeedCounters implements metrics.TracerSource.
 func (t *tracerPart) FeedCounters() feed.Counters {
 	if _, f := t.running(); f != nil {
@@ -136,10 +168,11 @@ func tracerWanted(mode bpf.TracerMode, c caps, log *slog.Logger) bool {
 }
 
 // loadTracer loads the tracer. It is optional: if it cannot run, the
-// agent says why in one line and goes on without.
-func loadTracer(mode bpf.TracerMode, log *slog.Logger) (*bpf.Tracer, error) {
+// agent says why in one line and goes on without. A program the kernel
+// refuses costs only its feature, said in one line each.
+func loadTracer(mode bpf.TracerMode, refuse []string, log *slog.Logger) (*bpf.Tracer, error) {
 	start := time.Now()
-	tr, err := bpf.LoadTracer(bpf.TracerOptions{Mode: mode})
+	tr, err := bpf.LoadTracer(bpf.TracerOptions{Mode: mode, Refuse: refuse})
 	switch {
 	case errors.Is(err, bpf.ErrNoBTF):
 		log.Warn("tracer disabled: " + err.Error())
@@ -152,11 +185,58 @@ func loadTracer(mode bpf.TracerMode, log *slog.Logger) (*bpf.Tracer, error) {
 		log.Warn("tracer disabled: loading it failed", "err", err)
 		return nil, err
 	}
-	if fb := tr.Fallback(); fb != nil {
-		log.Warn("fentry tracer unavailable, counting at transmit (xmit mode) instead", "reason", fb.Error())
-	}
+	logPrograms(tr, log)
 	log.Debug("tracer loaded", "took", time.Since(start))
 	return tr, nil
+}
+
+// logPrograms says, one line each, which programs the kernel refused and
+// what that costs: nothing where another program took over, a feature
+// where none did.
+func logPrograms(tr *bpf.Tracer, log *slog.Logger) {
+	working := map[bpf.Feature]bpf.FeatureStatus{}
+	for _, f := range tr.Features() {
+		working[f.Feature] = f
+	}
+	for _, p := range tr.Programs() {
+		if p.Loaded {
+			continue
+		}
+		f := working[p.Feature]
+		if f.Working {
+			log.Debug("tracer: program refused, another serves its feature", "program", p.Program, "hook", p.Hook,
+				"refusal", p.Refusal, "feature", p.Feature, "via", f.Via, "err", p.Error)
+			continue
+		}
+		log.Debug("tracer: program refused", "program", p.Program, "hook", p.Hook, "refusal", p.Refusal, "err", p.Error)
+	}
+	for _, f := range tr.Features() {
+		switch {
+		case f.Working && f.Why != "":
+			log.Warn(fmt.Sprintf("tracer: %s detection partly blind: %s", f.Feature, f.Why))
+		case !f.Working && f.Feature == bpf.FeatureXDPBypass && tr.Mode() == bpf.TracerXmit:
+			log.Info(fmt.Sprintf("tracer: %s not counted: %s", f.Feature, f.Why))
+		case !f.Working:
+			log.Warn(fmt.Sprintf("tracer: %s detection off: %s", f.Feature, f.Why))
+		}
+	}
+	if fb := tr.Fallback(); fb != nil && tr.Mode() == bpf.TracerXmit {
+		log.Warn("fentry tracer unavailable, counting at transmit (xmit mode) instead", "reason", fb.Error())
+	}
+	log.Info("tracer loaded", "bypass", tr.Mode(), "features", featureSummary(tr.Features()))
+}
+
+// featureSummary is "states=tp_btf created-entries=raw_tp bypass=xmit ...".
+func featureSummary(fs []bpf.FeatureStatus) string {
+	var parts []string
+	for _, f := range fs {
+		v := f.Via
+		if !f.Working {
+			v = "off"
+		}
+		parts = append(parts, string(f.Feature)+"="+v)
+	}
+	return strings.Join(parts, " ")
 }
 
 // raiseMemlock lets kernels before 5.11, which charge BPF memory to

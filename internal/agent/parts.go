@@ -159,6 +159,10 @@ func (r *readiness) wait(ctx context.Context) bool {
 // kernel refuses it).
 type disabler interface{ Disabled() error }
 
+// detailer is a part that says more than "ready" on /readyz/PART (the
+// tracer: its features).
+type detailer interface{ Detail() string }
+
 // state says "ready", "waiting" or "disabled: why".
 func (p part) state() string {
 	if isClosed(p.Ready()) {
@@ -201,6 +205,9 @@ func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		if st := p.state(); st == "ready" {
 			fmt.Fprintln(w, "ready")
+			if d, ok := p.Part.(detailer); ok {
+				fmt.Fprint(w, d.Detail())
+			}
 		} else {
 			http.Error(w, name+": "+st, http.StatusServiceUnavailable)
 		}

@@ -82,7 +82,7 @@ func (r *remediation) status() control.RemediationStatus {
 
 // controlHandler is the control API: the table and events, the datapath
 // modes, and the remediation switch.
-func controlHandler(t *table.Table, dp *datapathPart, rem *remediation, log *slog.Logger) *control.Handler {
+func controlHandler(t *table.Table, dp *datapathPart, rem *remediation, det *detection, log *slog.Logger) *control.Handler {
 	h := control.NewHandler(t)
 	h.SetPlanner(func(e *table.Entry, ifname string) string { return string(rem.engine.Next(e, ifname)) })
 	h.Handle("GET /v1/datapath", func(w http.ResponseWriter, _ *http.Request) {
@@ -104,6 +104,9 @@ func controlHandler(t *table.Table, dp *datapathPart, rem *remediation, log *slo
 		}
 		log.Info("datapath mode changed", "interface", req.Interface, "mode", m, "by", "control socket")
 		control.WriteJSON(w, http.StatusOK, dp.Modes())
+	})
+	h.Handle("GET /v1/tracer", func(w http.ResponseWriter, _ *http.Request) {
+		control.WriteJSON(w, http.StatusOK, det.status())
 	})
 	h.Handle("GET /v1/remediation", func(w http.ResponseWriter, _ *http.Request) {
 		control.WriteJSON(w, http.StatusOK, rem.status())

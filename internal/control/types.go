@@ -129,3 +129,46 @@ func EventFromTable(ev table.Event) Event {
 		Detail:    ev.Detail,
 	}
 }
+
+// TracerStatus is GET /v1/tracer: how bypass packets are counted, each
+// program the tracer tried and whether the kernel took it, each feature,
+// and where detection is blind.
+type TracerStatus struct {
+	// Running is false when no tracer runs: Disabled says why.
+	Running  bool   `json:"running"`
+	Disabled string `json:"disabled,omitempty"`
+	// Mode counts bypass packets: fentry, xmit, or off.
+	Mode      string           `json:"mode"`
+	Fallback  string           `json:"fallback,omitempty"`
+	Features  []TracerFeature  `json:"features"`
+	Programs  []TracerProgram  `json:"programs"`
+	Detection []DetectionEntry `json:"detection"`
+}
+
+// TracerFeature is one feature of the tracer: whether it works, how, and
+// why not.
+type TracerFeature struct {
+	Feature string `json:"feature"`
+	Working bool   `json:"working"`
+	Via     string `json:"via,omitempty"`
+	Why     string `json:"why,omitempty"`
+}
+
+// TracerProgram is one eBPF program the tracer tried.
+type TracerProgram struct {
+	Program string `json:"program"`
+	Hook    string `json:"hook"`
+	Feature string `json:"feature"`
+	Loaded  bool   `json:"loaded"`
+	Refusal string `json:"refusal,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// DetectionEntry says whether a feature the configuration asks for works
+// on an interface (neighwatch_detection_working).
+type DetectionEntry struct {
+	Interface string `json:"interface"`
+	Feature   string `json:"feature"`
+	Working   bool   `json:"working"`
+	Why       string `json:"why,omitempty"`
+}

@@ -53,6 +53,9 @@ type Link struct {
 	// Ethernet says it can carry ARP and NDP: a 6-byte address, not
 	// loopback, not NOARP.
 	Ethernet bool
+	// XDP says an XDP program is attached: frames it redirects leave
+	// without the transmit path the xmit tracer watches.
+	XDP bool
 }
 
 // Mirror keeps a table equal to the neighbour tables of one namespace.
@@ -414,6 +417,7 @@ func (m *Mirror) updateLink(l netlink.Link, announce bool) *Link {
 		Up:           a.Flags&net.FlagUp != 0,
 		Watched:      m.cfg.Interfaces.Match(a.Name),
 		Ethernet:     len(a.HardwareAddr) == 6 && a.Flags&net.FlagLoopback == 0 && a.RawFlags&unix.IFF_NOARP == 0,
+		XDP:          a.Xdp != nil && a.Xdp.Attached,
 	}
 	idx := int32(a.Index)
 	m.linkMu.Lock()
@@ -482,6 +486,31 @@ func (m *Mirror) Interfaces() map[int32]string {
 	for i, l := range m.links {
 		if l.Watched {
 			out[i] = l.Name
+		}
+	}
+	return out
+}
+
+// Links returns a copy of every link the mirror knows, by index.
+func (m *Mirror) Links() map[int32]Link {
+	m.linkMu.RLock()
+	defer m.linkMu.RUnlock()
+	out := make(map[int32]Link, len(m.links))
+	for i, l := range m.links {
+		out[i] = *l
+	}
+	return out
+}
+
+// XDPInterfaces returns the names of the interfaces with an XDP program
+// attached, watched or not: a program there may redirect to any of them.
+func (m *Mirror) XDPInterfaces() []string {
+	m.linkMu.RLock()
+	defer m.linkMu.RUnlock()
+	var out []string
+	for _, l := range m.links {
+		if l.XDP {
+			out = append(out, l.Name)
 		}
 	}
 	return out

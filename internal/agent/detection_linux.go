@@ -1,0 +1,129 @@
+package agent
+
+import (
+	"sort"
+
+	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/internal/control"
+	"github.com/neighwatch/neighwatch/metrics"
+	"github.com/neighwatch/neighwatch/monitor/mirror"
+	"github.com/neighwatch/neighwatch/remediate"
+)
+
+// detection says, per Ethernet interface the agent watches, whether each
+// detection feature the configuration asks for works: the tracer's
+// features unless --tracer=off, managed entries where remediation may use
+// the manage strategy.
+type detection struct {
+	tracerWanted bool
+	tracer       *tracerPart
+	links        interface{ Links() map[int32]mirror.Link }
+	engine       *remediate.Engine
+}
+
+var _ metrics.DetectionSource = (*detection)(nil)
+
+// Detection implements metrics.DetectionSource.
+func (d *detection) Detection() []metrics.Detection {
+	var out []metrics.Detection
+	links := d.links.Links()
+	idxs := make([]int32, 0, len(links))
+	for i, l := range links {
+		if l.Watched && l.Ethernet {
+			idxs = append(idxs, i)
+		}
+	}
+	sort.Slice(idxs, func(a, b int) bool { return idxs[a] < idxs[b] })
+	add := func(name, feature string, ok bool, why string) {
+		if ok {
+			why = ""
+		}
+		out = append(out, metrics.Detection{Interface: name, Feature: feature, Working: ok, Why: why})
+	}
+	if d.tracerWanted {
+		d.tracerDetection(links, idxs, add)
+	}
+	if c := d.engine.Config(); c.Mode != remediate.ModeOff && hasStrategy(c.Strategies, remediate.StrategyManage) {
+		why := "the kernel keeps no managed neighbours (NTF_EXT_MANAGED needs Linux 5.16)"
+		for _, i := range idxs {
+			add(links[i].Name, "managed", c.Manage.Supported, why)
+		}
+	}
+	return out
+}
+
+func (d *detection) tracerDetection(links map[int32]mirror.Link, idxs []int32, add func(name, feature string, ok bool, why string)) {
+	tr, _ := d.tracer.running()
+	if tr == nil {
+		err := d.tracer.Disabled()
+		if err == nil {
+			return // still loading: nothing to say yet
+		}
+		for _, i := range idxs {
+			for _, f := range []bpf.Feature{bpf.FeatureBypass, bpf.FeatureSourceMAC, bpf.FeatureCreated} {
+				add(links[i].Name, string(f), false, "tracer disabled: "+err.Error())
+			}
+		}
+		return
+	}
+	fs := map[bpf.Feature]bpf.FeatureStatus{}
+	for _, f := range tr.Features() {
+		fs[f.Feature] = f
+	}
+	failed := tr.SourceFailures()
+	for _, i := range idxs {
+		name := links[i].Name
+		add(name, string(bpf.FeatureBypass), fs[bpf.FeatureBypass].Working, fs[bpf.FeatureBypass].Why)
+		src := fs[bpf.FeatureSourceMAC]
+		why := src.Why
+		if w := failed[int(i)]; w != "" {
+			why = "source-MAC program not attached: " + w
+		}
+		add(name, string(bpf.FeatureSourceMAC), src.Working && failed[int(i)] == "", why)
+		add(name, string(bpf.FeatureCreated), fs[bpf.FeatureCreated].Working, fs[bpf.FeatureCreated].Why)
+	}
+	// XDP programs can redirect to any interface: the series sits on the
+	// interface that has one.
+	for _, l := range links {
+		if l.XDP {
+			x := fs[bpf.FeatureXDPBypass]
+			add(l.Name, string(bpf.FeatureXDPBypass), x.Working, x.Why)
+		}
+	}
+}
+
+func hasStrategy(ss []remediate.Strategy, s remediate.Strategy) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// status is GET /v1/tracer.
+func (d *detection) status() control.TracerStatus {
+	st := control.TracerStatus{Mode: string(bpf.TracerOff), Features: []control.TracerFeature{}, Programs: []control.TracerProgram{}}
+	if tr, _ := d.tracer.running(); tr != nil {
+		st.Running, st.Mode = true, string(tr.Mode())
+		if fb := tr.Fallback(); fb != nil {
+			st.Fallback = fb.Error()
+		}
+		for _, f := range tr.Features() {
+			st.Features = append(st.Features, control.TracerFeature{Feature: string(f.Feature), Working: f.Working, Via: f.Via, Why: f.Why})
+		}
+		for _, p := range tr.Programs() {
+			st.Programs = append(st.Programs, control.TracerProgram{Program: p.Program, Hook: p.Hook, Feature: string(p.Feature),
+				Loaded: p.Loaded, Refusal: string(p.Refusal), Error: p.Error})
+		}
+	} else if err := d.tracer.Disabled(); err != nil {
+		st.Disabled = err.Error()
+	} else if !d.tracerWanted {
+		st.Disabled = "--tracer=off"
+	}
+	st.Detection = []control.DetectionEntry{}
+	for _, e := range d.Detection() {
+		st.Detection = append(st.Detection, control.DetectionEntry{Interface: e.Interface, Feature: e.Feature, Working: e.Working, Why: e.Why})
+	}
+	return st
+}
