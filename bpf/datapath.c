@@ -62,10 +62,18 @@ struct {
 volatile const __u32 neigh_lookup_flags = 0;
 
 // The egress interface each ingress interface last redirected to with
-// bpf_redirect(), indexed by ingress ifindex modulo 1024. Written only when
-// it changes, so the cache line stays shared. Remediation reads it to know
-// which datapath feeds a stuck entry's interface.
-__u32 last_egress[1024];
+// bpf_redirect(), by ingress ifindex (the whole of it: on a node whose
+// ifindexes passed 1024 a modulo would alias two interfaces). Written only
+// when it changes. Remediation reads it to know which datapath feeds a
+// stuck entry's interface. Only interfaces the datapath is attached to
+// write here, so a small map holds them all.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, __u32);
+} last_egress SEC(".maps");
 
 static __always_inline void count(__u32 d)
 {
@@ -166,9 +174,12 @@ static __always_inline int forward(struct __sk_buff *skb, const int neigh_mode)
 			count(DP_REDIRECT_FAILED);
 			return TC_ACT_SHOT;
 		}
-		__u32 *le = &last_egress[skb->ingress_ifindex & 1023];
-		if (*le != fib.ifindex)
-			*le = fib.ifindex;
+		__u32 in = skb->ingress_ifindex, out = fib.ifindex;
+		__u32 *le = bpf_map_lookup_elem(&last_egress, &in);
+		if (!le)
+			bpf_map_update_elem(&last_egress, &in, &out, BPF_ANY);
+		else if (*le != out)
+			*le = out;
 		count(DP_REDIRECT);
 		return TC_ACT_REDIRECT;
 	}

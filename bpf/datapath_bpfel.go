@@ -32,10 +32,10 @@ const (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	datapathMapDpDecisions      = "dp_decisions"
+	datapathMapLastEgress       = "last_egress"
 	datapathProgDpLegacy        = "dp_legacy"
 	datapathProgDpNeigh         = "dp_neigh"
 	datapathProgProbeSkipNeigh  = "probe_skip_neigh"
-	datapathVarLastEgress       = "last_egress"
 	datapathVarNeighLookupFlags = "neigh_lookup_flags"
 	datapathVarUnusedDpDecision = "unused_dp_decision"
 )
@@ -92,13 +92,13 @@ type datapathProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathMapSpecs struct {
 	DpDecisions *ebpf.MapSpec `ebpf:"dp_decisions"`
+	LastEgress  *ebpf.MapSpec `ebpf:"last_egress"`
 }
 
 // datapathVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathVariableSpecs struct {
-	LastEgress       *ebpf.VariableSpec `ebpf:"last_egress"`
 	NeighLookupFlags *ebpf.VariableSpec `ebpf:"neigh_lookup_flags"`
 	UnusedDpDecision *ebpf.VariableSpec `ebpf:"unused_dp_decision"`
 }
@@ -124,11 +124,13 @@ func (o *datapathObjects) Close() error {
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathMaps struct {
 	DpDecisions *ebpf.Map `ebpf:"dp_decisions"`
+	LastEgress  *ebpf.Map `ebpf:"last_egress"`
 }
 
 func (m *datapathMaps) Close() error {
 	return _DatapathClose(
 		m.DpDecisions,
+		m.LastEgress,
 	)
 }
 
@@ -136,7 +138,6 @@ func (m *datapathMaps) Close() error {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathVariables struct {
-	LastEgress       *ebpf.Variable `ebpf:"last_egress"`
 	NeighLookupFlags *ebpf.Variable `ebpf:"neigh_lookup_flags"`
 	UnusedDpDecision *ebpf.Variable `ebpf:"unused_dp_decision"`
 }

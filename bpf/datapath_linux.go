@@ -3,6 +3,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -157,24 +158,30 @@ func (d *Datapath) Detach(ifindex int) error {
 		return nil
 	}
 	delete(d.links, ifindex)
+	_ = d.objs.LastEgress.Delete(uint32(ifindex))
 	return a.link.Close()
 }
 
 // FeedsInto returns the attached interfaces whose legacy datapath last
 // redirected packets to egress.
 func (d *Datapath) FeedsInto(egress int) ([]int, error) {
-	var last [1024]uint32
-	if err := d.objs.LastEgress.Get(&last); err != nil {
-		return nil, fmt.Errorf("read datapath paths: %w", err)
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []int
 	for in := range d.links {
-		if last[in%len(last)] == uint32(egress) {
+		var last uint32
+		err := d.objs.LastEgress.Lookup(uint32(in), &last)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read datapath paths: %w", err)
+		}
+		if last == uint32(egress) {
 			out = append(out, in)
 		}
 	}
+	slices.Sort(out)
 	return out, nil
 }
 

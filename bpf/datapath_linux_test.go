@@ -3,6 +3,7 @@ package bpf
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -143,6 +144,79 @@ func checkRewritten(t *testing.T, f []byte, dst, src net.HardwareAddr) {
 	case pkt.EtherIPv6:
 		if f[14+7] != 63 {
 			t.Errorf("hop limit %d, want 63", f[14+7])
+		}
+	}
+}
+
+// TestFeedsIntoUsesTheWholeIfindex: two ingress interfaces whose
+// ifindexes are 1,024 apart (as on a node after months of pod churn)
+// forward to different egress interfaces; each must be named as feeding
+// its own egress only. A table indexed by ifindex modulo 1024 gave both
+// one slot, so a swap named the wrong interface and swapped an extra one.
+func TestFeedsIntoUsesTheWholeIfindex(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	ns := lab.NewNS(t, "alias")
+	if err := ns.Sysctl("net.ipv4.ip_forward", "1"); err != nil {
+		t.Fatal(err)
+	}
+	const inA, inB = 2000, 2000 + 1024
+	for _, args := range [][]string{
+		{"link", "add", "ina", "index", fmt.Sprint(inA), "type", "veth", "peer", "name", "ina-p"},
+		{"link", "add", "inb", "index", fmt.Sprint(inB), "type", "veth", "peer", "name", "inb-p"},
+		{"link", "add", "outx", "type", "veth", "peer", "name", "outx-p"},
+		{"link", "add", "outy", "type", "veth", "peer", "name", "outy-p"},
+		{"addr", "add", "10.9.1.1/24", "dev", "outx"}, {"addr", "add", "10.9.2.1/24", "dev", "outy"},
+		{"addr", "add", "10.9.3.1/24", "dev", "ina"}, {"addr", "add", "10.9.4.1/24", "dev", "inb"},
+	} {
+		ns.MustIP(t, args...)
+	}
+	for _, dev := range []string{"ina", "ina-p", "inb", "inb-p", "outx", "outx-p", "outy", "outy-p"} {
+		ns.MustIP(t, "link", "set", dev, "up")
+	}
+	ns.MustIP(t, "neigh", "add", "10.9.1.2", "lladdr", "02:00:00:00:01:02", "dev", "outx", "nud", "permanent")
+	ns.MustIP(t, "neigh", "add", "10.9.2.2", "lladdr", "02:00:00:00:02:02", "dev", "outy", "nud", "permanent")
+	outX, err := ns.Ifindex("outx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outY, _ := ns.Ifindex("outy")
+	dp, err := LoadDatapath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Do(dp.Close)
+	for _, in := range []int{inA, inB} {
+		if err := ns.Do(func() error { return dp.Attach(in, ModeLegacy) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(in int, dev string, dst netip.Addr) {
+		mac, err := ns.MAC(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame := pkt.UDP4(mac, net.HardwareAddr{2, 0, 0, 0, 0xaa, 1}, netip.MustParseAddr("10.9.3.9"), dst, 64, 0, 18)
+		var code uint32
+		if err := ns.Do(func() (err error) {
+			code, err = dp.Program(ModeLegacy).Run(&ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+64), Context: skbCtx(in)})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if code != tcActRedirect {
+			t.Fatalf("ingress %d to %s: return code %d, want a redirect", in, dst, code)
+		}
+	}
+	run(inA, "ina", netip.MustParseAddr("10.9.1.2"))
+	run(inB, "inb", netip.MustParseAddr("10.9.2.2"))
+	for _, c := range []struct{ egress, want int }{{outX, inA}, {outY, inB}} {
+		got, err := dp.FeedsInto(c.egress)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0] != c.want {
+			t.Errorf("FeedsInto(%d) = %v, want [%d]", c.egress, got, c.want)
 		}
 	}
 }
