@@ -189,6 +189,15 @@ func build(cfg Config) (a *agent, err error) {
 	if (cfg.Tracer != bpf.TracerOff || len(cfg.DatapathInterfaces) > 0) && c.bpf() {
 		raiseMemlock(log)
 	}
+	if c.has(unix.CAP_NET_ADMIN) {
+		// Before 6.6 the programs hang on clsact filters, which outlive a
+		// killed agent: take an earlier agent's away before attaching.
+		if n, err := bpf.RemoveStaleFilters(); err != nil {
+			log.Warn("removing an earlier agent's clsact filters failed", "removed", n, "err", err)
+		} else if n > 0 {
+			log.Info("removed an earlier agent's clsact filters", "filters", n)
+		}
+	}
 	dp, err := attachDatapath(cfg.DatapathInterfaces, cfg.DatapathMode, cfg.DatapathAuto, c, log)
 	if err != nil {
 		return a, err
