@@ -52,7 +52,8 @@ type Tracer struct {
 
 	// Per-packet hooks, attached only while SetPerPacket(true).
 	inNetNS      func(func() error) error
-	perPacket    bool
+	perPacket    bool          // any per-packet hook attached
+	sourceOn     bool          // the source-MAC program attached where candidates are
 	since        time.Time     // when they were last attached
 	attached     time.Duration // attached before since
 	xmitLink     link.Link
@@ -504,20 +505,30 @@ func closeAll(ls []link.Link) error {
 // tracepoints, which run per neighbour event, stay. The agent attaches
 // them only while some entry needs watching, and then in windows.
 func (t *Tracer) SetPerPacket(on bool) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.setPerPacketLocked(on)
+	return t.SetHooks(on, on)
 }
 
-func (t *Tracer) setPerPacketLocked(on bool) error {
-	if on != t.perPacket {
-		if on {
+// SetHooks attaches the bypass hooks (transmit or fentry) and the
+// source-MAC program separately: entries neighwatch manages need only
+// the second, stale-long ones both.
+func (t *Tracer) SetHooks(bypass, source bool) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.setHooksLocked(bypass, source)
+}
+
+func (t *Tracer) setPerPacketLocked(on bool) error { return t.setHooksLocked(on, on) }
+
+func (t *Tracer) setHooksLocked(on, source bool) error {
+	if any := on || source; any != t.perPacket {
+		if any {
 			t.since = time.Now()
 		} else {
 			t.attached += time.Since(t.since)
 		}
-		t.perPacket = on
+		t.perPacket = any
 	}
+	t.sourceOn = source
 	var errs []error
 	switch {
 	case t.mode == TracerFentry && t.fentryKept != nil:
@@ -549,7 +560,7 @@ func (t *Tracer) setPerPacketLocked(on bool) error {
 func (t *Tracer) syncSourceLinksLocked() error {
 	var errs []error
 	for idx, l := range t.sourceLinks {
-		if !t.perPacket || !t.sourceIfaces[idx] {
+		if !t.sourceOn || !t.sourceIfaces[idx] {
 			errs = append(errs, t.inNetNS(l.Close))
 			delete(t.sourceLinks, idx)
 		}
@@ -559,7 +570,7 @@ func (t *Tracer) syncSourceLinksLocked() error {
 			delete(t.sourceFailed, idx)
 		}
 	}
-	if !t.perPacket || t.objs.TrSource == nil {
+	if !t.sourceOn || t.objs.TrSource == nil {
 		return errors.Join(errs...)
 	}
 	for idx := range t.sourceIfaces {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,10 @@ type Actor interface {
 	// kernel's normal life, an invalid one (FAILED, INCOMPLETE) is
 	// deleted. A missing entry or link is not an error.
 	Release(k table.Key, valid bool) error
+	// Repoint sets an entry neighwatch manages to mac, STALE, still
+	// managed: its host moved there, a probe proved it, and a REACHABLE
+	// managed entry takes no ARP answer within its locktime.
+	Repoint(e *table.Entry, mac net.HardwareAddr) error
 }
 
 // Swapper swaps an interface's datapath to bpf_redirect_neigh; the agent
@@ -319,9 +324,9 @@ func (e *Engine) sweep() {
 	sweep := e.sweeps
 	skipped := make(map[string]int)
 	var dropped uint64
-	e.mu.Lock()
-	picked := e.table.Walk(e.conf().Scope.MinClass(), func(en *table.Entry, ifname string) bool {
-		d := Decide(en, ifname, mode, e.conf().Scope, &e.conf().Filter)
+	pol := e.policy(mode)
+	pick := func(en *table.Entry, ifname string) bool {
+		d := Decide(en, ifname, pol)
 		if !d.Act {
 			skipped[d.Reason]++
 			return false
@@ -342,7 +347,16 @@ func (e *Engine) sweep() {
 		room--
 		c.pending = true
 		return true
-	})
+	}
+	e.mu.Lock()
+	picked := e.table.Walk(pol.MinClass(), pick)
+	// Entries neighwatch manages are not STALE: whether their host moved
+	// is asked of the index of managed entries, not of the class heaps.
+	for _, en := range e.table.Owned() {
+		if en.DisputingMAC() != "" && pick(&en, e.table.LinkName(en.Ifindex)) {
+			picked = append(picked, en)
+		}
+	}
 	// Forget entries that stopped being candidates (repaired, gone).
 	for k, c := range e.cands {
 		if c.seen != sweep && !c.pending && now >= c.until {
@@ -397,16 +411,44 @@ func (e *Engine) wait(ctx context.Context, ifindex int32) error {
 // Next returns the strategy remediation would use on an entry now (in
 // dry-run: would have used), or "" when it would leave it alone.
 func (e *Engine) Next(en *table.Entry, ifname string) Strategy {
-	mode := e.Mode()
-	if !Decide(en, ifname, mode, e.conf().Scope, &e.conf().Filter).Act {
+	d := Decide(en, ifname, e.policy(e.Mode()))
+	if !d.Act {
 		return ""
 	}
-	for _, s := range e.conf().Strategies {
+	for _, s := range e.strategies(d) {
 		if e.applicable(s, en, false) {
 			return s
 		}
 	}
 	return ""
+}
+
+// policy is what Decide weighs entries against now.
+func (e *Engine) policy(mode Mode) Policy {
+	c := e.conf()
+	return Policy{Mode: mode, Scope: c.Scope, Prevent: c.Manage.Supported && slices.Contains(c.Strategies, StrategyManage), Filter: &c.Filter}
+}
+
+// strategies are the ones that may act on a decision, in order: manage
+// alone for prevention; the repair strategies (not manage, not swap) for
+// an entry neighwatch manages whose host moved; else all.
+func (e *Engine) strategies(d Decision) []Strategy {
+	all := e.conf().Strategies
+	switch {
+	case d.Prevent:
+		return []Strategy{StrategyManage}
+	case d.Moved:
+		// Kick would do nothing to a REACHABLE entry (and clear its
+		// managed flag); manage and swap do not repair.
+		var out []Strategy
+		for _, s := range all {
+			if s == StrategyProbe || s == StrategyFlush {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return all
 }
 
 // applicable says whether a strategy can act on an entry now; count
@@ -431,14 +473,14 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		return
 	}
 	mode := e.Mode()
-	d := Decide(&en, e.table.LinkName(k.Ifindex), mode, e.conf().Scope, &e.conf().Filter)
+	d := Decide(&en, e.table.LinkName(k.Ifindex), e.policy(mode))
 	if !d.Act {
 		return
 	}
 	if mode == ModeDryRun {
 		// Dry-run takes tokens too: it reports what "on" would do, at
 		// the pace "on" would do it.
-		for _, s := range e.conf().Strategies {
+		for _, s := range e.strategies(d) {
 			if e.applicable(s, &en, true) {
 				if err := e.wait(ctx, k.Ifindex); err != nil {
 					return
@@ -450,7 +492,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		e.backOff(k)
 		return
 	}
-	for _, s := range e.conf().Strategies {
+	for _, s := range e.strategies(d) {
 		if !e.applicable(s, &en, true) {
 			continue
 		}
@@ -461,8 +503,8 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 			return
 		}
 		cur, ok := e.table.Lookup(k)
-		if !ok || Decide(&cur, e.table.LinkName(k.Ifindex), ModeOn, e.conf().Scope, &e.conf().Filter).Reason == SkipNotStale {
-			return // it recovered on its own
+		if !ok || !Decide(&cur, e.table.LinkName(k.Ifindex), e.policy(ModeOn)).Act {
+			return // it recovered on its own, or no longer needs us
 		}
 		if s == StrategyManage && !e.canManage(&cur, true, true) {
 			continue // the cap filled while this one waited
@@ -554,6 +596,10 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 	defer stop()
 	oldMAC := en.LLAddr
 	claim := disputer(en, time.Now())
+	// An entry that was valid and not STALE (one neighwatch manages,
+	// REACHABLE at the old MAC) proves nothing by being REACHABLE: only a
+	// new MAC repairs it.
+	needMove := en.State != table.StateStale
 	var do func() error
 	timeout := e.conf().KernelTimeout // kick and swap wait for the kernel's timers
 	unicastUnanswered := false
@@ -568,18 +614,26 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 		if err != nil {
 			return OutcomeFailed, err
 		}
+		e.log.Debug("broadcast probe answered", "interface", e.table.LinkName(en.Ifindex), "ip", en.Addr, "claimed", claim, "answers", fmt.Sprint(answered))
 		if o, ok := e.judgeAnswers(en, claim, answered); ok {
 			return o, nil
 		}
 		// Another MAC answered alone (the kernel took it), or nobody did.
 		do, timeout = func() error { return nil }, e.conf().ProbeGap
+		if len(answered) == 1 && en.Owner() == table.OwnerNeighwatch {
+			// The kernel does not take an ARP or NDP answer with a new
+			// address for a managed entry (it follows only its own
+			// re-validation): give it the proven address.
+			to := answered[0]
+			do = func() error { return e.repoint(en, to) }
+		}
 	case s == StrategyProbe:
 		// Unicast first, as the kernel probes a STALE entry that carries
 		// traffic; the broadcast one only if no answer came.
 		if _, err := e.actor.Probe(ctx, en, 0, 0); err != nil {
 			return OutcomeFailed, err
 		}
-		if o, done := e.await(ctx, ch, en.Key, oldMAC, e.conf().ProbeGap, false); done {
+		if o, done := e.await(ctx, ch, en.Key, oldMAC, needMove, e.conf().ProbeGap, false); done {
 			return o, nil
 		}
 		unicastUnanswered = true
@@ -604,7 +658,7 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 	if err := do(); err != nil {
 		return OutcomeFailed, err
 	}
-	o, _ := e.await(ctx, ch, en.Key, oldMAC, timeout, true)
+	o, _ := e.await(ctx, ch, en.Key, oldMAC, needMove, timeout, true)
 	if o == OutcomeFixed && claim != nil {
 		// REACHABLE at the disputed MAC: whoever holds it answered.
 		e.table.ObserveConflict(en.Key, en.HardwareAddr(), claim, time.Now())
@@ -654,11 +708,11 @@ func (e *Engine) judgeAnswers(en *table.Entry, claim net.HardwareAddr, answered 
 
 // await waits for the entry to be repaired. done is false when the wait
 // ran out and final is false (the caller has another step to try).
-func (e *Engine) await(ctx context.Context, ch <-chan table.Event, k table.Key, oldMAC string, d time.Duration, final bool) (Outcome, bool) {
+func (e *Engine) await(ctx context.Context, ch <-chan table.Event, k table.Key, oldMAC string, needMove bool, d time.Duration, final bool) (Outcome, bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
-		if o, ok := e.judge(k, oldMAC); ok {
+		if o, ok := e.judge(k, oldMAC, needMove); ok {
 			return o, true
 		}
 		select {
@@ -669,7 +723,7 @@ func (e *Engine) await(ctx context.Context, ch <-chan table.Event, k table.Key, 
 			if !final {
 				return OutcomeNoChange, false
 			}
-			if o, ok := e.judge(k, oldMAC); ok {
+			if o, ok := e.judge(k, oldMAC, needMove); ok {
 				return o, true
 			}
 			if cur, ok := e.table.Lookup(k); ok && cur.State == table.StateFailed {
@@ -681,13 +735,34 @@ func (e *Engine) await(ctx context.Context, ch <-chan table.Event, k table.Key, 
 }
 
 // judge reads the entry's state: repaired, moved, gone, or not yet.
-func (e *Engine) judge(k table.Key, oldMAC string) (Outcome, bool) {
+// repoint moves an entry neighwatch manages to mac. Its record is held
+// pending meanwhile: between the actor's two requests the entry is
+// briefly not managed, and maintain must not forget it.
+func (e *Engine) repoint(en *table.Entry, mac net.HardwareAddr) error {
+	e.mmu.Lock()
+	o := e.owned[en.Key]
+	if o != nil {
+		o.pending = true
+	}
+	e.mmu.Unlock()
+	err := e.actor.Repoint(en, mac)
+	e.mmu.Lock()
+	if o != nil {
+		o.pending = false
+	}
+	e.mmu.Unlock()
+	return err
+}
+
+func (e *Engine) judge(k table.Key, oldMAC string, needMove bool) (Outcome, bool) {
 	cur, ok := e.table.Lookup(k)
 	switch {
 	case !ok:
 		return OutcomeFlushed, true
 	case cur.LLAddr != "" && cur.LLAddr != oldMAC && cur.State.Valid():
 		return OutcomeMoved, true
+	case needMove:
+		return "", false
 	case cur.State == table.StateReachable || cur.State == table.StatePermanent:
 		return OutcomeFixed, true
 	}

@@ -97,6 +97,14 @@ func (f *fakeActor) Release(k table.Key, valid bool) error {
 	return nil
 }
 
+// Repoint plays the kernel: STALE at mac, managed kept.
+func (f *fakeActor) Repoint(e *table.Entry, mac net.HardwareAddr) error {
+	f.log("repoint " + e.Addr.String() + " " + mac.String())
+	f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyOf(e.Addr), Addr: e.Addr, State: table.StateStale,
+		LLAddr: mac, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+	return nil
+}
+
 func (f *fakeActor) Calls() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -292,8 +300,9 @@ func TestEngineRateLimit(t *testing.T) {
 // blockingActor never returns until released: the queue fills.
 type blockingActor struct{ release chan struct{} }
 
-func (b *blockingActor) Manage(*table.Entry) error     { return nil }
-func (b *blockingActor) Release(table.Key, bool) error { return nil }
+func (b *blockingActor) Manage(*table.Entry) error                    { return nil }
+func (b *blockingActor) Release(table.Key, bool) error                { return nil }
+func (b *blockingActor) Repoint(*table.Entry, net.HardwareAddr) error { return nil }
 
 func (b *blockingActor) Probe(context.Context, *table.Entry, int, time.Duration) ([]net.HardwareAddr, error) {
 	<-b.release

@@ -3,6 +3,7 @@ package remediate
 import (
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/neighwatch/neighwatch/internal/table"
 	"github.com/vishvananda/netlink"
@@ -31,7 +32,7 @@ func ManagedSupported() (bool, string) {
 
 // neighRequest sends one RTM_NEWNEIGH or RTM_DELNEIGH for k with the
 // given state, flags and extended flags; proto 0 leaves the protocol.
-func neighRequest(typ int, k table.Key, state uint16, flagsExt uint32, withExt bool, proto uint8) error {
+func neighRequest(typ int, k table.Key, state uint16, flagsExt uint32, withExt bool, proto uint8, lladdr ...byte) error {
 	fam := unix.AF_INET
 	if k.Addr.Is6() {
 		fam = unix.AF_INET6
@@ -43,6 +44,9 @@ func neighRequest(typ int, k table.Key, state uint16, flagsExt uint32, withExt b
 	req := nl.NewNetlinkRequest(typ, flags)
 	req.AddData(&netlink.Ndmsg{Family: uint8(fam), Index: uint32(k.Ifindex), State: state})
 	req.AddData(nl.NewRtAttr(unix.NDA_DST, k.Addr.AsSlice()))
+	if len(lladdr) > 0 {
+		req.AddData(nl.NewRtAttr(unix.NDA_LLADDR, lladdr))
+	}
 	if withExt {
 		req.AddData(nl.NewRtAttr(netlink.NDA_FLAGS_EXT, nl.Uint32Attr(flagsExt)))
 	}
@@ -61,6 +65,18 @@ func (a *NetActor) Manage(e *table.Entry) error {
 		return fmt.Errorf("manage %s on %d: %w", e.Addr, e.Ifindex, kernelRefusal(err))
 	}
 	return nil
+}
+
+// Repoint gives an entry neighwatch manages the address a probe proved
+// (its host moved), in two requests: the kernel ignores a state and an
+// address given with the managed flag, so first STALE at mac (which
+// clears managed; neighwatch's protocol stays), then managed again, which
+// makes the kernel re-validate it there at once.
+func (a *NetActor) Repoint(e *table.Entry, mac net.HardwareAddr) error {
+	if err := neighRequest(unix.RTM_NEWNEIGH, e.Key, unix.NUD_STALE, 0, true, table.ProtocolNeighwatch, mac...); err != nil {
+		return fmt.Errorf("repoint %s on %d to %s: %w", e.Addr, e.Ifindex, mac, kernelRefusal(err))
+	}
+	return a.Manage(e)
 }
 
 // Release clears managed. A valid entry is set STALE with its address

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/neighwatch/neighwatch/internal/table"
@@ -125,32 +126,57 @@ const (
 type Decision struct {
 	Act    bool
 	Reason string // why it acts (evidence) or why not (a Skip reason)
+	// Prevent: an at-risk entry outside the repair scope, a candidate for
+	// prevention (the manage strategy) only.
+	Prevent bool
+	// Moved: an entry neighwatch manages whose host was seen at another
+	// MAC; the kernel would follow only after its reachable time, so a
+	// repair strategy (probe, kick, flush) acts at once.
+	Moved bool
 }
 
-// Decide is the pure policy: entry, its interface name, mode, scope and
-// filters in; act or skip with a reason out. Entries the kernel or another
-// agent owns (PERMANENT, NOARP, managed, extern_learn) are never touched,
-// whatever the scope.
-func Decide(e *table.Entry, ifname string, mode Mode, scope Scope, f *Filter) Decision {
+// Policy is what Decide weighs an entry against.
+type Policy struct {
+	Mode  Mode
+	Scope Scope
+	// Prevent: the manage strategy can act, so at-risk entries the scope
+	// leaves out are candidates for prevention. Prevention does not
+	// depend on the repair scope.
+	Prevent bool
+	Filter  *Filter
+}
+
+// Decide is the pure policy: an entry and its interface name in, act or
+// skip with a reason out. Entries the kernel or another agent owns
+// (PERMANENT, NOARP, managed by others, extern_learn) are never touched,
+// whatever the scope; entries neighwatch manages only when their host
+// was seen at another MAC.
+func Decide(e *table.Entry, ifname string, p Policy) Decision {
+	moved := false
 	switch {
-	case mode == ModeOff:
+	case p.Mode == ModeOff:
 		return Decision{Reason: SkipModeOff}
 	case e.State == table.StatePermanent:
 		return Decision{Reason: SkipPermanent}
 	case e.State == table.StateNoARP:
 		return Decision{Reason: SkipNoARP}
 	case e.FlagsExt&table.FlagExtManaged != 0:
-		return Decision{Reason: SkipManaged}
+		if e.Owner() != table.OwnerNeighwatch || !e.State.Valid() || e.DisputingMAC() == "" {
+			return Decision{Reason: SkipManaged}
+		}
+		moved = true
 	case e.Flags&table.FlagExtLearned != 0:
 		return Decision{Reason: SkipExternLearn}
 	case e.State != table.StateStale:
 		return Decision{Reason: SkipNotStale}
+	}
+	switch {
 	case e.LLAddr == "":
 		return Decision{Reason: SkipNoLinkLayer}
 	case !e.Addr.IsGlobalUnicast() && !e.Addr.IsLinkLocalUnicast():
 		return Decision{Reason: SkipLoopbackAddr}
 	}
-	if f != nil {
+	if f := p.Filter; f != nil {
 		if !(table.Selector{Include: f.Interfaces, Exclude: f.ExcludeInterfaces}).Match(ifname) {
 			return Decision{Reason: SkipInterface}
 		}
@@ -158,28 +184,45 @@ func Decide(e *table.Entry, ifname string, mode Mode, scope Scope, f *Filter) De
 			return Decision{Reason: SkipCIDR}
 		}
 	}
+	if moved {
+		return Decision{Act: true, Moved: true, Reason: "managed-moved:" + evidenceList(e)}
+	}
 	c := e.Class()
 	switch {
 	case c == table.ClassOK:
 		return Decision{Reason: SkipNotLong}
-	case c >= scope.MinClass():
+	case c >= p.Scope.MinClass():
 		return Decision{Act: true, Reason: reason(e)}
+	case c == table.ClassAtRisk && p.Prevent:
+		return Decision{Act: true, Prevent: true, Reason: reason(e)}
 	case c == table.ClassAtRisk:
 		return Decision{Reason: SkipAtRisk}
 	}
 	return Decision{Reason: SkipNoEvidence}
 }
 
+// MinClass is the least harmful class a policy acts on.
+func (p Policy) MinClass() table.Class {
+	if p.Prevent && table.ClassAtRisk < p.Scope.MinClass() {
+		return table.ClassAtRisk
+	}
+	return p.Scope.MinClass()
+}
+
 // reason names the class and its evidence: "stuck:source-mac+bypass".
 func reason(e *table.Entry) string {
+	if why := evidenceList(e); why != "" {
+		return e.Class().String() + ":" + why
+	}
+	return e.Class().String()
+}
+
+func evidenceList(e *table.Entry) string {
 	var why []string
 	for _, ev := range e.Evidence() {
 		why = append(why, string(ev.Signal))
 	}
-	if len(why) == 0 {
-		return e.Class().String()
-	}
-	return e.Class().String() + ":" + strings.Join(why, "+")
+	return strings.Join(why, "+")
 }
 
 func cidrAllowed(a netip.Addr, allow, deny []netip.Prefix) bool {
@@ -197,4 +240,49 @@ func cidrAllowed(a netip.Addr, allow, deny []netip.Prefix) bool {
 		}
 	}
 	return false
+}
+
+// Inert names what in a configuration can never act: a strategy the
+// agent or the kernel cannot use, or a class of entries no strategy can
+// repair. fatal is set when remediation as configured can never act at
+// all for a reason the configuration alone decides (the kernel's lack of
+// managed neighbours only warns: one configuration serves a fleet of
+// kernels).
+func Inert(c Config, swapPossible bool) (fatal error, warnings []string) {
+	if c.Mode == ModeOff {
+		return nil, nil
+	}
+	usable := 0
+	for _, s := range c.Strategies {
+		switch {
+		case s == StrategySwap && !swapPossible:
+			warnings = append(warnings, "--remediation.strategies: swap never acts: it needs --datapath.mode=auto")
+		case s == StrategyManage && !c.Manage.Supported:
+			warnings = append(warnings, "--remediation.strategies: manage never acts: this kernel keeps no managed neighbours (Linux 5.16+)")
+		default:
+			usable++
+		}
+	}
+	if usable == 0 {
+		if !slices.Contains(c.Strategies, StrategyManage) {
+			return fmt.Errorf("--remediation.strategies %s can never act: %s", joinStrategies(c.Strategies), strings.Join(warnings, "; ")), nil
+		}
+		return nil, warnings
+	}
+	repair := false
+	for _, s := range c.Strategies {
+		repair = repair || s == StrategyProbe || s == StrategyKick || s == StrategyFlush || (s == StrategySwap && swapPossible)
+	}
+	if !repair {
+		warnings = append(warnings, "--remediation.strategies "+joinStrategies(c.Strategies)+": stuck entries are never repaired (manage only keeps at-risk entries fresh); add probe")
+	}
+	return nil, warnings
+}
+
+func joinStrategies(ss []Strategy) string {
+	var s []string
+	for _, x := range ss {
+		s = append(s, string(x))
+	}
+	return strings.Join(s, ",")
 }

@@ -25,13 +25,14 @@ type entrySpec struct {
 	moved    bool   // ARP saw the IP at another MAC
 	bypass   uint64 // tracer hits
 	noLL     bool
+	proto    uint8 // NDA_PROTOCOL
 }
 
 func entry(t *testing.T, s entrySpec) table.Entry {
 	t.Helper()
 	tb := table.New(time.Nanosecond, nil)
 	ip := netip.MustParseAddr(s.ip)
-	u := table.Update{Ifindex: 3, Family: table.FamilyOf(ip), Addr: ip, State: s.state, Flags: s.flags, FlagsExt: s.flagsExt, LLAddr: macOld}
+	u := table.Update{Ifindex: 3, Family: table.FamilyOf(ip), Addr: ip, State: s.state, Flags: s.flags, FlagsExt: s.flagsExt, LLAddr: macOld, Protocol: s.proto}
 	if s.noLL {
 		u.LLAddr = nil
 	}
@@ -58,43 +59,53 @@ func TestDecide(t *testing.T) {
 		return out
 	}
 	tests := []struct {
-		name   string
-		e      entrySpec
-		ifname string
-		mode   Mode
-		scope  Scope
-		filter *Filter
-		act    bool
-		reason string
+		name    string
+		e       entrySpec
+		ifname  string
+		mode    Mode
+		scope   Scope
+		filter  *Filter
+		act     bool
+		reason  string
+		prevent bool // the manage strategy is available
 	}{
-		{"stuck by mismatch acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp"},
-		{"stuck with bypass acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:bypass+arp"},
-		{"at-risk, scope stuck: skipped", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, false, SkipAtRisk},
-		{"at-risk, scope at-risk: acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeAtRisk, nil, true, "at-risk:bypass"},
-		{"stuck, scope at-risk: acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeAtRisk, nil, true, "stuck:arp"},
-		{"stale-long, scope at-risk: skipped", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeAtRisk, nil, false, SkipNoEvidence},
-		{"dry-run decides too", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeDryRun, ScopeAtRisk, nil, true, "at-risk:bypass"},
-		{"off never acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOff, ScopeStuck, nil, false, SkipModeOff},
-		{"stale-long without evidence, scope stuck", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeStuck, nil, false, SkipNoEvidence},
-		{"stale-long without evidence, scope all-stale", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeAllStale, nil, true, "stale-long"},
-		{"reachable", entrySpec{ip: "10.0.0.1", state: table.StateReachable, moved: true}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipNotStale},
-		{"permanent, all-stale", entrySpec{ip: "10.0.0.1", state: table.StatePermanent, moved: true}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipPermanent},
-		{"noarp, all-stale", entrySpec{ip: "10.0.0.1", state: table.StateNoARP}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipNoARP},
-		{"managed stale, all-stale", entrySpec{ip: "10.0.0.1", state: table.StateStale, flagsExt: table.FlagExtManaged, moved: true}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipManaged},
-		{"extern_learn stale, all-stale", entrySpec{ip: "10.0.0.1", state: table.StateStale, flags: table.FlagExtLearned, bypass: 9}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipExternLearn},
-		{"interface excluded", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "lxc123", ModeOn, ScopeStuck, &Filter{ExcludeInterfaces: only("lxc.*")}, false, SkipInterface},
-		{"interface not included", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth1", ModeOn, ScopeStuck, &Filter{Interfaces: only("eth0")}, false, SkipInterface},
-		{"cidr denied", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}, false, SkipCIDR},
-		{"cidr not allowed", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}}, false, SkipCIDR},
-		{"cidr allowed", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, true, "stuck:arp"},
-		{"ipv6 stuck", entrySpec{ip: "fd00::2", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp"},
-		{"multicast never", entrySpec{ip: "ff02::1", state: table.StateStale, bypass: 1}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipLoopbackAddr},
+		{"stuck by mismatch acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp", false},
+		{"stuck with bypass acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:bypass+arp", false},
+		{"at-risk, scope stuck: skipped", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, false, SkipAtRisk, false},
+		{"at-risk, scope at-risk: acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeAtRisk, nil, true, "at-risk:bypass", false},
+		{"stuck, scope at-risk: acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeAtRisk, nil, true, "stuck:arp", false},
+		{"stale-long, scope at-risk: skipped", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeAtRisk, nil, false, SkipNoEvidence, false},
+		{"dry-run decides too", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeDryRun, ScopeAtRisk, nil, true, "at-risk:bypass", false},
+		{"off never acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOff, ScopeStuck, nil, false, SkipModeOff, false},
+		{"stale-long without evidence, scope stuck", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeStuck, nil, false, SkipNoEvidence, false},
+		{"stale-long without evidence, scope all-stale", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeAllStale, nil, true, "stale-long", false},
+		{"reachable", entrySpec{ip: "10.0.0.1", state: table.StateReachable, moved: true}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipNotStale, false},
+		{"permanent, all-stale", entrySpec{ip: "10.0.0.1", state: table.StatePermanent, moved: true}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipPermanent, false},
+		{"noarp, all-stale", entrySpec{ip: "10.0.0.1", state: table.StateNoARP}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipNoARP, false},
+		{"managed stale, all-stale", entrySpec{ip: "10.0.0.1", state: table.StateStale, flagsExt: table.FlagExtManaged, moved: true}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipManaged, false},
+		{"extern_learn stale, all-stale", entrySpec{ip: "10.0.0.1", state: table.StateStale, flags: table.FlagExtLearned, bypass: 9}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipExternLearn, false},
+		{"interface excluded", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "lxc123", ModeOn, ScopeStuck, &Filter{ExcludeInterfaces: only("lxc.*")}, false, SkipInterface, false},
+		{"interface not included", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth1", ModeOn, ScopeStuck, &Filter{Interfaces: only("eth0")}, false, SkipInterface, false},
+		{"cidr denied", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}, false, SkipCIDR, false},
+		{"cidr not allowed", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}}, false, SkipCIDR, false},
+		{"cidr allowed", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, true, "stuck:arp", false},
+		{"ipv6 stuck", entrySpec{ip: "fd00::2", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp", false},
+		{"multicast never", entrySpec{ip: "ff02::1", state: table.StateStale, bypass: 1}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipLoopbackAddr, false},
+		// Prevention does not depend on the repair scope.
+		{"at-risk, scope stuck, manage available: prevention", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, true, "at-risk:bypass", true},
+		{"stale-long, manage available: nothing to prevent", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeStuck, nil, false, SkipNoEvidence, true},
+		{"stuck, manage available: repair", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp", true},
+		// Entries neighwatch manages: repaired when their host moved.
+		{"managed by neighwatch, host moved", entrySpec{ip: "10.0.0.1", state: table.StateReachable, flagsExt: table.FlagExtManaged, proto: table.ProtocolNeighwatch, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "managed-moved:arp", true},
+		{"managed by neighwatch, host in place", entrySpec{ip: "10.0.0.1", state: table.StateReachable, flagsExt: table.FlagExtManaged, proto: table.ProtocolNeighwatch}, "eth0", ModeOn, ScopeStuck, nil, false, SkipManaged, true},
+		{"managed by neighwatch, moved, filtered", entrySpec{ip: "10.0.0.1", state: table.StateReachable, flagsExt: table.FlagExtManaged, proto: table.ProtocolNeighwatch, moved: true}, "eth0", ModeOn, ScopeStuck, &Filter{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}, false, SkipCIDR, true},
+		{"managed by another, host moved", entrySpec{ip: "10.0.0.1", state: table.StateReachable, flagsExt: table.FlagExtManaged, proto: 99, moved: true}, "eth0", ModeOn, ScopeStuck, nil, false, SkipManaged, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := entry(t, tt.e)
-			d := Decide(&e, tt.ifname, tt.mode, tt.scope, tt.filter)
-			if d.Act != tt.act || d.Reason != tt.reason {
+			d := Decide(&e, tt.ifname, Policy{Mode: tt.mode, Scope: tt.scope, Prevent: tt.prevent, Filter: tt.filter})
+			if d.Act != tt.act || d.Reason != tt.reason || d.Prevent != (tt.act && tt.prevent && e.Class() == table.ClassAtRisk && tt.scope == ScopeStuck) {
 				t.Fatalf("Decide = %+v, want act=%v reason=%q (class %v)", d, tt.act, tt.reason, e.Class())
 			}
 		})
@@ -121,5 +132,33 @@ func TestParse(t *testing.T) {
 func TestCounterSizes(t *testing.T) {
 	if len(Strategies()) != numStrategies || len(Outcomes()) != numOutcomes {
 		t.Fatalf("%d strategies, %d outcomes; the counters hold %d and %d", len(Strategies()), len(Outcomes()), numStrategies, numOutcomes)
+	}
+}
+
+func TestInert(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		strategies []Strategy
+		supported  bool
+		swap       bool
+		fatal      bool
+		warnings   int
+	}{
+		{"defaults with managed entries", []Strategy{StrategyManage, StrategyProbe, StrategyKick, StrategyFlush}, true, false, false, 0},
+		{"manage alone: stuck never repaired", []Strategy{StrategyManage}, true, false, false, 1},
+		{"manage alone, old kernel", []Strategy{StrategyManage}, false, false, false, 1},
+		{"swap without datapath auto, alone", []Strategy{StrategySwap}, true, false, true, 0},
+		{"swap without datapath auto, then probe", []Strategy{StrategySwap, StrategyProbe}, true, false, false, 1},
+		{"swap with datapath auto", []Strategy{StrategySwap}, true, true, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fatal, warns := Inert(Config{Mode: ModeOn, Strategies: tc.strategies, Manage: ManageConfig{Supported: tc.supported}}, tc.swap)
+			if (fatal != nil) != tc.fatal || len(warns) != tc.warnings {
+				t.Fatalf("fatal %v, warnings %q; want fatal %v and %d warnings", fatal, warns, tc.fatal, tc.warnings)
+			}
+		})
+	}
+	if f, w := Inert(Config{Mode: ModeOff, Strategies: []Strategy{StrategySwap}}, false); f != nil || w != nil {
+		t.Errorf("remediation off: %v %v; nothing to say", f, w)
 	}
 }

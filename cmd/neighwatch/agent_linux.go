@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ type agentSetup struct {
 	values     map[string]string // every flag's effective value, for restart-only changes
 	manageOK   bool
 	manageWhy  string
+	inert      []string // what in the configuration can never act
 }
 
 // agentConfig builds the agent's configuration from the command line and,
@@ -198,7 +200,11 @@ func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, errUsage{err}
 	}
-	st.cfg, st.manageOK, st.manageWhy = cfg, manageOK, manageWhy
+	fatal, inert := remediate.Inert(cfg.Remediation, auto)
+	if fatal != nil {
+		return nil, errUsage{fatal}
+	}
+	st.cfg, st.manageOK, st.manageWhy, st.inert = cfg, manageOK, manageWhy, inert
 	return st, nil
 }
 
@@ -211,6 +217,11 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	log.Info("starting neighwatch", "version", metrics.Version, "revision", metrics.Revision)
 	if !st.manageOK {
 		log.Warn("managed neighbours unavailable, the manage strategy is skipped: " + st.manageWhy)
+	}
+	for _, w := range st.inert {
+		if !strings.Contains(w, "manage never acts") || st.manageOK { // said just above
+			log.Warn(w)
+		}
 	}
 	reloads := make(chan agent.Reload, 1)
 	st.cfg.Reloads = reloads

@@ -184,30 +184,34 @@ func (f *Feed) sample(ctx context.Context) error {
 	s := sampler{window: f.cfg.Window, period: f.cfg.Period}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	attached := false
+	attached, bypassOn := false, false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-timer.C:
 		}
-		need := f.table.CountClass(table.ClassStaleLong) > 0
+		// Entries neighwatch manages are watched too, by their own
+		// packets only: their host may move while the kernel still holds
+		// them REACHABLE. Bypass counting is for stale-long entries.
+		bypass := f.table.CountClass(table.ClassStaleLong) > 0
+		need := bypass || f.table.CountOwned() > 0
 		on, wake := s.step(time.Now(), need)
 		if on && (!attached || f.cfg.Window >= f.cfg.Period) {
 			f.setCandidates()
 		}
-		if on != attached {
-			f.log.Debug("tracer: per-packet hooks", "attached", on, "stale_long", f.table.CountClass(table.ClassStaleLong))
-			if err := f.tracer.SetPerPacket(on); err != nil {
+		if on != attached || (on && bypass != bypassOn) {
+			f.log.Debug("tracer: per-packet hooks", "attached", on, "bypass", on && bypass, "stale_long", f.table.CountClass(table.ClassStaleLong))
+			if err := f.tracer.SetHooks(on && bypass, on); err != nil {
 				f.log.Warn("tracer: switching the per-packet hooks failed", "on", on, "err", err)
 			}
-			attached = on
-			if !on {
+			if !on && attached {
 				select {
 				case f.flush <- struct{}{}:
 				default:
 				}
 			}
+			attached, bypassOn = on, on && bypass
 		}
 		timer.Reset(wake)
 	}
@@ -216,7 +220,9 @@ func (f *Feed) sample(ctx context.Context) error {
 // setCandidates makes every STALE entry a source-MAC candidate, young
 // ones too: evidence gathered before an entry turns stale-long makes it
 // stuck the moment it does, so a moved host that keeps talking is found
-// within the threshold plus one period.
+// within the threshold plus one period. Entries neighwatch manages are
+// candidates in any state: the kernel re-validates them only when their
+// reachable time runs out, and evidence makes remediation probe at once.
 func (f *Feed) setCandidates() {
 	var cs []bpf.Candidate
 	f.table.Walk(table.ClassOK, func(e *table.Entry, _ string) bool {
@@ -225,6 +231,11 @@ func (f *Feed) setCandidates() {
 		}
 		return false
 	})
+	for _, e := range f.table.Owned() {
+		if len(e.LLAddr) == 6 && e.State != table.StateStale {
+			cs = append(cs, bpf.Candidate{Ifindex: int(e.Ifindex), Addr: e.Addr, MAC: e.HardwareAddr()})
+		}
+	}
 	if err := f.tracer.SetCandidates(cs); err != nil {
 		f.log.Warn("tracer: setting source-MAC candidates", "err", err)
 	}

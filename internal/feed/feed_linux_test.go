@@ -101,7 +101,7 @@ func newStuckLab(t *testing.T, prefix string, mode bpf.Mode, tmode bpf.TracerMod
 	case <-s.feed.Ready(): // the table is loaded and the tracer seeded
 	case err := <-feedDone:
 		t.Fatalf("feed stopped before ready: %v", err)
-	case <-time.After(20 * time.Second):
+	case <-time.After(lab.Patience(20 * time.Second)):
 		t.Fatal("feed not ready after 20s")
 	}
 	// The per-packet hooks attach once the entry is stale-long.

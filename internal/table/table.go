@@ -20,6 +20,7 @@ type Table struct {
 	ifaces    map[int32]*ifaceState
 	stuck     map[Key]*Entry
 	atRisk    map[Key]*Entry
+	owned     map[Key]*Entry // managed by neighwatch (NDA_PROTOCOL), any state
 	conflicts map[Key]*Entry // entries with a conflict, to clear after ConflictHold
 	trans     [2][numStates + 1][numStates + 1]uint64
 	gen       uint32
@@ -56,6 +57,7 @@ func New(threshold time.Duration, events *Broadcaster) *Table {
 		ifaces:    make(map[int32]*ifaceState),
 		stuck:     make(map[Key]*Entry),
 		atRisk:    make(map[Key]*Entry),
+		owned:     make(map[Key]*Entry),
 		conflicts: make(map[Key]*Entry),
 		events:    events,
 		now:       time.Now,
@@ -87,6 +89,9 @@ func (t *Table) detach(e *Entry) {
 	f := e.Family().idx()
 	s.counts[f][e.State.idx()]--
 	s.managed[f][e.Owner()][e.State.idx()]--
+	if e.Owner() == OwnerNeighwatch {
+		delete(t.owned, e.Key)
+	}
 	if e.heapIdx >= 0 {
 		if e.long {
 			s.long[f].remove(e)
@@ -116,6 +121,9 @@ func (t *Table) attach(e *Entry, now int64) {
 	f := e.Family().idx()
 	s.counts[f][e.State.idx()]++
 	s.managed[f][e.Owner()][e.State.idx()]++
+	if e.Owner() == OwnerNeighwatch {
+		t.owned[e.Key] = e
+	}
 	e.class = ClassOK
 	e.long = false
 	if e.State == StateStale {
@@ -665,6 +673,25 @@ func (t *Table) CountClass(min Class) int {
 		}
 	}
 	return n
+}
+
+// Owned returns copies of the entries neighwatch manages, in any state;
+// it reads an index, not the table.
+func (t *Table) Owned() []Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Entry, 0, len(t.owned))
+	for _, e := range t.owned {
+		out = append(out, *e)
+	}
+	return out
+}
+
+// CountOwned returns how many entries neighwatch manages.
+func (t *Table) CountOwned() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.owned)
 }
 
 // Publish sends an event to the table's subscribers (other parts of the
