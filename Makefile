@@ -15,7 +15,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 UNPARAM     := mvdan.cc/unparam@v0.0.0-20260823230713-2fa3d841b0c8
 
 .PHONY: all deps build run test unit vet lint cross fmt-check generate check-generate \
-        checkrules bench bench-root lab-up lab-down clean image manifests install demo
+        checkrules bench bench-root lab-up lab-down clean image manifests install demo test-kernels
 
 all: build
 
@@ -62,9 +62,19 @@ run: deps build
 	./$(BIN) agent $(ARGS)
 
 # The whole suite, privileged tests included (run as root; CI=true turns
-# would-be skips of privileged tests into failures).
+# would-be skips of privileged tests into failures), then the kernel
+# matrix.
 test: deps vet lint cross fmt-check check-generate checkrules
 	$(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) --no-print-directory test-kernels
+
+# The kernel-contract tests on Debian's 5.10, 6.1 and 6.12 (fetched from
+# the Debian archive this machine uses, booted under qemu) and on this
+# machine's kernel; prints a table of what each kernel gives (as root).
+# KERNELS=6.1 to boot fewer; kernels and results stay in .kernels/.
+KERNELS ?= 5.10,6.1,6.12
+test-kernels: deps
+	$(GO) run ./internal/kernels/cmd/nwkernels run --kernels $(KERNELS) --readme README.md
 
 # Tests any user can run: privileged ones skip with their reason (unless
 # CI=true, where they fail instead).
@@ -129,4 +139,4 @@ lab-down:
 	$(GO) run ./internal/lab/cmd/nwlab down
 
 clean:
-	rm -rf bin .bench
+	rm -rf bin .bench .kernels

@@ -466,3 +466,107 @@ func BenchmarkForwardingSampled(b *testing.B) {
 	m, _, _ := stats(ratios["sampled/off/stale-long entry on egress"])
 	b.ReportMetric(m, "sampled/off-stale")
 }
+
+// BenchmarkForwardingFentry sets the fentry tracer's cost per packet next
+// to the xmit tracer's, with their per-packet hooks attached (as in a
+// window), on injected frames (64-byte UDP, one core) forwarded by the
+// kernel and by the legacy datapath (bpf_fib_lookup + bpf_redirect), the
+// egress entry PERMANENT or STALE (every frame then a counted hit). Rounds
+// interleave every configuration; ratios are per round. fentry needs a
+// kernel without lockdown: run it on a matrix kernel,
+//
+//	nwkernels exec 6.12 -- bpf.test -test.run '^$' -test.bench ForwardingFentry -test.benchtime 7x
+func BenchmarkForwardingFentry(b *testing.B) {
+	f := newFwdBench(b)
+	ino, _ := NetNSInode("/run/netns/" + f.l.Node.Name)
+	fe, err := LoadTracer(TracerOptions{Mode: TracerFentry, NetNSIno: ino, InNetNS: f.l.Node.Do})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { fe.Close() })
+	if fe.Mode() != TracerFentry {
+		b.Skipf("fentry refused on this kernel: %v", fe.Fallback())
+	}
+	if fe.fentryKept != nil {
+		b.Skip("this kernel attaches a tracing program once: fentry cannot be switched off between rounds")
+	}
+	if err := fe.SetWatched([]int{f.n0, f.n1}, false); err != nil {
+		b.Fatal(err)
+	}
+	f.tracers["fentry"] = fe
+	cmac, _ := f.l.Client.MAC(lab.ClientIf)
+	const frames = 200_000
+	type cfg struct {
+		name, tracer string
+		mode         Mode
+		stale        bool
+	}
+	var cfgs []cfg
+	for _, stale := range []bool{false, true} {
+		for _, mode := range []Mode{"", ModeLegacy} {
+			if mode == "" && stale {
+				continue // the kernel would re-validate the entry
+			}
+			for _, tr := range []string{"", "full", "fentry"} {
+				name := "kernel"
+				if mode != "" {
+					name = string(mode)
+				}
+				if tr != "" {
+					name += "+" + map[string]string{"full": "xmit", "fentry": "fentry"}[tr]
+				}
+				if stale {
+					name += "/stale"
+				}
+				cfgs = append(cfgs, cfg{name, tr, mode, stale})
+			}
+		}
+	}
+	state := func(stale bool) {
+		st := "permanent"
+		if stale {
+			st = "stale"
+		}
+		if err := f.l.Node.SetNeigh(lab.NodeClientIf, lab.ClientIP, cmac, st); err != nil {
+			b.Fatal(err)
+		}
+	}
+	f.setup(b, ModeLegacy, "")
+	f.inject(b, frames) // warm up
+	pps, ratios := series{}, series{}
+	b.ResetTimer()
+	for r := 0; r < b.N; r++ {
+		for _, c := range cfgs {
+			state(c.stale)
+			f.setup(b, c.mode, c.tracer)
+			pps.add(c.name, f.inject(b, frames))
+		}
+		last := func(k string) float64 { return pps[k][len(pps[k])-1] }
+		for _, base := range []string{"kernel", "legacy", "legacy/stale"} {
+			x, y := base, ""
+			if i := strings.IndexByte(base, '/'); i >= 0 {
+				x, y = base[:i], base[i:]
+			}
+			ratios.add(base+" xmit/none", last(x+"+xmit"+y)/last(base))
+			ratios.add(base+" fentry/none", last(x+"+fentry"+y)/last(base))
+		}
+	}
+	b.StopTimer()
+	state(false)
+	var out strings.Builder
+	fmt.Fprintf(&out, "rounds=%d frames/round/config=%d\n", b.N, frames)
+	for _, c := range cfgs {
+		m, lo, hi := stats(pps[c.name])
+		fmt.Fprintf(&out, "  %-24s median %7.4f Mpps  (min %7.4f, max %7.4f)\n", c.name, m/1e6, lo/1e6, hi/1e6)
+	}
+	keys := make([]string, 0, len(ratios))
+	for k := range ratios {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		m, lo, hi := stats(ratios[k])
+		fmt.Fprintf(&out, "  ratio %-28s median %.3f  (min %.3f, max %.3f)\n", k, m, lo, hi)
+	}
+	writeReport(b, out.String())
+}

@@ -11,6 +11,8 @@ pkgs=(
   prometheus-alertmanager         # the alert tests' Alertmanager
   podman runc                     # make image and the image tests (podman --runtime runc)
   systemd                         # systemd-analyze verify of the unit after make install
+  qemu-system-x86 busybox-static  # the kernel matrix (make test-kernels): Debian's kernels under qemu
+  kmod xz-utils                   # ... their modules: depmod, modprobe, and xz for Debian 13's
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -54,7 +54,7 @@ func testLoop(t *testing.T, kind fwd.Kind, v6 bool) {
 	t.Cleanup(func() { f.Close() })
 	sock := sockPath(t)
 	a := startAgent(t, m.Node, sock, "--stale-threshold", threshold.String(), "--tracer.interval", interval.String(),
-		"--tracer.window", "1s", "--tracer.period", period.String())
+		"--tracer.window", period.String(), "--tracer.period", period.String())
 	m.agent = a
 	var tst control.TracerStatus
 	if err := control.NewClient(sock).Get(context.Background(), "/v1/tracer", &tst); err != nil {

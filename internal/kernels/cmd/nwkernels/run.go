@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/kernels"
+)
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("nwkernels run", flag.ContinueOnError)
+	var (
+		names    = fs.String("kernels", "5.10,6.1,6.12", "Debian kernel series to boot (comma-separated; empty for none)")
+		host     = fs.Bool("host", true, "run the contract tests on the machine's own kernel too")
+		dir      = fs.String("dir", ".kernels", "where kernels, test binaries and results go (not under /tmp)")
+		refresh  = fs.Bool("refresh", false, "fetch the kernels again even if a previous run left them")
+		parallel = fs.Int("parallel", 1, "kernels booted at once")
+		only     = fs.String("run", "", "run only the contract tests matching this regexp (go test -run)")
+		timeout  = fs.Duration("timeout", 12*time.Minute, "limit for one kernel's boot and tests")
+		readme   = fs.String("readme", "", "write the table into this file between its kernel-matrix markers (README.md) when every kernel passed")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	var ks []kernels.Kernel
+	for _, n := range strings.Split(*names, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		k, ok := kernels.Lookup(n)
+		if !ok {
+			return fmt.Errorf("--kernels: unknown series %q (known: 5.10, 6.1, 6.12)", n)
+		}
+		ks = append(ks, k)
+	}
+	start := time.Now()
+	bins, err := build(ctx, filepath.Join(abs, "bin"))
+	if err != nil {
+		return err
+	}
+	var images []kernels.Image
+	if len(ks) > 0 {
+		archive, err := machineArchive()
+		if err != nil {
+			return err
+		}
+		f := &kernels.Fetcher{Dir: filepath.Join(abs, "cache"), Archive: archive, Refresh: *refresh, Log: os.Stderr}
+		if _, err := os.Stat("/usr/share/keyrings/debian-archive-keyring.gpg"); err == nil {
+			f.Keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
+		}
+		if images, err = f.Fetch(ctx, ks); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "nwkernels: built and fetched in %v\n", time.Since(start).Round(time.Second))
+
+	rows := make([]kernels.Row, len(images))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(*parallel, 1))
+	for i, img := range images {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			rows[i] = bootOne(ctx, img, abs, bins, *only, *timeout)
+		}()
+	}
+	wg.Wait()
+	if *host {
+		rows = append(rows, hostRow(ctx, abs, bins, *only))
+	}
+	table := kernels.Table(rows, true)
+	fmt.Print(table)
+	if err := os.WriteFile(filepath.Join(abs, "matrix.md"), []byte(table), 0o644); err != nil {
+		return err
+	}
+	if err := readmeTable(*readme, rows); err != nil {
+		return err
+	}
+	fmt.Printf("\nmatrix wall time: %v\n", time.Since(start).Round(time.Second))
+	var errs []error
+	for _, r := range rows {
+		if r.Err != nil {
+			errs = append(errs, fmt.Errorf("kernel %s: %w", r.Name, r.Err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// readmeTable writes the table into the README when every kernel passed,
+// and otherwise says whether the README's differs.
+func readmeTable(path string, rows []kernels.Row) error {
+	if path == "" {
+		return nil
+	}
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	next, ok := kernels.ReplaceBlock(string(doc), kernels.Table(rows, false))
+	if !ok {
+		return fmt.Errorf("%s has no kernel-matrix markers", path)
+	}
+	for _, r := range rows {
+		if r.Err != nil {
+			fmt.Fprintf(os.Stderr, "nwkernels: %s not updated: kernel %s failed\n", path, r.Name)
+			return nil
+		}
+	}
+	if next == string(doc) {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "nwkernels: %s: kernel table updated from this run\n", path)
+	return os.WriteFile(path, []byte(next), 0o644)
+}
+
+// binaries are what the guests run, built on the host.
+type binaries struct {
+	dir        string
+	neighwatch string
+	nwkernels  string
+	tests      map[string]string // package -> test binary
+}
+
+func build(ctx context.Context, dir string) (binaries, error) {
+	b := binaries{dir: dir, neighwatch: filepath.Join(dir, "neighwatch"), nwkernels: filepath.Join(dir, "nwkernels"), tests: map[string]string{}}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return b, err
+	}
+	version, err := os.ReadFile("VERSION")
+	if err != nil {
+		return b, fmt.Errorf("run from the repository's root: %w", err)
+	}
+	ld := "-X github.com/neighwatch/neighwatch/metrics.Version=" + strings.TrimSpace(string(version))
+	cmds := [][]string{
+		{"go", "build", "-ldflags", ld, "-o", b.neighwatch, "./cmd/neighwatch"},
+		{"go", "build", "-o", b.nwkernels, "./internal/kernels/cmd/nwkernels"},
+	}
+	for _, s := range kernels.Contract {
+		bin := filepath.Join(dir, strings.ReplaceAll(strings.TrimPrefix(s.Package, "./"), "/", "_")+".test")
+		b.tests[s.Package] = bin
+		cmds = append(cmds, []string{"go", "test", "-c", "-o", bin, s.Package})
+	}
+	for _, c := range cmds {
+		cmd := exec.CommandContext(ctx, c[0], c[1:]...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return b, fmt.Errorf("%s: %w\n%s", strings.Join(c, " "), err, out)
+		}
+	}
+	return b, nil
+}
+
+func machineArchive() (string, error) {
+	for _, p := range append([]string{"/etc/apt/sources.list"}, globs("/etc/apt/sources.list.d/*.sources", "/etc/apt/sources.list.d/*.list")...) {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		uri, err := kernels.ArchiveURI(f)
+		f.Close()
+		if err == nil {
+			return uri, nil
+		}
+	}
+	return "", errors.New("no Debian archive in /etc/apt/sources.list or sources.list.d: the matrix fetches Debian's kernels from the archive this machine uses")
+}
+
+func globs(patterns ...string) []string {
+	var out []string
+	for _, p := range patterns {
+		m, _ := filepath.Glob(p)
+		out = append(out, m...)
+	}
+	return out
+}
+
+// steps are what every kernel runs: the capability probe, then each
+// package's contract tests.
+func steps(bins binaries, only, kernel, results string) []kernels.Step {
+	wd, _ := os.Getwd()
+	env := []string{"CI=true", "NEIGHWATCH_BIN=" + bins.neighwatch, "NEIGHWATCH_KERNEL=" + kernel}
+	if kernel != "host" {
+		// Emulated (TCG): everything takes several times longer.
+		env = append(env, "NEIGHWATCH_TIME_SCALE=4")
+	}
+	out := []kernels.Step{{Name: "probe", Dir: wd, Env: env, Argv: []string{bins.nwkernels, "probe", "--out", filepath.Join(results, "caps.json")}}}
+	for _, s := range kernels.Contract {
+		run := s.Run
+		if only != "" {
+			run = only
+		}
+		out = append(out, kernels.Step{
+			Name: s.Name(), Dir: filepath.Join(wd, s.Package), Env: env,
+			Argv: []string{bins.tests[s.Package], "-test.run", run, "-test.v", "-test.count=1", "-test.timeout", s.Timeout.String()},
+		})
+	}
+	return out
+}
+
+func bootOne(ctx context.Context, img kernels.Image, dir string, bins binaries, only string, timeout time.Duration) kernels.Row {
+	results := filepath.Join(dir, "results", img.Kernel.Name)
+	_ = os.RemoveAll(results)
+	st := steps(bins, only, img.Kernel.Name, results)
+	start := time.Now()
+	fmt.Fprintf(os.Stderr, "nwkernels: booting %s (%s %s)\n", img.Release, img.Package, img.Version)
+	err := kernels.Boot{Image: img, Results: results, Steps: st, Timeout: timeout}.Run(ctx)
+	row := collect(img.Kernel.Name, img.Release, results, st)
+	row.Took = time.Since(start)
+	if err != nil {
+		row.Err = err
+	}
+	fmt.Fprintf(os.Stderr, "nwkernels: %s done in %v\n", img.Release, row.Took.Round(time.Second))
+	return row
+}
+
+func hostRow(ctx context.Context, dir string, bins binaries, only string) kernels.Row {
+	results := filepath.Join(dir, "results", "host")
+	_ = os.RemoveAll(results)
+	if err := os.MkdirAll(results, 0o755); err != nil {
+		return kernels.Row{Name: "host", Err: err}
+	}
+	rel := unameRelease()
+	st := steps(bins, only, "host", results)
+	start := time.Now()
+	for _, s := range st {
+		out, err := os.Create(filepath.Join(results, s.Name+".out"))
+		if err != nil {
+			return kernels.Row{Name: "host", Err: err}
+		}
+		cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
+		cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = s.Dir, append(os.Environ(), s.Env...), out, out
+		err = cmd.Run()
+		out.Close()
+		code := 0
+		if err != nil {
+			code = 1
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			}
+		}
+		_ = os.WriteFile(filepath.Join(results, s.Name+".rc"), []byte(fmt.Sprintln(code)), 0o644)
+	}
+	row := collect("host", rel, results, st)
+	row.Took = time.Since(start)
+	return row
+}
+
+// collect reads a kernel's results: the probe's capabilities and every
+// step's outcome.
+func collect(name, release, results string, st []kernels.Step) kernels.Row {
+	row := kernels.Row{Name: name, Release: release}
+	var errs []error
+	for _, s := range st {
+		rcb, err := os.ReadFile(filepath.Join(results, s.Name+".rc"))
+		out, _ := os.ReadFile(filepath.Join(results, s.Name+".out"))
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s did not run", s.Name))
+			continue
+		case s.Name == "probe":
+			caps, err := os.ReadFile(filepath.Join(results, "caps.json"))
+			if err == nil {
+				err = json.Unmarshal(caps, &row.Caps)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("probe: %w: %s", err, out))
+			}
+		default:
+			res := kernels.ParseTestOutput(string(out))
+			row.Tests = append(row.Tests, res...)
+		}
+		if strings.TrimSpace(string(rcb)) != "0" {
+			errs = append(errs, fmt.Errorf("%s failed (exit %s); output in %s", s.Name, strings.TrimSpace(string(rcb)), filepath.Join(results, s.Name+".out")))
+		}
+	}
+	row.Err = errors.Join(errs...)
+	return row
+}

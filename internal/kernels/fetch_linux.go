@@ -1,0 +1,330 @@
+package kernels
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Image is a Debian kernel unpacked and ready to boot.
+type Image struct {
+	Kernel    Kernel
+	Package   string // the linux-image package, e.g. linux-image-6.1.0-50-amd64
+	Version   string // its Debian version
+	Release   string // what uname -r says
+	Vmlinuz   string
+	Modules   string // the directory that is /lib/modules/RELEASE in the guest
+	Initramfs string
+}
+
+// Fetcher fetches Debian kernels with APT into Dir, from Archive (the
+// archive the machine uses; see ArchiveURI), and keeps them there: a
+// second run reuses what it finds unless Refresh is set.
+type Fetcher struct {
+	Dir     string
+	Archive string
+	Keyring string // signed-by for the temporary sources list; "" uses APT's trusted keys
+	Refresh bool
+	Log     io.Writer
+}
+
+// busyboxPath is the static busybox the initramfs runs (busybox-static).
+const busyboxPath = "/bin/busybox"
+
+// Fetch returns the images of ks, fetching and unpacking what is missing.
+func (f *Fetcher) Fetch(ctx context.Context, ks []Kernel) ([]Image, error) {
+	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	out := make([]Image, len(ks))
+	var missing []int
+	for i, k := range ks {
+		img, err := f.cached(k)
+		if err != nil || f.Refresh {
+			missing = append(missing, i)
+			continue
+		}
+		out[i] = img
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	if err := f.update(ctx, ks); err != nil {
+		return nil, err
+	}
+	for _, i := range missing {
+		img, err := f.fetch(ctx, ks[i])
+		if err != nil {
+			return nil, fmt.Errorf("kernel %s (%s): %w", ks[i].Name, ks[i].Suite, err)
+		}
+		out[i] = img
+	}
+	return out, nil
+}
+
+func (f *Fetcher) indexPath(k Kernel) string { return filepath.Join(f.Dir, k.Suite+".json") }
+
+// cached returns an image unpacked by an earlier run.
+func (f *Fetcher) cached(k Kernel) (Image, error) {
+	b, err := os.ReadFile(f.indexPath(k))
+	if err != nil {
+		return Image{}, err
+	}
+	var img Image
+	if err := json.Unmarshal(b, &img); err != nil {
+		return Image{}, err
+	}
+	for _, p := range []string{img.Vmlinuz, img.Modules, img.Initramfs} {
+		if _, err := os.Stat(p); err != nil {
+			return Image{}, err
+		}
+	}
+	img.Kernel = k
+	return img, nil
+}
+
+// aptArgs points APT at a private sources list, lists and cache, so the
+// machine's own APT state is never touched.
+func (f *Fetcher) aptArgs() []string {
+	a := filepath.Join(f.Dir, "apt")
+	return []string{
+		"-o", "Dir::Etc::SourceList=" + filepath.Join(a, "sources.list"),
+		"-o", "Dir::Etc::SourceParts=/dev/null",
+		"-o", "Dir::State::Lists=" + filepath.Join(a, "lists"),
+		"-o", "Dir::Cache=" + filepath.Join(a, "cache"),
+		"-o", "APT::Sandbox::User=root",
+		"-o", "Debug::NoLocking=1",
+	}
+}
+
+func (f *Fetcher) update(ctx context.Context, ks []Kernel) error {
+	a := filepath.Join(f.Dir, "apt")
+	for _, d := range []string{"lists/partial", "cache/archives/partial"} {
+		if err := os.MkdirAll(filepath.Join(a, d), 0o755); err != nil {
+			return err
+		}
+	}
+	opt := ""
+	if f.Keyring != "" {
+		opt = "[signed-by=" + f.Keyring + "] "
+	}
+	var src strings.Builder
+	for _, k := range ks {
+		fmt.Fprintf(&src, "deb %s%s %s main\n", opt, f.Archive, k.Suite)
+	}
+	if err := os.WriteFile(filepath.Join(a, "sources.list"), []byte(src.String()), 0o644); err != nil {
+		return err
+	}
+	f.logf("fetching the package lists of %s from %s", suites(ks), f.Archive)
+	_, err := f.run(ctx, "", "apt-get", append(f.aptArgs(), "-qq", "update")...)
+	return err
+}
+
+func suites(ks []Kernel) string {
+	var s []string
+	for _, k := range ks {
+		s = append(s, k.Suite)
+	}
+	return strings.Join(s, ", ")
+}
+
+var dependsRE = regexp.MustCompile(`(?m)^Depends: (linux-image-[^ ,]+) \(= ([^)]+)\)`)
+
+func (f *Fetcher) fetch(ctx context.Context, k Kernel) (Image, error) {
+	// The suite's linux-image-amd64 names the kernel package it installs.
+	show, err := f.run(ctx, "", "apt-cache", append(f.aptArgs(), "show", "linux-image-amd64/"+k.Suite)...)
+	if err != nil {
+		return Image{}, err
+	}
+	m := dependsRE.FindStringSubmatch(show)
+	if m == nil {
+		return Image{}, fmt.Errorf("linux-image-amd64/%s names no kernel package:\n%s", k.Suite, show)
+	}
+	img := Image{Kernel: k, Package: m[1], Version: m[2]}
+	debs := filepath.Join(f.Dir, "debs")
+	if err := os.MkdirAll(debs, 0o755); err != nil {
+		return Image{}, err
+	}
+	f.logf("kernel %s: downloading %s %s", k.Name, img.Package, img.Version)
+	if _, err := f.run(ctx, debs, "apt-get", append(f.aptArgs(), "-qq", "download", img.Package+"="+img.Version)...); err != nil {
+		return Image{}, err
+	}
+	debsFound, _ := filepath.Glob(filepath.Join(debs, img.Package+"_*.deb"))
+	var deb string
+	for _, d := range debsFound {
+		if strings.Contains(filepath.Base(d), "_"+strings.ReplaceAll(img.Version, ":", "%3a")+"_") {
+			deb = d
+		}
+	}
+	if deb == "" {
+		return Image{}, fmt.Errorf("apt-get download left no %s %s in %s", img.Package, img.Version, debs)
+	}
+	root := filepath.Join(f.Dir, "root", img.Package+"_"+img.Version)
+	_ = os.RemoveAll(root)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return Image{}, err
+	}
+	if _, err := f.run(ctx, "", "dpkg", "-x", deb, root); err != nil {
+		return Image{}, err
+	}
+	kernels, _ := filepath.Glob(filepath.Join(root, "boot", "vmlinuz-*"))
+	if len(kernels) != 1 {
+		return Image{}, fmt.Errorf("%s holds %d kernels, want 1", deb, len(kernels))
+	}
+	img.Vmlinuz = kernels[0]
+	img.Release = strings.TrimPrefix(filepath.Base(kernels[0]), "vmlinuz-")
+	// Debian 13 moved the modules under /usr.
+	base := root
+	if _, err := os.Stat(filepath.Join(root, "usr", "lib", "modules", img.Release)); err == nil {
+		base = filepath.Join(root, "usr")
+	}
+	img.Modules = filepath.Join(base, "lib", "modules", img.Release)
+	if _, err := f.run(ctx, "", "depmod", "-b", base, img.Release); err != nil {
+		return Image{}, err
+	}
+	img.Initramfs = filepath.Join(root, "initramfs.gz")
+	if err := f.initramfs(ctx, img); err != nil {
+		return Image{}, err
+	}
+	b, err := json.MarshalIndent(img, "", "  ")
+	if err != nil {
+		return Image{}, err
+	}
+	_ = os.Remove(deb) // unpacked: the package itself is not needed again
+	return img, os.WriteFile(f.indexPath(k), b, 0o644)
+}
+
+// initModules are what the initramfs loads to mount the shared root.
+var initModules = []string{"virtio_pci", "9pnet_virtio", "9p"}
+
+// initScript runs as PID 1 in the initramfs: it loads the 9p modules,
+// mounts the host's root read-only and hands over to the guest script,
+// whose path is on the kernel command line (nw.init=PATH).
+const initScript = `#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /dev /newroot
+/bin/busybox mount -t proc proc /proc
+/bin/busybox mount -t devtmpfs dev /dev
+for m in $(/bin/busybox cat /modules/order); do /bin/busybox insmod /modules/$m || echo "nwinit: insmod $m failed"; done
+init=
+for a in $(/bin/busybox cat /proc/cmdline); do case $a in nw.init=*) init=${a#nw.init=};; esac; done
+if ! /bin/busybox mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=524288,cache=loose hostroot /newroot; then
+	echo "nwinit: mounting the host root failed"
+	echo o > /proc/sysrq-trigger
+fi
+/bin/busybox umount /proc
+/bin/busybox umount /dev
+exec /bin/busybox switch_root /newroot /bin/bash "$init"
+`
+
+func (f *Fetcher) initramfs(ctx context.Context, img Image) error {
+	bb, err := os.ReadFile(busyboxPath)
+	if err != nil {
+		return fmt.Errorf("the initramfs needs a static busybox (Debian's busybox-static): %w", err)
+	}
+	if err := checkStatic(busyboxPath); err != nil {
+		return err
+	}
+	files := map[string]File{
+		"bin":         {Dir: true, Mode: 0o755},
+		"bin/busybox": {Data: bb, Mode: 0o755},
+		"init":        {Data: []byte(initScript), Mode: 0o755},
+		"modules":     {Dir: true, Mode: 0o755},
+	}
+	deps, err := f.run(ctx, "", "modprobe", append([]string{"-d", filepath.Dir(filepath.Dir(filepath.Dir(img.Modules))), "-S", img.Release, "--show-depends", "-a"}, initModules...)...)
+	if err != nil {
+		return err
+	}
+	var order []string
+	seen := map[string]bool{}
+	for _, line := range strings.Split(deps, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || fields[0] != "insmod" || seen[fields[1]] {
+			continue
+		}
+		seen[fields[1]] = true
+		data, err := readModule(fields[1])
+		if err != nil {
+			return err
+		}
+		name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(fields[1]), ".xz"), ".zst")
+		files["modules/"+name] = File{Data: data, Mode: 0o644}
+		order = append(order, name)
+	}
+	files["modules/order"] = File{Data: []byte(strings.Join(order, "\n") + "\n"), Mode: 0o644}
+	out, err := os.Create(img.Initramfs)
+	if err != nil {
+		return err
+	}
+	if err := WriteInitramfs(out, files); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// readModule reads a kernel module, decompressed: busybox's insmod takes
+// plain ELF only.
+func readModule(path string) ([]byte, error) {
+	var tool string
+	switch {
+	case strings.HasSuffix(path, ".xz"):
+		tool = "xz"
+	case strings.HasSuffix(path, ".zst"):
+		tool = "zstd"
+	default:
+		return os.ReadFile(path)
+	}
+	out, err := exec.Command(tool, "-dc", path).Output()
+	if err != nil {
+		return nil, fmt.Errorf("decompress %s with %s: %w", path, tool, err)
+	}
+	return out, nil
+}
+
+func checkStatic(path string) error {
+	e, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	for _, p := range e.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked; the initramfs needs a static one (Debian's busybox-static)", path)
+		}
+	}
+	return nil
+}
+
+func (f *Fetcher) run(ctx context.Context, dir, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, lastLines(stderr.String(), 5))
+	}
+	return string(out), nil
+}
+
+func (f *Fetcher) logf(format string, args ...any) {
+	if f.Log != nil {
+		fmt.Fprintf(f.Log, format+"\n", args...)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,109 @@
+package kernels
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// A Kernel is one row of the matrix: a Debian release's kernel series.
+type Kernel struct {
+	Name  string // the series, as operators say it: "6.1"
+	Suite string // the Debian suite whose linux-image-amd64 it is
+	Who   string // who runs it
+}
+
+// Debian lists the kernels the matrix boots, oldest first.
+var Debian = []Kernel{
+	{Name: "5.10", Suite: "bullseye", Who: "Debian 11"},
+	{Name: "6.1", Suite: "bookworm", Who: "Debian 12, Amazon Linux 2023"},
+	{Name: "6.12", Suite: "trixie", Who: "Debian 13"},
+}
+
+// Lookup returns the kernel of a series name.
+func Lookup(name string) (Kernel, bool) {
+	for _, k := range Debian {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Kernel{}, false
+}
+
+// ArchiveURI finds the Debian archive the machine already uses in its APT
+// sources (one-line or deb822 format): the URI of the first source that
+// serves a release suite (not -security, -updates or -backports) with the
+// main component. The matrix asks the same archive for the other suites.
+func ArchiveURI(r io.Reader) (string, error) {
+	var (
+		uris, suites, comps []string
+		found               string
+	)
+	consider := func() {
+		if found != "" || len(uris) == 0 {
+			return
+		}
+		hasMain := false
+		for _, c := range comps {
+			hasMain = hasMain || c == "main"
+		}
+		for _, s := range suites {
+			if hasMain && !strings.Contains(s, "-") && !strings.Contains(s, "/") {
+				found = strings.TrimSuffix(uris[0], "/")
+				return
+			}
+		}
+	}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = strings.TrimSpace(line[:i])
+		}
+		if line == "" {
+			// deb822 stanzas end at a blank line.
+			consider()
+			uris, suites, comps = nil, nil, nil
+			continue
+		}
+		if f := strings.Fields(line); f[0] == "deb" {
+			// One-line format: deb [options] uri suite component...
+			f = f[1:]
+			if len(f) > 0 && strings.HasPrefix(f[0], "[") {
+				for len(f) > 0 && !strings.HasSuffix(f[0], "]") {
+					f = f[1:]
+				}
+				if len(f) > 0 {
+					f = f[1:]
+				}
+			}
+			if len(f) >= 3 {
+				uris, suites, comps = f[:1], f[1:2], f[2:]
+				consider()
+				uris, suites, comps = nil, nil, nil
+			}
+			continue
+		}
+		key, val, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch strings.ToLower(strings.TrimSpace(key)) {
+		case "uris":
+			uris = strings.Fields(val)
+		case "suites":
+			suites = strings.Fields(val)
+		case "components":
+			comps = strings.Fields(val)
+		}
+	}
+	consider()
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	if found == "" {
+		return "", fmt.Errorf("no Debian release suite with the main component in the APT sources")
+	}
+	return found, nil
+}
