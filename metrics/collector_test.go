@@ -174,6 +174,7 @@ neighwatch_arp_packets_total{interface="eth0",kind="request"} 0
 neighwatch_netlink_resyncs_total{reason="dump_interrupted"} 0
 neighwatch_netlink_resyncs_total{reason="enobufs"} 4
 neighwatch_netlink_resyncs_total{reason="error"} 0
+neighwatch_netlink_resyncs_total{reason="hooks"} 0
 neighwatch_netlink_resyncs_total{reason="link"} 0
 neighwatch_netlink_resyncs_total{reason="periodic"} 0
 # HELP neighwatch_neighbour_table_gc_threshold Kernel neighbour table GC thresholds (host-wide).

@@ -95,7 +95,7 @@ func NewNetlinkCollector(src NetlinkSource, log *slog.Logger) prometheus.Collect
 		k := src.Counters()
 		for reason, v := range map[string]uint64{
 			"enobufs": k.ResyncENOBUFS, "dump_interrupted": k.ResyncInterrupt,
-			"link": k.ResyncLink, "error": k.ResyncError, "periodic": k.ResyncPeriodic,
+			"link": k.ResyncLink, "error": k.ResyncError, "periodic": k.ResyncPeriodic, "hooks": k.ResyncHooks,
 		} {
 			ch <- resyncs.with(float64(v), reason)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -179,4 +180,68 @@ func TestManagedCapabilityNamed(t *testing.T) {
 		t.Errorf("%d log lines say managed neighbours are unavailable; the kernel keeps them: %v\n%s", lines, kernel, a.logs())
 	}
 	t.Logf("kernel keeps managed neighbours: %v; neighwatch_manage_supported %s", kernel, want)
+}
+
+// TestTableEqualsKernelFromStart: while the agent starts, the node keeps
+// creating entries the kernel announces to nobody (a datagram to a new
+// on-link address makes an INCOMPLETE entry; netlink hears of it only
+// when it fails, seconds later). One second after the tracer is ready,
+// the table must hold every entry the kernel has: those created before
+// the first dump come with it, those after the neigh_create hook through
+// it, and those in between through a second dump once the hook is there.
+func TestTableEqualsKernelFromStart(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	ns := lab.NewNS(t, "hole")
+	for _, args := range [][]string{
+		{"link", "add", "h0", "type", "veth", "peer", "name", "h1"},
+		{"link", "set", "h0", "up"}, {"link", "set", "h1", "up"},
+		{"addr", "add", "10.77.0.1/16", "dev", "h0"},
+	} {
+		ns.MustIP(t, args...)
+	}
+	var c *net.UDPConn
+	if err := ns.Do(func() (err error) { c, err = net.ListenUDP("udp4", nil); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	stop := make(chan struct{})
+	created := make(chan int, 1)
+	go func() {
+		i := 0
+		defer func() { created <- i }()
+		for ; i < 400; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			to := &net.UDPAddr{IP: net.IPv4(10, 77, byte(1+i/250), byte(1+i%250)), Port: 9}
+			_, _ = c.WriteToUDP([]byte("x"), to)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	sock := sockPath(t)
+	startAgent(t, ns, sock, "--tracer", "xmit")
+	close(stop)
+	n := <-created
+	time.Sleep(time.Second)
+	entries, err := ns.Neighbours()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, e := range statusJSON(t, sock) {
+		have[e.Interface+" "+e.IP] = true
+	}
+	var missing []string
+	for _, e := range entries {
+		if !have[e.Dev+" "+e.Dst] {
+			missing = append(missing, e.Dst+" "+strings.Join(e.State, ","))
+		}
+	}
+	t.Logf("%d entries created while the agent started; the kernel holds %d, the agent %d", n, len(entries), len(have))
+	if len(missing) > 0 {
+		t.Errorf("1 s after the tracer was ready, the table lacks %d of the kernel's %d entries: %v", len(missing), len(entries), missing)
+	}
 }

@@ -20,6 +20,9 @@ type Links interface {
 	Ready() <-chan struct{}
 	Interfaces() map[int32]string
 	Lookup(keys []table.Key) (int, error)
+	// ResyncAfterHooks dumps the tables again: what the kernel created
+	// silently between the first dump and the tracer's hooks.
+	ResyncAfterHooks()
 }
 
 // Config configures a Feed.
@@ -48,6 +51,8 @@ type Feed struct {
 	// flush asks the evidence loop to read the counters now: at the end
 	// of each window, so what it saw reaches the table at once.
 	flush chan struct{}
+	// createdSoon asks for the created entries to be looked up shortly.
+	createdSoon chan struct{}
 }
 
 // New returns a feed from tr to t.
@@ -62,7 +67,7 @@ func New(tr *bpf.Tracer, t *table.Table, links Links, cfg Config) *Feed {
 		cfg.Window, cfg.Period = time.Second, time.Second
 	}
 	return &Feed{tracer: tr, table: t, links: links, cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), created: map[table.Key]bool{},
-		flush: make(chan struct{}, 1)}
+		flush: make(chan struct{}, 1), createdSoon: make(chan struct{}, 1)}
 }
 
 // Ready is closed once the tracer's mirror is seeded and its events are
@@ -106,6 +111,10 @@ func (f *Feed) Run(ctx context.Context) error {
 		watched = idx
 	}
 	syncWatched()
+	// The neigh_create hook is attached (the tracer was loaded before the
+	// feed runs); the first dump may be older: dump once more so nothing
+	// created silently in between waits for the periodic resync.
+	f.links.ResyncAfterHooks()
 	n, err := f.seed()
 	if err != nil {
 		f.log.Warn("tracer: seeding the in-kernel mirror failed; entries are mirrored from their next change", "err", err)
@@ -115,6 +124,7 @@ func (f *Feed) Run(ctx context.Context) error {
 		return f.tracer.ReadTransitions(ctx, f.applyTransition, func(error) { f.c.transitionsBroken.Add(1) })
 	})
 	g.Go(func() error { return f.sample(ctx) })
+	g.Go(func() error { return f.lookupCreatedSoon(ctx) })
 	close(f.ready)
 	f.log.Info("tracer running", "mode", f.tracer.Mode(), "seeded", n, "interfaces", len(watched),
 		"window", f.cfg.Window, "period", f.cfg.Period)
@@ -249,12 +259,43 @@ func (f *Feed) applyTransition(tr bpf.SilentTransition) {
 		f.mu.Lock()
 		f.created[k] = true
 		f.mu.Unlock()
+		select {
+		case f.createdSoon <- struct{}{}:
+		default:
+		}
 		return
 	}
 	if f.table.ApplyTracepoint(k, table.State(tr.From), table.State(tr.To), time.Now()) {
 		f.c.transitions.Add(1)
 	} else {
 		f.c.transitionsStale.Add(1)
+	}
+}
+
+// createdDelay lets the kernel finish creating an entry (the tracepoint
+// fires before it is in the table) before it is looked up.
+const createdDelay = 100 * time.Millisecond
+
+// lookupCreatedSoon looks the created entries up shortly after the
+// tracepoint names them, so the table holds them within a second; the
+// tracer interval's lookups catch what one finds not there yet.
+func (f *Feed) lookupCreatedSoon(ctx context.Context) error {
+	t := time.NewTimer(0)
+	<-t.C
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-f.createdSoon:
+		}
+		t.Reset(createdDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		f.lookupCreated()
 	}
 }
 

@@ -310,6 +310,8 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("stopped before ready: %v", err)
 	}
+	// The second dump, once the hooks are attached, is part of start-up.
+	lab.WaitFor(t, 5*time.Second, "the dump after the hooks", func() bool { return mir.Counters().Dumps == 2 })
 	n0, _ := l.Node.Ifindex(lab.NodeClientIf)
 	group := netip.MustParseAddr("ff02::1:ff00:2") // a solicited-node group nobody else uses here
 	k := table.Key{Ifindex: int32(n0), Addr: group}
@@ -326,8 +328,8 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 		return ok && e.State == table.StateNoARP
 	})
 	c := mir.Counters()
-	if c.Lookups == 0 || c.Dumps != 1 {
-		t.Errorf("lookups %d, dumps %d: want the entry found by a lookup, with no resync", c.Lookups, c.Dumps)
+	if c.Lookups == 0 || c.Dumps != 2 || c.ResyncHooks != 1 {
+		t.Errorf("lookups %d, dumps %d (%d after the hooks): want the entry found by a lookup, with no resync past start-up", c.Lookups, c.Dumps, c.ResyncHooks)
 	}
 	if ke, err := l.Node.Entry(lab.NodeClientIf, group); err != nil || ke.State[0] != "NOARP" {
 		t.Errorf("kernel entry: %+v %v", ke, err)

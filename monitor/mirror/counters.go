@@ -12,6 +12,7 @@ type Counters struct {
 	ResyncLink      uint64 // resyncs after an interface came into scope
 	ResyncError     uint64 // resyncs after another socket error
 	ResyncPeriodic  uint64 // scheduled reconciliations
+	ResyncHooks     uint64 // once the tracer's neigh_create hook is attached
 	ErrENOBUFS      uint64
 	ErrDecode       uint64
 	ErrSocket       uint64
@@ -24,6 +25,7 @@ type counters struct {
 	messages, ignored, dumps                                          atomic.Uint64
 	resyncENOBUFS, resyncInterrupt, resyncLink, resyncError           atomic.Uint64
 	resyncPeriodic, errENOBUFS, errDecode, errSocket, linkResubscribe atomic.Uint64
+	resyncHooks                                                       atomic.Uint64
 	lookups                                                           atomic.Uint64
 }
 
@@ -32,6 +34,7 @@ func (c *counters) snapshot() Counters {
 		Messages: c.messages.Load(), Ignored: c.ignored.Load(), Dumps: c.dumps.Load(),
 		ResyncENOBUFS: c.resyncENOBUFS.Load(), ResyncInterrupt: c.resyncInterrupt.Load(),
 		ResyncLink: c.resyncLink.Load(), ResyncError: c.resyncError.Load(), ResyncPeriodic: c.resyncPeriodic.Load(),
+		ResyncHooks: c.resyncHooks.Load(),
 		ErrENOBUFS: c.errENOBUFS.Load(), ErrDecode: c.errDecode.Load(), ErrSocket: c.errSocket.Load(),
 		LinkResubscribe: c.linkResubscribe.Load(), Lookups: c.lookups.Load(),
 	}

@@ -169,6 +169,15 @@ func (m *Mirror) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
+// ResyncAfterHooks asks for a second dump once the tracer's neigh_create
+// hook is attached: the kernel creates some entries without a netlink
+// message (NOARP, IPv6 multicast, INCOMPLETE), and one created between
+// the first dump and the hook would wait for the periodic resync.
+func (m *Mirror) ResyncAfterHooks() {
+	m.c.resyncHooks.Add(1)
+	m.Resync()
+}
+
 // Resync asks for a fresh dump; entries it does not confirm are deleted.
 func (m *Mirror) Resync() {
 	m.resyncReq.Store(true)
