@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -187,4 +188,177 @@ func TestStalledBodiesDoNotStarve(t *testing.T) {
 		return procRSS(t, pid) <= rss0*12/10
 	})
 	t.Logf("RSS %d kB before, %d kB after", rss0, procRSS(t, pid))
+}
+
+// TestScrapesUnderAttackFromManyAddresses: an attacker with 1,000
+// addresses (127.1.0.0/16 on the node's loopback) and no credentials
+// stalls 8,000 connections (headers and a Content-Length, never the
+// body), then floods reconnections as fast as this machine dials, then
+// does both at once. Throughout, authenticated scrapes from 127.0.0.1
+// answer 200 within 2 s, on a new connection each and on a kept-alive one
+// that sits idle between scrapes (as a Prometheus server's does), and the
+// real Prometheus scraping the agent never fails a scrape.
+func TestScrapesUnderAttackFromManyAddresses(t *testing.T) {
+	lab.Require(t)
+	prom := requireProgram(t, "prometheus", "prometheus")
+	t.Parallel()
+	ns := lab.NewNS(t, "atk")
+	ns.MustIP(t, "link", "set", "lo", "up")
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	webCfg := filepath.Join(dir, "web.yml")
+	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := sockPath(t)
+	a := runAgentCmd(t, ns, sock, ns.Command(binPath, "agent", "--metrics.listen", metricsAddr, "--control.socket", sock,
+		"--web.config.file", webCfg, "--tracer", "off"))
+	dialer := func(src net.IP) func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var c net.Conn
+			err := ns.Do(func() (err error) {
+				d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: src}}
+				c, err = d.DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		}
+	}
+	// Two scrapers from 127.0.0.1: one keeps its connection alive between
+	// scrapes, one opens a new connection for each.
+	kept := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: dialer(net.IPv4(127, 0, 0, 1))}}
+	fresh := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: dialer(net.IPv4(127, 0, 0, 1)), DisableKeepAlives: true}}
+	scrape := func(c *http.Client) error {
+		req, _ := http.NewRequest("GET", "http://"+metricsAddr+"/metrics", nil)
+		req.SetBasicAuth("prom", "s3cret")
+		start := time.Now()
+		resp, err := c.Do(req)
+		if err != nil {
+			return fmt.Errorf("after %v: %w", time.Since(start).Round(time.Millisecond), err)
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	lab.WaitFor(t, 30*time.Second, "the agent to answer authenticated scrapes", func() bool { return scrape(fresh) == nil })
+
+	// The real Prometheus, scraping with the credentials.
+	promCfg := `global:
+  scrape_interval: 3s
+scrape_configs:
+  - job_name: neighwatch
+    basic_auth: {username: prom, password: s3cret}
+    static_configs:
+      - targets: ['` + metricsAddr + `']
+`
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(promCfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startServer(t, ns, prom, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "prom"),
+		"--web.listen-address=127.0.0.1:9090")
+	lab.WaitFor(t, 60*time.Second, "Prometheus to scrape the agent", func() bool {
+		r, err := promQuery(ns, `up{job="neighwatch"} == 1`)
+		return err == nil && len(r) == 1
+	})
+
+	src := func(i int) net.IP { return net.IPv4(127, 1, byte(i/250), byte(1+i%250)) }
+	const addrs = 1000
+	stall := func(ctx context.Context, opened *atomic.Int64) {
+		var wg sync.WaitGroup
+		req := []byte("GET /metrics HTTP/1.1\r\nHost: node\r\nContent-Length: 1000\r\n\r\n")
+		for w := range 100 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					var cs []net.Conn
+					for i := range 80 { // 10 addresses, 8 each
+						c, err := dialer(src(w*10+i/8))(ctx, "tcp", metricsAddr)
+						if err != nil {
+							continue
+						}
+						_, _ = c.Write(req)
+						cs = append(cs, c)
+					}
+					opened.Add(int64(len(cs)))
+					for _, c := range cs { // until the agent closes them
+						_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+						_, _ = io.Copy(io.Discard, c)
+						c.Close()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	flood := func(ctx context.Context, opened *atomic.Int64) {
+		var wg sync.WaitGroup
+		for w := range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; ctx.Err() == nil; i += 32 {
+					c, err := dialer(src(i%addrs))(ctx, "tcp", metricsAddr)
+					if err == nil {
+						opened.Add(1)
+						c.Close()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	for _, phase := range []struct {
+		name    string
+		attacks []func(context.Context, *atomic.Int64)
+	}{{"stall", []func(context.Context, *atomic.Int64){stall}}, {"reconnect flood", []func(context.Context, *atomic.Int64){flood}},
+		{"stall and flood", []func(context.Context, *atomic.Int64){stall, flood}}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var opened atomic.Int64
+		var wg sync.WaitGroup
+		for _, atk := range phase.attacks {
+			wg.Add(1)
+			go func() { defer wg.Done(); atk(ctx, &opened) }()
+		}
+		var fails []string
+		scrapes := 0
+		start := time.Now()
+		for time.Since(start) < 8*time.Second {
+			for name, c := range map[string]*http.Client{"kept-alive": kept, "new connection": fresh} {
+				scrapes++
+				if err := scrape(c); err != nil {
+					fails = append(fails, fmt.Sprintf("%s at %v: %v", name, time.Since(start).Round(100*time.Millisecond), err))
+				}
+			}
+			time.Sleep(500 * time.Millisecond) // the kept-alive connection idles in between
+		}
+		cancel()
+		wg.Wait()
+		_, body, _ := ns.HTTPGet("http://prom:s3cret@" + metricsAddr + "/metrics")
+		t.Logf("%s: the attacker opened %d connections; %d of %d scrapes failed; %s", phase.name, opened.Load(), len(fails), scrapes,
+			strings.ReplaceAll(grep(body, `listener="metrics"`), "\n", "; "))
+		for _, f := range fails {
+			t.Errorf("%s: scrape failed: %s", phase.name, f)
+		}
+		if opened.Load() < 8000 {
+			t.Errorf("%s: the attacker opened only %d connections", phase.name, opened.Load())
+		}
+	}
+	// Prometheus never failed a scrape, attack or not.
+	r, err := promQuery(ns, `min_over_time(up{job="neighwatch"}[5m])`)
+	if err != nil || len(r) != 1 {
+		t.Fatalf("Prometheus: %v %v", r, err)
+	}
+	if v := r[0]["value"].([]any)[1]; v != "1" {
+		t.Errorf("Prometheus saw a failed scrape during the attacks: min(up) = %v", v)
+	}
+	_ = a
 }

@@ -337,6 +337,10 @@ func (a *agent) metricsServer(cfg Config, collectors []prometheus.Collector) (*h
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 	}
+	// The listener learns which connections are being answered and which
+	// clients were answered with success: they keep their slots when a
+	// flood fills the listener.
+	ln.Serve(srv)
 	return &httpPart{
 		serve: func() error { return web.Serve(ln, srv, flags, a.log) },
 		stop: func() {

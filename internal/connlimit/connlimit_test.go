@@ -1,8 +1,11 @@
 package connlimit
 
 import (
+	"bufio"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -234,5 +237,141 @@ func TestOnDrain(t *testing.T) {
 	case <-drained:
 		t.Fatal("drain hook ran without the listener being full again")
 	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// serveHTTP runs an http.Server on a listener bounded to max, with
+// Serve plugged in and grace shortened; h answers every request.
+func serveHTTP(t *testing.T, max int, grace time.Duration, h http.HandlerFunc) (*Listener, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Wrap(ln, max, max)
+	l.grace = grace
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	l.Serve(srv)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { srv.Close() })
+	return l, ln.Addr().String()
+}
+
+// from dials addr from a loopback source address.
+func from(t *testing.T, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// get sends one GET on c and returns the status, or 0 when the server
+// closed the connection instead.
+func get(t *testing.T, c net.Conn) int {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		return 0
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+const stalledRequest = "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+
+// TestStalledGoFirst: when every slot holds a connection that sent
+// headers and a Content-Length but no body for longer than the grace, a
+// newcomer from anywhere takes the oldest of them.
+func TestStalledGoFirst(t *testing.T) {
+	l, addr := serveHTTP(t, 4, 50*time.Millisecond, func(w http.ResponseWriter, r *http.Request) {})
+	for i := range 4 {
+		c := from(t, fmt.Sprintf("127.0.0.%d", 10+i), addr)
+		if _, err := c.Write([]byte(stalledRequest)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitOpen(t, l, 4)
+	time.Sleep(100 * time.Millisecond)
+	if code := get(t, from(t, "127.0.0.99", addr)); code != http.StatusOK {
+		t.Fatalf("a newcomer behind 4 stalled connections got %d, want 200", code)
+	}
+	if s := l.Stats(); s.Evicted != 1 || s.RefusedTotal != 0 {
+		t.Errorf("stats %+v, want one stalled connection evicted", s)
+	}
+}
+
+// TestGoodClientGetsIn: a flood of young connections that have sent
+// nothing fills every slot; a newcomer never answered before is refused,
+// one whose earlier request was answered with success takes a slot.
+func TestGoodClientGetsIn(t *testing.T) {
+	l, addr := serveHTTP(t, 4, time.Hour, func(w http.ResponseWriter, r *http.Request) {})
+	if code := get(t, from(t, "127.0.0.7", addr)); code != http.StatusOK {
+		t.Fatalf("first request: %d", code)
+	}
+	lab := func() { // fill the slots with silent connections
+		for i := range 4 {
+			from(t, fmt.Sprintf("127.0.0.%d", 20+i), addr)
+		}
+		waitOpen(t, l, 4)
+	}
+	lab()
+	if code := get(t, from(t, "127.0.0.8", addr)); code != 0 {
+		t.Fatalf("a client never answered got %d while the slots were full, want refused", code)
+	}
+	if code := get(t, from(t, "127.0.0.7", addr)); code != http.StatusOK {
+		t.Fatalf("a client answered before got %d, want 200", code)
+	}
+}
+
+// TestServingAndGoodIdleKept: a connection being answered, and a
+// successful client's idle keep-alive one, keep their slots whatever
+// arrives; newcomers are refused instead.
+func TestServingAndGoodIdleKept(t *testing.T) {
+	release := make(chan struct{})
+	l, addr := serveHTTP(t, 2, 10*time.Millisecond, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-release
+		}
+	})
+	idle := from(t, "127.0.0.7", addr)
+	if code := get(t, idle); code != http.StatusOK {
+		t.Fatalf("first request: %d", code)
+	}
+	slow := from(t, "127.0.0.7", addr)
+	_ = slow.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := slow.Write([]byte("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitOpen(t, l, 2)
+	time.Sleep(50 * time.Millisecond) // both past the grace
+	for i := range 5 {
+		if code := get(t, from(t, fmt.Sprintf("127.0.0.%d", 30+i), addr)); code != 0 {
+			t.Fatalf("newcomer %d got %d, want refused", i, code)
+		}
+	}
+	close(release)
+	resp, err := http.ReadResponse(bufio.NewReader(slow), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the request being answered: %v %v", resp, err)
+	}
+	if code := get(t, idle); code != http.StatusOK {
+		t.Fatalf("the idle keep-alive connection: %d", code)
+	}
+}
+
+func waitOpen(t *testing.T, l *Listener, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); l.Stats().Open != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d open, want %d", l.Stats().Open, n)
+		}
 	}
 }
