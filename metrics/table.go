@@ -3,7 +3,6 @@ package metrics
 import (
 	"log/slog"
 	"net"
-	"sync/atomic"
 
 	"github.com/neighwatch/neighwatch/internal/table"
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,10 +25,9 @@ func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheu
 		lladdrChanges = s.counter("neighbour_lladdr_changes_total", "Changes of an entry's link-layer address.", "interface", "family")
 		bypass        = s.counter("neighbour_bypass_packets_total", "Packets sent to STALE entries without passing the neighbour subsystem, as counted by the tracer.", "interface", "family")
 		stuckInfo     = s.gauge("stuck_neighbour_info", "One series per stuck entry (capped), naming it for alerts.", "interface", "family", "ip", "lladdr", "seen_lladdr")
-		stuckDropped  = s.counter("stuck_neighbour_info_dropped_total", "Stuck-entry info series left out because of the cap, summed over scrapes.")
+		stuckDropped  = s.gauge("stuck_neighbour_info_dropped", "Stuck entries over --metrics.stuck-info-limit, named in no neighwatch_stuck_neighbour_info series now (the same at every scrape).")
 		eventsDropped = s.counter("events_dropped_total", "Events lost by slow subscribers; the table itself loses none.")
 		managed       = s.gauge("managed_neighbours", "Managed entries (the kernel re-validates them itself) by owner: neighwatch (its manage strategy) or other; only non-zero series.", "interface", "family", "owner", "state")
-		dropped       atomic.Uint64
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
 		st := t.Stats(stuckCap)
@@ -80,10 +78,7 @@ func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheu
 			seen[lv] = true
 			ch <- stuckInfo.with(1, lv[:]...)
 		}
-		if d := st.StuckTotal - len(st.Stuck); d > 0 {
-			dropped.Add(uint64(d))
-		}
-		ch <- stuckDropped.with(float64(dropped.Load()))
+		ch <- stuckDropped.with(float64(max(st.StuckTotal-len(st.Stuck), 0)))
 		ch <- eventsDropped.with(float64(t.Events().Dropped()))
 		return nil
 	}

@@ -485,6 +485,11 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 				if err := e.wait(ctx, k.Ifindex); err != nil {
 					return
 				}
+				if e.Mode() != ModeDryRun {
+					// Switched while it waited: no dry-run record and no
+					// back-off; the next sweep looks at it in the new mode.
+					return
+				}
 				e.record(&en, s, OutcomeDryRun, d.Reason, nil)
 				break
 			}

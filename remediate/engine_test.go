@@ -350,3 +350,22 @@ func TestEngineNeverTouchesOwnedEntries(t *testing.T) {
 		t.Fatalf("actor calls = %v, want only flush 10.0.0.5", c)
 	}
 }
+
+// TestDryRunSwitchedOnWhileWaiting: an entry waiting for a token in
+// dry-run when remediation is switched on is acted on in the new mode,
+// not recorded as dry-run and backed off (30 s).
+func TestDryRunSwitchedOnWhileWaiting(t *testing.T) {
+	tb := stuckTable(2)
+	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
+	cfg := fastConfig(ModeDryRun, StrategyProbe)
+	cfg.Rate, cfg.PerInterfaceRate = 1, 1 // one token a second: the second entry waits
+	e := New(cfg, tb, fa, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	lab.WaitFor(t, 5*time.Second, "one dry-run record", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeDryRun] == 1 })
+	e.SetMode(ModeOn) // the second is waiting for its token now
+	lab.WaitFor(t, 10*time.Second, "both entries repaired in mode on", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 2 })
+	if n := e.Stats().Actions[StrategyProbe][OutcomeDryRun]; n != 1 {
+		t.Errorf("%d dry-run records, want 1: the one waiting when the mode changed must not count", n)
+	}
+}

@@ -214,7 +214,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := st.cfg.Logger
-	log.Info("starting neighwatch", "version", metrics.Version, "revision", metrics.Revision)
+	log.Info("starting neighwatch", "version", metrics.Version, "revision", metrics.BuildRevision())
 	if !st.manageOK {
 		log.Warn("managed neighbours unavailable, the manage strategy is skipped: " + st.manageWhy)
 	}

@@ -27,6 +27,22 @@ func TestVersionFromOnePlace(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(out), "neighwatch "+v+" ") {
 		t.Fatalf("neighwatch version: %q (%v), want version %s", out, err, v)
 	}
+	// Built with go build alone (no -X for the revision): the revision
+	// comes from what the toolchain recorded of the git work tree.
+	// -buildvcs=true because some machines (this CI's) turn it off in
+	// GOFLAGS; go build's default, auto, records it in a git checkout.
+	head, err := exec.Command("git", "-C", "../..", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD: %v (the tests run in a git checkout)", err)
+	}
+	plain := filepath.Join(t.TempDir(), "neighwatch")
+	if b, err := exec.Command("go", "build", "-buildvcs=true", "-o", plain, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	out, err = exec.Command(plain, "version").Output()
+	if want := "(revision " + string(head[:7]); err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("go build alone: neighwatch version: %q (%v), want %s...", out, err, want)
+	}
 }
 
 // requirePodman fails in CI and skips elsewhere when podman is missing.

@@ -70,11 +70,15 @@ func Privileged() (bool, string) {
 	return true, ""
 }
 
-// Require skips the test where a lab cannot be built, except in CI
-// (CI=true), where a missing privilege is a failure: privileged tests must
-// run there.
+// Require skips the test under -short (make unit) and where a lab cannot
+// be built, except in CI (CI=true), where a missing privilege is a
+// failure: privileged tests must run there.
 func Require(tb testing.TB) {
 	tb.Helper()
+	if testing.Short() {
+		// make unit: the pure tests only, whoever runs them.
+		tb.Skip("privileged lab test skipped under -short")
+	}
 	if ok, why := Privileged(); !ok {
 		if os.Getenv("CI") == "true" {
 			tb.Fatalf("privileged test cannot run in CI: %s", why)

@@ -1,6 +1,10 @@
 package lab
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,4 +31,34 @@ func TestMaxInWindow(t *testing.T) {
 			t.Errorf("MaxInWindow(%v) = %d, want %d", tc.times, got, tc.want)
 		}
 	}
+}
+
+// TestRequireUnderShort runs this test binary again with -test.short and
+// checks that a privileged test skips there (make unit) and runs without
+// it, as root.
+func TestRequireUnderShort(t *testing.T) {
+	if os.Getenv("NW_REQUIRE_PROBE") == "1" {
+		t.Skip("only run by TestRequireUnderShort")
+	}
+	for _, short := range []bool{true, false} {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestRequireProbe$", "-test.v", fmt.Sprintf("-test.short=%v", short))
+		cmd.Env = append(os.Environ(), "NW_REQUIRE_PROBE=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("-test.short=%v: %v\n%s", short, err, out)
+		}
+		skipped := strings.Contains(string(out), "--- SKIP: TestRequireProbe")
+		if ok, _ := Privileged(); short != skipped && (ok || short) {
+			t.Errorf("-test.short=%v: skipped %v\n%s", short, skipped, out)
+		}
+	}
+}
+
+// TestRequireProbe is what TestRequireUnderShort runs.
+func TestRequireProbe(t *testing.T) {
+	if os.Getenv("NW_REQUIRE_PROBE") != "1" {
+		t.Skip("only run by TestRequireUnderShort")
+	}
+	Require(t)
+	t.Log("ran")
 }
