@@ -66,15 +66,16 @@ run: deps build
 # matrix.
 test: deps vet lint cross fmt-check check-generate checkrules
 	$(GO) test -count=1 -timeout 20m ./...
-	$(MAKE) --no-print-directory test-kernels
+	$(MAKE) --no-print-directory test-kernels HOST=probe
 
 # The kernel-contract tests on Debian's 5.10, 6.1 and 6.12 (fetched from
 # the Debian archive this machine uses, booted under qemu) and on this
 # machine's kernel; prints a table of what each kernel gives (as root).
 # KERNELS=6.1 to boot fewer; kernels and results stay in .kernels/.
 KERNELS ?= 5.10,6.1,6.12
+HOST    ?= full
 test-kernels: deps
-	$(GO) run ./internal/kernels/cmd/nwkernels run --kernels $(KERNELS) --readme README.md
+	$(GO) run ./internal/kernels/cmd/nwkernels run --kernels $(KERNELS) --host $(HOST) --readme README.md
 
 # Tests any user can run: privileged ones skip with their reason (unless
 # CI=true, where they fail instead).

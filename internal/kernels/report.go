@@ -39,6 +39,9 @@ type Row struct {
 	Tests         []TestResult
 	Took          time.Duration
 	Err           error
+	// TestsElsewhere: the contract tests ran in the same make test's go
+	// test ./..., not here.
+	TestsElsewhere bool
 }
 
 var resultRE = regexp.MustCompile(`^(\s*)--- (PASS|FAIL|SKIP): (\S+) \(([0-9.]+)s\)`)
@@ -122,6 +125,9 @@ func Table(rows []Row, took bool) string {
 			}
 		}
 		status := fmt.Sprintf("%d/%d pass", pass, total)
+		if r.TestsElsewhere {
+			status = "in go test ./..."
+		}
 		if len(failed) > 0 {
 			status += " (" + strings.Join(failed, ", ") + ")"
 		}

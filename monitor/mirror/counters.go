@@ -35,7 +35,7 @@ func (c *counters) snapshot() Counters {
 		ResyncENOBUFS: c.resyncENOBUFS.Load(), ResyncInterrupt: c.resyncInterrupt.Load(),
 		ResyncLink: c.resyncLink.Load(), ResyncError: c.resyncError.Load(), ResyncPeriodic: c.resyncPeriodic.Load(),
 		ResyncHooks: c.resyncHooks.Load(),
-		ErrENOBUFS: c.errENOBUFS.Load(), ErrDecode: c.errDecode.Load(), ErrSocket: c.errSocket.Load(),
+		ErrENOBUFS:  c.errENOBUFS.Load(), ErrDecode: c.errDecode.Load(), ErrSocket: c.errSocket.Load(),
 		LinkResubscribe: c.linkResubscribe.Load(), Lookups: c.lookups.Load(),
 	}
 }
