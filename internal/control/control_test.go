@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -193,5 +194,20 @@ func TestListenPermissions(t *testing.T) {
 	long := filepath.Join(t.TempDir(), strings.Repeat("x", maxSocketPath))
 	if _, err := Listen(long); err == nil || !strings.Contains(err.Error(), "choose a shorter") {
 		t.Fatalf("a %d-byte path: %v, want refused (no client could connect)", len(long), err)
+	}
+}
+
+// TestHeapProfile: the socket serves the runtime's heap profile (gzipped
+// protobuf, so it starts with gzip's magic), taken after a collection.
+func TestHeapProfile(t *testing.T) {
+	c, _ := serve(t, table.New(time.Minute, nil))
+	resp, err := c.do(context.Background(), http.MethodGet, "/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b := make([]byte, 2)
+	if _, err := io.ReadFull(resp.Body, b); err != nil || resp.StatusCode != http.StatusOK || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("heap profile: status %d, starts %x, %v", resp.StatusCode, b, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -49,6 +50,10 @@ func NewHandler(t *table.Table) *Handler {
 	h := &Handler{table: t, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /v1/status", h.status)
 	h.mux.HandleFunc("GET /v1/events", h.events)
+	// The runtime's profiles, for whoever may use the socket (root): a
+	// heap profile with ?gc=1 is the live heap after a forced collection.
+	h.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	h.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	return h
 }
 
