@@ -17,6 +17,8 @@ type fentryCand struct {
 	_       structs.HostLayout
 	Mac     [6]uint8
 	Seen    [6]uint8
+	Epoch   uint32
+	Pad     uint32
 	_       [4]byte
 	Packets uint64
 }
@@ -39,6 +41,13 @@ const (
 	fentryFeNexthopNH_STALE fentryFeNexthop = 1
 	fentryFeNexthopNH_MAX   fentryFeNexthop = 2
 )
+
+type fentryHitv struct {
+	_       structs.HostLayout
+	Packets uint64
+	Epoch   uint32
+	Pad     uint32
+}
 
 type fentryLastFib struct {
 	_     structs.HostLayout
@@ -71,10 +80,10 @@ type fentryNkey struct {
 }
 
 type fentryNval struct {
-	_     structs.HostLayout
-	State uint8
-	Mac   [6]uint8
-	Pad   uint8
+	_       structs.HostLayout
+	State   uint8
+	Mac     [6]uint8
+	StaleOk uint8
 }
 
 // Names of all BPF objects in the ELF.
@@ -99,6 +108,7 @@ const (
 	fentryProgFeXdpFib             = "fe_xdp_fib"
 	fentryProgFeXdpRedirect        = "fe_xdp_redirect"
 	fentryProgFeXdpRedirectMap     = "fe_xdp_redirect_map"
+	fentryVarEpoch                 = "epoch"
 	fentryVarMacBloom              = "mac_bloom"
 	fentryVarNetnsIno              = "netns_ino"
 	fentryVarSourceBloom           = "source_bloom"
@@ -185,6 +195,7 @@ type fentryMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fentryVariableSpecs struct {
+	Epoch           *ebpf.VariableSpec `ebpf:"epoch"`
 	MacBloom        *ebpf.VariableSpec `ebpf:"mac_bloom"`
 	NetnsIno        *ebpf.VariableSpec `ebpf:"netns_ino"`
 	SourceBloom     *ebpf.VariableSpec `ebpf:"source_bloom"`
@@ -248,6 +259,7 @@ func (m *fentryMaps) Close() error {
 //
 // It can be passed to loadFentryObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fentryVariables struct {
+	Epoch           *ebpf.Variable `ebpf:"epoch"`
 	MacBloom        *ebpf.Variable `ebpf:"mac_bloom"`
 	NetnsIno        *ebpf.Variable `ebpf:"netns_ino"`
 	SourceBloom     *ebpf.Variable `ebpf:"source_bloom"`

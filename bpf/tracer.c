@@ -10,6 +10,46 @@
 #include "tracer.h"
 #include <linux/pkt_cls.h>
 
+// count_stale adds a STALE entry to the STALE-MAC map and, if it holds
+// it, to the per-interface buckets and the MAC filter. It reports whether
+// it did.
+static __always_inline int count_stale(const struct nkey *k, const __u8 *mac)
+{
+	struct mkey mk = {.ifindex = k->ifindex, .family = k->family};
+	__builtin_memcpy(mk.mac, mac, 6);
+	struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
+	if (mv) {
+		__sync_fetch_and_add(&mv->count, 1);
+		mv->entry = *k;
+	} else {
+		struct mval init = {.count = 1, .entry = *k};
+		if (bpf_map_update_elem(&stale_macs, &mk, &init, BPF_NOEXIST)) {
+			stat_inc(ST_STALE_MACS_DROPPED);
+			return 0;
+		}
+	}
+	__sync_fetch_and_add(&mac_bloom[bloom_slot(k->ifindex, mac, k->family)], 1);
+	__sync_fetch_and_add(&stale_on_if[k->ifindex % STALE_BUCKETS], 1);
+	return 1;
+}
+
+// uncount_stale undoes count_stale.
+static __always_inline void uncount_stale(const struct nkey *k, const __u8 *mac)
+{
+	struct mkey mk = {.ifindex = k->ifindex, .family = k->family};
+	__builtin_memcpy(mk.mac, mac, 6);
+	__u32 slot = bloom_slot(k->ifindex, mac, k->family);
+	if (mac_bloom[slot])
+		__sync_fetch_and_add(&mac_bloom[slot], -1);
+	struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
+	if (mv) {
+		__sync_fetch_and_add(&mv->count, -1);
+		if ((__s32)mv->count <= 0)
+			bpf_map_delete_elem(&stale_macs, &mk);
+	}
+	__sync_fetch_and_add(&stale_on_if[k->ifindex % STALE_BUCKETS], -1);
+}
+
 static __always_inline void track(struct neighbour *n, __u8 source, int dead)
 {
 	struct nkey k = {};
@@ -33,54 +73,40 @@ static __always_inline void track(struct neighbour *n, __u8 source, int dead)
 
 	struct nval *old = bpf_map_lookup_elem(&neigh_mirror, &k);
 	__u8 from = 0;
-	int was_stale = 0;
+	int was_counted = 0;
 	__u8 old_mac[6] = {};
 	if (old) {
 		from = old->state;
-		if (!dead && old->state == nv.state && mac_eq(old->mac, nv.mac))
+		// Unchanged, unless a STALE entry the maps could not count:
+		// every change is another try.
+		if (!dead && old->state == nv.state && mac_eq(old->mac, nv.mac) && (nv.state != NUD_STALE || old->stale_ok))
 			return;
-		was_stale = old->state == NUD_STALE;
+		was_counted = old->stale_ok;
 		__builtin_memcpy(old_mac, old->mac, 6);
+	} else if (dead) {
+		return;
 	}
-	// The mirror first: an entry it cannot hold (full) must not be
-	// counted as STALE, or nothing would ever uncount it.
+	if (was_counted)
+		uncount_stale(&k, old_mac);
+	// A STALE entry is counted in the STALE-MAC map first; the filters
+	// count it only if the map holds it, and the mirror remembers that
+	// (stale_ok), so whatever was counted is uncounted exactly once.
+	if (!dead && nv.state == NUD_STALE)
+		nv.stale_ok = count_stale(&k, nv.mac);
 	if (dead) {
-		if (!old)
-			return;
 		bpf_map_delete_elem(&neigh_mirror, &k);
 	} else if (bpf_map_update_elem(&neigh_mirror, &k, &nv, BPF_ANY)) {
 		stat_inc(ST_MIRROR_DROPPED);
+		if (nv.stale_ok)
+			uncount_stale(&k, nv.mac);
+		announce(&k, SRC_UNMIRRORED, nv.mac);
 		return;
 	}
-	if (was_stale) {
-		struct mkey mk = {.ifindex = k.ifindex, .family = k.family};
-		__builtin_memcpy(mk.mac, old_mac, 6);
-		__u32 slot = bloom_slot(k.ifindex, old_mac, k.family);
-		if (mac_bloom[slot])
-			__sync_fetch_and_add(&mac_bloom[slot], -1);
-		struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
-		if (mv) {
-			__sync_fetch_and_add(&mv->count, -1);
-			if ((__s32)mv->count <= 0)
-				bpf_map_delete_elem(&stale_macs, &mk);
-		}
-		__sync_fetch_and_add(&stale_on_if[k.ifindex % STALE_BUCKETS], -1);
-	}
-	if (!dead && nv.state == NUD_STALE) {
-		struct mkey mk = {.ifindex = k.ifindex, .family = k.family};
-		__builtin_memcpy(mk.mac, nv.mac, 6);
-		__u32 slot = bloom_slot(k.ifindex, nv.mac, k.family);
-		__sync_fetch_and_add(&mac_bloom[slot], 1);
-		struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
-		if (mv) {
-			__sync_fetch_and_add(&mv->count, 1);
-			mv->entry = k;
-		} else {
-			struct mval init = {.count = 1, .entry = k};
-			bpf_map_update_elem(&stale_macs, &mk, &init, BPF_ANY);
-		}
-		__sync_fetch_and_add(&stale_on_if[k.ifindex % STALE_BUCKETS], 1);
-	}
+	if (!dead && nv.state == NUD_STALE && !nv.stale_ok)
+		announce(&k, SRC_UNMIRRORED, nv.mac);
+	// Its bypass counters belong to one STALE period.
+	if (from == NUD_STALE && (dead || nv.state != NUD_STALE))
+		bpf_map_delete_elem(&hits, &k);
 
 	// Netlink reports every other change; these it never does.
 	int silent = (source == SRC_EVENT_SEND && from != nv.state) ||
@@ -276,6 +302,10 @@ int tr_source(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	__builtin_memcpy(c->seen, eth->h_source, ETH_ALEN);
 	__sync_fetch_and_add(&c->packets, 1);
+	if (c->epoch != epoch) {
+		c->epoch = epoch;
+		announce(&k, SRC_SIGHTING, eth->h_source);
+	}
 	return TC_ACT_UNSPEC; // on to the next program, or the stack
 }
 

@@ -74,7 +74,7 @@ struct nkey {
 struct nval {
 	__u8 state;
 	__u8 mac[6];
-	__u8 pad;
+	__u8 stale_ok; /* STALE, and counted in stale_macs, mac_bloom and stale_on_if */
 };
 
 /* A STALE MAC on an interface, per family: how many STALE entries of that
@@ -110,6 +110,11 @@ enum tp_source {
 	SRC_TIMER = 2,
 	SRC_CREATE = 3,
 	SRC_CLEANUP = 4,
+	/* Not transitions: what user space must read, as it happens, so
+	 * that its work per interval follows what changed. */
+	SRC_HIT = 5,	     /* an entry got bypass packets (once per epoch per CPU) */
+	SRC_SIGHTING = 6,    /* a candidate's address came from another MAC (once per epoch) */
+	SRC_UNMIRRORED = 7,  /* an entry did not fit in the mirror or the STALE-MAC map */
 };
 
 /* Counters in tr_stats. */
@@ -120,6 +125,7 @@ enum tr_stat {
 	ST_XMIT_LOOKUPS,	/* IPv4 packets that reached the STALE-MAC lookup */
 	ST_XMIT_LOOKUPS6,	/* IPv6 packets that did */
 	ST_SOURCE_LOOKUPS,	/* received packets that passed the candidate filter */
+	ST_STALE_MACS_DROPPED,	/* STALE entry not counted: the STALE-MAC map was full */
 	ST_MAX,
 };
 
@@ -140,6 +146,9 @@ volatile const __u32 netns_ino = 0;
 
 /* Written by user space. */
 volatile __u32 watch_all = 0;
+/* Bumped by user space every interval: hits and sightings are announced
+ * once per epoch. */
+volatile __u32 epoch = 0;
 __u64 watched_bits[WATCH_BITS_WORDS];
 /* Per interface bucket: STALE entries mirrored there. Zero means no packet
  * on that interface can hit, and the hook returns before any lookup. */
@@ -180,13 +189,21 @@ struct {
 	__type(value, struct mval);
 } stale_macs SEC(".maps");
 
-/* Bypass packets per STALE entry; user space deletes the keys of entries
- * that are no longer STALE. */
+/* Bypass packets per STALE entry, per CPU; the epoch each CPU last
+ * announced it in. The mirror's hooks delete the key when the entry
+ * leaves STALE. */
+struct hitv {
+	__u64 packets;
+	__u32 epoch;
+	__u32 pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct nkey);
-	__type(value, __u64);
+	__type(value, struct hitv);
 } hits SEC(".maps");
 
 /* A source-MAC candidate: a stale-long entry, and what was seen of its
@@ -194,6 +211,8 @@ struct {
 struct cand {
 	__u8 mac[6];	/* the entry's lladdr, written by user space */
 	__u8 seen[6];	/* the last other source MAC seen */
+	__u32 epoch;	/* the epoch the sighting was last announced in */
+	__u32 pad;
 	__u64 packets;	/* packets from the address at another MAC */
 };
 
@@ -269,14 +288,38 @@ static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
 	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] && a[5] == b[5];
 }
 
-static __always_inline void count_hit(struct nkey *k)
+/* announce tells user space about a key (SRC_HIT, SRC_SIGHTING,
+ * SRC_UNMIRRORED). */
+static __always_inline void announce(const struct nkey *k, __u8 source, const __u8 *mac)
 {
-	__u64 *v = bpf_map_lookup_elem(&hits, k);
-	if (v) {
-		*v += 1;
+	struct tp_event *ev = bpf_ringbuf_reserve(&tp_events, sizeof(*ev), 0);
+	if (!ev) {
+		stat_inc(ST_EVENTS_DROPPED);
 		return;
 	}
-	__u64 one = 1;
-	if (bpf_map_update_elem(&hits, k, &one, BPF_NOEXIST))
+	__builtin_memset(ev, 0, sizeof(*ev));
+	ev->key = *k;
+	ev->source = source;
+	if (mac)
+		__builtin_memcpy(ev->mac, mac, 6);
+	bpf_ringbuf_submit(ev, 0);
+}
+
+static __always_inline void count_hit(struct nkey *k)
+{
+	struct hitv *v = bpf_map_lookup_elem(&hits, k);
+	if (v) {
+		v->packets += 1;
+		if (v->epoch != epoch) {
+			v->epoch = epoch;
+			announce(k, SRC_HIT, 0);
+		}
+		return;
+	}
+	struct hitv one = {.packets = 1, .epoch = epoch};
+	if (bpf_map_update_elem(&hits, k, &one, BPF_NOEXIST)) {
 		stat_inc(ST_HITS_DROPPED);
+		return;
+	}
+	announce(k, SRC_HIT, 0);
 }

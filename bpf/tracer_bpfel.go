@@ -17,8 +17,17 @@ type tracerCand struct {
 	_       structs.HostLayout
 	Mac     [6]uint8
 	Seen    [6]uint8
+	Epoch   uint32
+	Pad     uint32
 	_       [4]byte
 	Packets uint64
+}
+
+type tracerHitv struct {
+	_       structs.HostLayout
+	Packets uint64
+	Epoch   uint32
+	Pad     uint32
 }
 
 type tracerMkey struct {
@@ -44,10 +53,10 @@ type tracerNkey struct {
 }
 
 type tracerNval struct {
-	_     structs.HostLayout
-	State uint8
-	Mac   [6]uint8
-	Pad   uint8
+	_       structs.HostLayout
+	State   uint8
+	Mac     [6]uint8
+	StaleOk uint8
 }
 
 type tracerTpEvent struct {
@@ -69,18 +78,22 @@ const (
 	tracerTpSourceSRC_TIMER      tracerTpSource = 2
 	tracerTpSourceSRC_CREATE     tracerTpSource = 3
 	tracerTpSourceSRC_CLEANUP    tracerTpSource = 4
+	tracerTpSourceSRC_HIT        tracerTpSource = 5
+	tracerTpSourceSRC_SIGHTING   tracerTpSource = 6
+	tracerTpSourceSRC_UNMIRRORED tracerTpSource = 7
 )
 
 type tracerTrStat uint32
 
 const (
-	tracerTrStatST_HITS_DROPPED   tracerTrStat = 0
-	tracerTrStatST_MIRROR_DROPPED tracerTrStat = 1
-	tracerTrStatST_EVENTS_DROPPED tracerTrStat = 2
-	tracerTrStatST_XMIT_LOOKUPS   tracerTrStat = 3
-	tracerTrStatST_XMIT_LOOKUPS6  tracerTrStat = 4
-	tracerTrStatST_SOURCE_LOOKUPS tracerTrStat = 5
-	tracerTrStatST_MAX            tracerTrStat = 6
+	tracerTrStatST_HITS_DROPPED       tracerTrStat = 0
+	tracerTrStatST_MIRROR_DROPPED     tracerTrStat = 1
+	tracerTrStatST_EVENTS_DROPPED     tracerTrStat = 2
+	tracerTrStatST_XMIT_LOOKUPS       tracerTrStat = 3
+	tracerTrStatST_XMIT_LOOKUPS6      tracerTrStat = 4
+	tracerTrStatST_SOURCE_LOOKUPS     tracerTrStat = 5
+	tracerTrStatST_STALE_MACS_DROPPED tracerTrStat = 6
+	tracerTrStatST_MAX                tracerTrStat = 7
 )
 
 // Names of all BPF objects in the ELF.
@@ -106,6 +119,7 @@ const (
 	tracerProgTrUpdateDone       = "tr_update_done"
 	tracerProgTrUpdateDoneRaw    = "tr_update_done_raw"
 	tracerProgTrXmit             = "tr_xmit"
+	tracerVarEpoch               = "epoch"
 	tracerVarMacBloom            = "mac_bloom"
 	tracerVarNetnsIno            = "netns_ino"
 	tracerVarSourceBloom         = "source_bloom"
@@ -192,6 +206,7 @@ type tracerMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tracerVariableSpecs struct {
+	Epoch          *ebpf.VariableSpec `ebpf:"epoch"`
 	MacBloom       *ebpf.VariableSpec `ebpf:"mac_bloom"`
 	NetnsIno       *ebpf.VariableSpec `ebpf:"netns_ino"`
 	SourceBloom    *ebpf.VariableSpec `ebpf:"source_bloom"`
@@ -250,6 +265,7 @@ func (m *tracerMaps) Close() error {
 //
 // It can be passed to loadTracerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tracerVariables struct {
+	Epoch          *ebpf.Variable `ebpf:"epoch"`
 	MacBloom       *ebpf.Variable `ebpf:"mac_bloom"`
 	NetnsIno       *ebpf.Variable `ebpf:"netns_ino"`
 	SourceBloom    *ebpf.Variable `ebpf:"source_bloom"`

@@ -40,6 +40,8 @@ type Tracer struct {
 	// fentry mode: the programs attached per window, and their counters.
 	fentryProgs []*ebpf.Program
 	feRedirects *ebpf.Map
+	hitBuf      []tracerHitv // HitsOf's per-CPU values
+
 	// fentryKept: on kernels that attach a tracing program only once in
 	// its life (before 5.11), the fentry programs stay attached from load
 	// to close, and these are their links.
@@ -81,10 +83,12 @@ type TracerOptions struct {
 	// Refuse names programs not to load, as if the kernel had refused
 	// them: drills of the degraded alert, and tests.
 	Refuse []string
-	// MirrorSize, HitsSize and CandidatesSize override the capacity of the
-	// in-kernel mirror, the bypass hit counters and the source-MAC
-	// candidates (0: 262,144, 65,536, 65,536).
-	MirrorSize, HitsSize, CandidatesSize int
+	// MirrorSize, StaleMACsSize, HitsSize and CandidatesSize set the
+	// capacity of the in-kernel mirror, the STALE-MAC map, the bypass hit
+	// counters and the source-MAC candidates (0: 262,144, 65,536, 65,536,
+	// 65,536). MapSize sets all four, for what the node can hold
+	// (MapSizeFor).
+	MirrorSize, StaleMACsSize, HitsSize, CandidatesSize int
 	// InNetNS runs fn inside the network namespace whose interfaces the
 	// tracer attaches to (the NetNSIno one); nil runs it where it is.
 	InNetNS func(fn func() error) error
@@ -135,7 +139,7 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 			return nil, err
 		}
 	}
-	for name, n := range map[string]int{"neigh_mirror": opts.MirrorSize, "hits": opts.HitsSize, "source_candidates": opts.CandidatesSize} {
+	for name, n := range map[string]int{"neigh_mirror": opts.MirrorSize, "stale_macs": opts.StaleMACsSize, "hits": opts.HitsSize, "source_candidates": opts.CandidatesSize} {
 		if n > 0 {
 			spec.Maps[name].MaxEntries = uint32(n)
 		}
@@ -214,6 +218,26 @@ func (t *Tracer) loadNeighbourHooks(l *progLoader, spec *ebpf.CollectionSpec) {
 		st.Why = "no hook on " + strings.Join(missing, ", ") + ": transitions there are not seen"
 	}
 	t.features[FeatureStates] = st
+}
+
+// Bounds of MapSizeFor.
+const (
+	minMapSize = 1 << 14
+	maxMapSize = 1 << 22
+)
+
+// MapSizeFor is the capacity the tracer's maps need for a node whose
+// neighbour tables may hold entries entries (the gc_thresh3 of both
+// families, or more where exempt entries such as PERMANENT ones exceed
+// it): a power of two from 16,384 to 4,194,304. The maps allocate their
+// elements on demand; the kernel sets aside 16 bytes per slot for their
+// buckets.
+func MapSizeFor(entries int) int {
+	n := minMapSize
+	for n < entries && n < maxMapSize {
+		n <<= 1
+	}
+	return n
 }
 
 // refusedWhy summarises why a hook's programs were refused.
@@ -695,35 +719,43 @@ type Sighting struct {
 }
 
 // Sightings returns the candidates whose address was seen at another MAC
-// since the last call.
+// since the last call, walking every candidate (tests; the feed asks for
+// those the program announced, SightingsOf).
 func (t *Tracer) Sightings() (map[HitKey]Sighting, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	keys := make([]HitKey, 0, len(t.candidates))
+	for k := range t.candidates {
+		keys = append(keys, k.hitKey())
+	}
+	t.mu.Unlock()
 	out := make(map[HitKey]Sighting)
-	var k tracerNkey
+	return out, t.SightingsOf(keys, out)
+}
+
+// SightingsOf returns, of some candidates, those whose address was seen
+// at another MAC since the last call, with the packets since then.
+func (t *Tracer) SightingsOf(keys []HitKey, out map[HitKey]Sighting) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	clear(out)
 	var v tracerCand
-	it := t.objs.SourceCandidates.Iterate()
-	for it.Next(&k, &v) {
+	for _, hk := range keys {
+		k := nkeyOf(hk.Ifindex, hk.Addr)
 		if _, ok := t.candidates[k]; !ok {
 			continue
 		}
+		if err := t.objs.SourceCandidates.Lookup(k, &v); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				continue
+			}
+			return fmt.Errorf("read source-MAC candidates: %w", err)
+		}
 		if d := v.Packets - t.sightings[k]; v.Packets > t.sightings[k] {
 			t.sightings[k] = v.Packets
-			out[k.hitKey()] = Sighting{MAC: bytes.Clone(v.Seen[:]), Packets: d}
+			out[hk] = Sighting{MAC: bytes.Clone(v.Seen[:]), Packets: d}
 		}
 	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("read source-MAC candidates: %w", err)
-	}
-	return out, nil
-}
-
-// DeleteHits forgets the hit counters of entries that no longer need them
-// (no longer STALE, or gone), so the hits map holds only live ones.
-func (t *Tracer) DeleteHits(keys []HitKey) {
-	for _, k := range keys {
-		_ = t.objs.Hits.Delete(nkeyOf(k.Ifindex, k.Addr))
-	}
+	return nil
 }
 
 // ProgramRuns returns how many times each of the tracer's programs ran,
@@ -822,55 +854,125 @@ func (k tracerNkey) hitKey() HitKey {
 
 // Seed fills the in-kernel mirror with entries the tracepoints have not
 // reported yet. The tracepoints are attached first, so an entry they have
-// already recorded is newer and is left alone. The per-interface counters
-// and the MAC filter are read once, updated in memory and written back
-// once; a tracepoint that changes them in between loses that change.
-func (t *Tracer) Seed(entries []SeedEntry) (int, error) {
+// already recorded is newer and is left alone. A STALE entry is counted
+// in the STALE-MAC map first and in the filters only if it fits, as the
+// tracepoints do. What does not fit is returned, not lost: the caller
+// counts it and tries again. The per-interface counters and the MAC
+// filter are read once, updated in memory and written back once; a
+// tracepoint that changes them in between loses that change.
+func (t *Tracer) Seed(entries []SeedEntry) (n int, unmirrored []HitKey, err error) {
 	var buckets [4096]uint32
 	var bloom [16384]uint32
 	if err := t.objs.StaleOnIf.Get(&buckets); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := t.objs.MacBloom.Get(&bloom); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	n, stale := 0, 0
+	stale := 0
 	for _, e := range entries {
 		k := nkeyOf(e.Ifindex, e.Addr)
+		var probe tracerNval
+		if t.objs.NeighMirror.Lookup(k, &probe) == nil {
+			continue // a tracepoint got there first
+		}
 		v := tracerNval{State: e.State}
 		copy(v.Mac[:], e.MAC)
+		var mk tracerMkey
+		if e.State == unix.NUD_STALE && len(e.MAC) >= 6 {
+			mk = tracerMkey{Ifindex: uint32(e.Ifindex), Family: k.Family}
+			copy(mk.Mac[:], e.MAC)
+			if t.countStale(mk, k) {
+				v.StaleOk = 1
+			}
+		}
 		if err := t.objs.NeighMirror.Update(k, v, ebpf.UpdateNoExist); err != nil {
+			if v.StaleOk == 1 {
+				t.uncountStale(mk)
+			}
 			if errors.Is(err, ebpf.ErrKeyExist) {
 				continue
 			}
-			return n, fmt.Errorf("seed tracer mirror: %w", err)
-		}
-		n++
-		if e.State != unix.NUD_STALE || len(e.MAC) < 6 {
+			unmirrored = append(unmirrored, k.hitKey())
 			continue
 		}
-		mk := tracerMkey{Ifindex: uint32(e.Ifindex), Family: k.Family}
-		copy(mk.Mac[:], e.MAC)
-		var mv tracerMval
-		if err := t.objs.StaleMacs.Lookup(mk, &mv); err != nil {
-			mv = tracerMval{}
+		n++
+		if e.State == unix.NUD_STALE && v.StaleOk == 0 {
+			unmirrored = append(unmirrored, k.hitKey())
 		}
-		mv.Count++
-		mv.Entry = k
-		if err := t.objs.StaleMacs.Put(mk, mv); err != nil {
-			return n, fmt.Errorf("seed STALE MACs: %w", err)
+		if v.StaleOk == 1 {
+			buckets[e.Ifindex%len(buckets)]++
+			bloom[bloomSlot(uint32(e.Ifindex), e.MAC, k.Family)]++
+			stale++
 		}
-		buckets[e.Ifindex%len(buckets)]++
-		bloom[bloomSlot(uint32(e.Ifindex), e.MAC, k.Family)]++
-		stale++
 	}
 	if stale == 0 {
-		return n, nil
+		return n, unmirrored, nil
 	}
 	if err := t.objs.StaleOnIf.Set(buckets); err != nil {
-		return n, err
+		return n, unmirrored, err
 	}
-	return n, t.objs.MacBloom.Set(bloom)
+	return n, unmirrored, t.objs.MacBloom.Set(bloom)
+}
+
+// countStale adds one entry to a STALE MAC's count, as count_stale does;
+// false when the map is full.
+func (t *Tracer) countStale(mk tracerMkey, k tracerNkey) bool {
+	var mv tracerMval
+	if err := t.objs.StaleMacs.Lookup(mk, &mv); err == nil {
+		mv.Count++
+		mv.Entry = k
+		return t.objs.StaleMacs.Put(mk, mv) == nil
+	}
+	return t.objs.StaleMacs.Update(mk, tracerMval{Count: 1, Entry: k}, ebpf.UpdateNoExist) == nil
+}
+
+func (t *Tracer) uncountStale(mk tracerMkey) {
+	var mv tracerMval
+	if t.objs.StaleMacs.Lookup(mk, &mv) != nil {
+		return
+	}
+	if mv.Count <= 1 {
+		_ = t.objs.StaleMacs.Delete(mk)
+		return
+	}
+	mv.Count--
+	_ = t.objs.StaleMacs.Put(mk, mv)
+}
+
+// StaleCounted returns how many STALE entries the in-kernel maps count
+// (mirrored, in the STALE-MAC map and the filters): with the entries
+// reported unmirrored, every STALE entry the tracer watches.
+func (t *Tracer) StaleCounted() (uint64, error) {
+	var buckets [4096]uint32
+	if err := t.objs.StaleOnIf.Get(&buckets); err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, b := range buckets {
+		n += uint64(b)
+	}
+	return n, nil
+}
+
+// Mirrored reports whether an entry is in the in-kernel mirror and, when
+// STALE, counted in the STALE-MAC map.
+func (t *Tracer) Mirrored(k HitKey) bool {
+	var v tracerNval
+	if t.objs.NeighMirror.Lookup(nkeyOf(k.Ifindex, k.Addr), &v) != nil {
+		return false
+	}
+	return v.State != unix.NUD_STALE || v.StaleOk == 1
+}
+
+// BumpEpoch starts a new epoch: the programs announce each entry's hits
+// and each candidate's sightings again, once, from now on.
+func (t *Tracer) BumpEpoch() error {
+	var e uint32
+	if err := t.objs.Epoch.Get(&e); err != nil {
+		return err
+	}
+	return t.objs.Epoch.Set(e + 1)
 }
 
 // bloomSlot is bloom_slot() of tracer.h.
@@ -884,16 +986,17 @@ func bloomSlot(ifindex uint32, mac net.HardwareAddr, family uint8) uint32 {
 	return uint32(x>>50) & (16384 - 1)
 }
 
-// Hits returns the bypass packets counted per entry since load, summed
-// over CPUs.
+// Hits returns the bypass packets counted per entry in its current STALE
+// period, summed over CPUs, walking the whole map (tests; the feed asks
+// for the entries the programs announced, HitsOf).
 func (t *Tracer) Hits() (map[HitKey]uint64, error) {
 	out := make(map[HitKey]uint64)
 	var k tracerNkey
-	var per []uint64
+	var per []tracerHitv
 	it := t.objs.Hits.Iterate()
 	n := 0
 	for it.Next(&k, &per) {
-		out[k.hitKey()] += sum(per)
+		out[k.hitKey()] += sumHits(per)
 		n++
 	}
 	if err := it.Err(); err != nil {
@@ -903,15 +1006,42 @@ func (t *Tracer) Hits() (map[HitKey]uint64, error) {
 	return out, nil
 }
 
+// HitsOf returns the bypass packets of some entries in their current
+// STALE period, summed over CPUs; an entry without counters is absent.
+func (t *Tracer) HitsOf(keys []HitKey, out map[HitKey]uint64) error {
+	clear(out)
+	per := t.hitBuf[:0]
+	for _, hk := range keys {
+		if err := t.objs.Hits.Lookup(nkeyOf(hk.Ifindex, hk.Addr), &per); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				continue
+			}
+			return fmt.Errorf("read tracer hits: %w", err)
+		}
+		out[hk] = sumHits(per)
+	}
+	t.hitBuf = per
+	return nil
+}
+
+func sumHits(per []tracerHitv) uint64 {
+	var n uint64
+	for _, v := range per {
+		n += v.Packets
+	}
+	return n
+}
+
 // Stats reads the counters and how full the maps are.
 func (t *Tracer) Stats() (TracerStats, error) {
 	var s TracerStats
 	for stat, dst := range map[tracerTrStat]*uint64{
-		tracerTrStatST_HITS_DROPPED:   &s.HitsDropped,
-		tracerTrStatST_MIRROR_DROPPED: &s.MirrorDropped,
-		tracerTrStatST_EVENTS_DROPPED: &s.EventsDropped,
-		tracerTrStatST_XMIT_LOOKUPS:   &s.XmitLookups,
-		tracerTrStatST_XMIT_LOOKUPS6:  &s.XmitLookups6,
+		tracerTrStatST_HITS_DROPPED:       &s.HitsDropped,
+		tracerTrStatST_MIRROR_DROPPED:     &s.MirrorDropped,
+		tracerTrStatST_EVENTS_DROPPED:     &s.EventsDropped,
+		tracerTrStatST_XMIT_LOOKUPS:       &s.XmitLookups,
+		tracerTrStatST_XMIT_LOOKUPS6:      &s.XmitLookups6,
+		tracerTrStatST_STALE_MACS_DROPPED: &s.StaleMACsDropped,
 	} {
 		v, err := perCPUCounter(t.objs.TrStats, uint32(stat))
 		if err != nil {
@@ -921,6 +1051,7 @@ func (t *Tracer) Stats() (TracerStats, error) {
 	}
 	s.XmitLookups += s.XmitLookups6
 	s.HitCapacity = int(t.objs.Hits.MaxEntries())
+	s.StaleMACsCapacity = int(t.objs.StaleMacs.MaxEntries())
 	s.MirrorCapacity = int(t.objs.NeighMirror.MaxEntries())
 	s.HitEntries = int(t.hitEntries.Load())
 	s.MirrorEntries = int(t.mirrorEntries.Load())
@@ -975,6 +1106,9 @@ var sources = map[tracerTpSource]string{
 	tracerTpSourceSRC_TIMER:      "neigh_timer_handler",
 	tracerTpSourceSRC_CREATE:     "neigh_create",
 	tracerTpSourceSRC_CLEANUP:    "neigh_cleanup_and_release",
+	tracerTpSourceSRC_HIT:        SourceHit,
+	tracerTpSourceSRC_SIGHTING:   SourceSighting,
+	tracerTpSourceSRC_UNMIRRORED: SourceUnmirrored,
 }
 
 // ReadTransitions calls fn for each silent transition the tracepoints

@@ -133,10 +133,12 @@ type RedirectCounts map[Helper]struct{ Stale, Other uint64 }
 // TracerStats are the tracer's own counters.
 type TracerStats struct {
 	HitsDropped, MirrorDropped, EventsDropped uint64
+	StaleMACsDropped                          uint64 // STALE entries the STALE-MAC map could not count
 	XmitLookups                               uint64 // IPv4 and IPv6 together
 	XmitLookups6                              uint64 // the IPv6 part of XmitLookups
 	HitEntries, HitCapacity                   int
 	MirrorEntries, MirrorCapacity             int
+	StaleMACsCapacity                         int
 }
 
 // HitKey names a neighbour entry in the tracer's maps.
@@ -152,6 +154,16 @@ type SeedEntry struct {
 	State   uint8 // NUD state
 	MAC     net.HardwareAddr
 }
+
+// Announcements on the transition stream that are not transitions: an
+// entry got bypass packets, a candidate was seen at another MAC, an entry
+// did not fit in the in-kernel maps. Their SilentTransition has only the
+// key (and, for a sighting or a miss, the MAC).
+const (
+	SourceHit        = "hit"
+	SourceSighting   = "sighting"
+	SourceUnmirrored = "unmirrored"
+)
 
 // SilentTransition is a transition the tracepoints saw and netlink never
 // reports.

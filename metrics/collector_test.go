@@ -72,6 +72,9 @@ func (fakeTracer) Programs() []bpf.ProgramStatus {
 	}
 }
 
+func (fakeTracer) Unmirrored() map[int32]int     { return map[int32]int{3: 2} }
+func (fakeTracer) StaleCounted() (uint64, error) { return 5, nil }
+
 type fakeDetection struct{}
 
 func (fakeDetection) Detection() []Detection {
@@ -122,7 +125,7 @@ func allCollectors(t *testing.T, tb *table.Table, kernel *fakeKernel, log *slog.
 		NewEvidenceCollector(fakeEvidence{}, tb.LinkName, log),
 		NewNetlinkCollector(fakeNetlink{}, log),
 		NewKernelTableCollector(kernel, log),
-		NewTracerCollector(fakeTracer{}, log),
+		NewTracerCollector(fakeTracer{}, tb.LinkName, log),
 		NewDatapathCollector(fakeDatapath{}, log),
 		NewRemediationCollector(eng, log),
 		NewHTTPCollector(map[string]ConnSource{"metrics": fakeConns{}}, log),

@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"log/slog"
+	"strconv"
 
 	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/internal/feed"
@@ -24,11 +25,16 @@ type TracerSource interface {
 	// Programs are the tracer's programs and whether the kernel took
 	// them; nil while no tracer runs.
 	Programs() []bpf.ProgramStatus
+	// Unmirrored counts, per interface, the STALE entries that did not
+	// fit in the tracer's maps; StaleCounted the STALE entries the maps
+	// count. Together they are every STALE entry the tracer watches.
+	Unmirrored() map[int32]int
+	StaleCounted() (uint64, error)
 }
 
 // NewTracerCollector exposes the bypass tracer and its feed into the
 // table; its maps are read at scrape time.
-func NewTracerCollector(src TracerSource, log *slog.Logger) prometheus.Collector {
+func NewTracerCollector(src TracerSource, names func(ifindex int32) string, log *slog.Logger) prometheus.Collector {
 	s := newSubsystem("tracer", log)
 	var (
 		mode        = s.gauge("tracer_mode", "The running tracer mode (1 for the active one): off, xmit or fentry.", "mode")
@@ -45,6 +51,8 @@ func NewTracerCollector(src TracerSource, log *slog.Logger) prometheus.Collector
 		candidates  = s.gauge("tracer_source_candidates", "Stale-long entries whose own packets the source-MAC program watches for another MAC.")
 		sourcePkts  = s.counter("tracer_source_mac_packets_total", "Packets from a stale-long entry's address that arrived from another MAC than the entry's.")
 		created     = s.counter("tracer_created_lookups_total", "Entries the neigh_create tracepoint saw created, looked up at once (netlink does not announce some).")
+		unmirrored  = s.gauge("tracer_unmirrored_entries", "STALE entries that did not fit in the tracer's maps (their bypass traffic is not counted); retried every minute, and the maps grow with gc_thresh3. With tracer_stale_counted, every STALE entry the tracer watches.", "interface")
+		staleCount  = s.gauge("tracer_stale_counted", "STALE entries the tracer's maps hold and count.")
 		programs    = s.gauge("tracer_program_loaded", "1 for each tracer program the kernel took, 0 for one it refused (refusal: verifier, permission, no-target, unsupported, attach, disabled); a refused program costs its feature only where no other program serves it (neighwatch_detection_working).", "program", "hook", "refusal")
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
@@ -58,6 +66,23 @@ func NewTracerCollector(src TracerSource, log *slog.Logger) prometheus.Collector
 		}
 		for _, p := range progs {
 			ch <- programs.with(bool01(p.Loaded), p.Program, p.Hook, string(p.Refusal))
+		}
+		um := map[string]int{}
+		for idx, n := range src.Unmirrored() {
+			name := names(idx)
+			if name == "" {
+				name = strconv.Itoa(int(idx))
+			}
+			um[name] += n
+		}
+		for name, n := range um {
+			ch <- unmirrored.with(float64(n), name)
+		}
+		var errs []error
+		if n, err := src.StaleCounted(); err != nil {
+			errs = append(errs, err)
+		} else {
+			ch <- staleCount.with(float64(n))
 		}
 		f := src.FeedCounters()
 		ch <- transitions.with(float64(f.Transitions), "applied")
@@ -73,7 +98,6 @@ func NewTracerCollector(src TracerSource, log *slog.Logger) prometheus.Collector
 				ch <- runs.with(float64(n), name)
 			}
 		}
-		var errs []error
 		if st, err := src.Stats(); err != nil {
 			errs = append(errs, err)
 		} else {
@@ -81,6 +105,8 @@ func NewTracerCollector(src TracerSource, log *slog.Logger) prometheus.Collector
 			ch <- mapCapacity.with(float64(st.HitCapacity), "hits")
 			ch <- mapEntries.with(float64(st.MirrorEntries), "mirror")
 			ch <- mapCapacity.with(float64(st.MirrorCapacity), "mirror")
+			ch <- mapCapacity.with(float64(st.StaleMACsCapacity), "stale_macs")
+			ch <- dropped.with(float64(st.StaleMACsDropped), "stale_macs")
 			ch <- dropped.with(float64(st.HitsDropped), "hits")
 			ch <- dropped.with(float64(st.MirrorDropped), "mirror")
 			ch <- dropped.with(float64(st.EventsDropped), "events")

@@ -52,6 +52,7 @@ func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 	tracerInterval := fs.Duration("tracer.interval", time.Second, "how often tracer hit counts and source-MAC sightings reach the table")
 	tracerWindow := fs.Duration("tracer.window", time.Second, "while some entry is stale-long, attach the per-packet hooks for this long out of every --tracer.period (never while none is)")
 	tracerPeriod := fs.Duration("tracer.period", 30*time.Second, "how often the per-packet hooks get a window; equal to --tracer.window: attached all the time while needed")
+	maxMap := fs.Int("tracer.max-map-entries", 1<<22, "cap on the entries of each tracer map; the maps are sized for the node's gc_thresh3 up to it, and STALE entries past it are counted as unmirrored (1,024 to 4,194,304)")
 	var refuse stringList
 	fs.Var(&refuse, "debug.refuse-programs", "comma-separated tracer programs not to load, as if the kernel refused them (drills of the NeighwatchDetectionBlind alert; see neighwatch tracer)")
 	var dpIfaces stringList
@@ -158,6 +159,7 @@ func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 		durationIn("remediation.verify-timeout", remVerify, 100*time.Millisecond, 5*time.Minute, false),
 		durationIn("remediation.kernel-timeout", remKernel, time.Second, 10*time.Minute, false),
 		intIn("manage.max", manageMax, 1, 1_000_000),
+		intIn("tracer.max-map-entries", maxMap, 1024, 1<<22),
 		durationIn("manage.idle", manageIdle, time.Second, 7*24*time.Hour, true),
 		durationIn("manage.failed-timeout", manageFailed, time.Second, 24*time.Hour, false),
 	}); err != nil {
@@ -180,6 +182,7 @@ func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 		TracerWindow:        *tracerWindow,
 		TracerPeriod:        *tracerPeriod,
 		RefusePrograms:      refuse,
+		TracerMaxMap:        *maxMap,
 		DatapathInterfaces:  dpIfaces,
 		DatapathMode:        mode,
 		DatapathAuto:        auto,

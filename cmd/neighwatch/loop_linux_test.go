@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -286,5 +289,75 @@ func TestTableEqualsKernelFromStart(t *testing.T) {
 	t.Logf("%d entries created while the agent started; the kernel holds %d, the agent %d", n, len(entries), len(have))
 	if len(missing) > 0 {
 		t.Errorf("1 s after the tracer was ready, the table lacks %d of the kernel's %d entries: %v", len(missing), len(entries), missing)
+	}
+}
+
+// TestUnmirroredCountedNotLost: a table past what the tracer's maps may
+// hold (--tracer.max-map-entries 4096; 3,000 STALE entries seeded at
+// start, 3,000 more added live). Nothing is lost silently: every STALE
+// entry is counted in the maps or as unmirrored, and bypass detection is
+// blind on that interface, said in the metric the alert reads and in
+// neighwatch tracer.
+func TestUnmirroredCountedNotLost(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	lab.RaiseGCThresh(t, 20000)
+	ns := lab.NewNS(t, "unm")
+	for _, args := range [][]string{
+		{"link", "add", "v0", "type", "veth", "peer", "name", "v1"},
+		{"link", "set", "v0", "up"}, {"link", "set", "v1", "up"},
+	} {
+		ns.MustIP(t, args...)
+	}
+	if err := ns.Sysctl("net.ipv4.neigh.v0.gc_stale_time", "3600"); err != nil {
+		t.Fatal(err)
+	}
+	add := func(from, to int) {
+		var lines []string
+		for i := from; i < to; i++ {
+			lines = append(lines, fmt.Sprintf("neigh add 10.90.%d.%d lladdr %s dev v0 nud stale", i/250, 1+i%250, lab.HostMAC(i, 5)))
+		}
+		if err := ns.Batch(lines); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(0, 3000)
+	sock := sockPath(t)
+	a := startAgent(t, ns, sock, "--tracer", "xmit", "--tracer.max-map-entries", "4096")
+	add(3000, 6000)
+	sum := func(body, prefix string) (n int) {
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, prefix) {
+				v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+				n += int(v)
+			}
+		}
+		return n
+	}
+	var stale, counted, unmirrored int
+	lab.WaitFor(t, 30*time.Second, "every STALE entry counted in the maps or as unmirrored", func() bool {
+		body := a.metrics(t)
+		stale = 0
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "neighwatch_neighbours{") && strings.Contains(l, `state="stale"`) {
+				v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+				stale += int(v)
+			}
+		}
+		counted = sum(body, "neighwatch_tracer_stale_counted ")
+		unmirrored = sum(body, "neighwatch_tracer_unmirrored_entries{")
+		return stale >= 6000 && counted+unmirrored == stale
+	})
+	t.Logf("%d STALE entries: %d counted in the maps, %d counted as unmirrored", stale, counted, unmirrored)
+	if unmirrored == 0 || counted > 4096 {
+		t.Errorf("maps of 4,096 hold %d of %d STALE entries, %d unmirrored: the test did not overflow them", counted, stale, unmirrored)
+	}
+	body := a.metrics(t)
+	if v := metricValue(body, `neighwatch_detection_working{feature="bypass",interface="v0"}`); v != "0" {
+		t.Errorf("bypass detection on v0 = %q with %d entries unmirrored, want 0 (blind)", v, unmirrored)
+	}
+	out, err := exec.Command(binPath, "tracer", "--control.socket", sock).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "did not fit in the tracer's maps") {
+		t.Errorf("neighwatch tracer does not say it: %v\n%s", err, out)
 	}
 }

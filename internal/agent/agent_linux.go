@@ -51,6 +51,8 @@ type Config struct {
 	// RefusePrograms are tracer programs not to load, as if the kernel
 	// had refused them (drills of the blind-spot alert).
 	RefusePrograms []string
+	// TracerMaxMap caps the capacity of each tracer map (0: 4,194,304).
+	TracerMaxMap int
 	// DatapathInterfaces get the forwarding datapath in DatapathMode.
 	DatapathInterfaces []string
 	DatapathMode       bpf.Mode
@@ -204,7 +206,7 @@ func build(cfg Config) (a *agent, err error) {
 	}
 	a.closers = append(a.closers, func() { _ = dp.Close() })
 	tlog := log.With("component", "tracer")
-	tp := &tracerPart{mode: cfg.Tracer, refuse: cfg.RefusePrograms, table: a.table, links: mir, log: tlog, ready: make(chan struct{}),
+	tp := &tracerPart{mode: cfg.Tracer, refuse: cfg.RefusePrograms, maxMap: cfg.TracerMaxMap, table: a.table, links: mir, log: tlog, ready: make(chan struct{}),
 		cfg: feed.Config{Interval: cfg.TracerInterval, Window: cfg.TracerWindow, Period: cfg.TracerPeriod, Logger: tlog}}
 	runTracer := tracerWanted(cfg.Tracer, c, log)
 
@@ -222,7 +224,7 @@ func build(cfg Config) (a *agent, err error) {
 		metrics.NewTableCollector(a.table, cfg.StuckInfoCap, log),
 		metrics.NewNetlinkCollector(mir, log),
 		metrics.NewKernelTableCollector(neightbl.NewReader(netns.None()), log),
-		metrics.NewTracerCollector(tp, log),
+		metrics.NewTracerCollector(tp, a.table.LinkName, log),
 		metrics.NewRemediationCollector(rem.engine, log),
 		metrics.NewReadinessCollector(a.ready, log),
 		metrics.NewConfigCollector(a.config, log),

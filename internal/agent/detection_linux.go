@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/neighwatch/neighwatch/bpf"
@@ -71,9 +72,14 @@ func (d *detection) tracerDetection(links map[int32]mirror.Link, idxs []int32, a
 		fs[f.Feature] = f
 	}
 	failed := tr.SourceFailures()
+	unmirrored := d.tracer.Unmirrored()
 	for _, i := range idxs {
 		name := links[i].Name
-		add(name, string(bpf.FeatureBypass), fs[bpf.FeatureBypass].Working, fs[bpf.FeatureBypass].Why)
+		by := fs[bpf.FeatureBypass]
+		if n := unmirrored[i]; n > 0 && by.Working {
+			by = bpf.FeatureStatus{Why: fmt.Sprintf("%d STALE entries did not fit in the tracer's maps (neighwatch_tracer_unmirrored_entries): their bypass traffic is not counted", n)}
+		}
+		add(name, string(bpf.FeatureBypass), by.Working, by.Why)
 		src := fs[bpf.FeatureSourceMAC]
 		why := src.Why
 		if w := failed[int(i)]; w != "" {

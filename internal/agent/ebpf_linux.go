@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf/rlimit"
@@ -15,7 +16,9 @@ import (
 	"github.com/neighwatch/neighwatch/internal/feed"
 	"github.com/neighwatch/neighwatch/internal/table"
 	"github.com/neighwatch/neighwatch/metrics"
+	"github.com/neighwatch/neighwatch/monitor/neightbl"
 	"github.com/neighwatch/neighwatch/remediate"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,6 +27,7 @@ import (
 // loaded, and if it cannot be, the tracer counts as off.
 type tracerPart struct {
 	mode   bpf.TracerMode
+	maxMap int      // --tracer.max-map-entries
 	refuse []string // programs not to load (--debug.refuse-programs)
 	table  *table.Table
 	links  feed.Links
@@ -31,9 +35,12 @@ type tracerPart struct {
 	log    *slog.Logger
 	ready  chan struct{}
 
+	readyOnce sync.Once
+
 	mu       sync.Mutex
 	tracer   *bpf.Tracer
 	feed     *feed.Feed
+	size     int // the maps' capacity
 	disabled error
 }
 
@@ -49,31 +56,93 @@ func (t *tracerPart) Disabled() error {
 }
 
 func (t *tracerPart) Run(ctx context.Context) error {
-	tr, err := loadTracer(t.mode, t.refuse, t.log)
-	if err != nil {
-		t.mu.Lock()
-		t.disabled = err
-		t.mu.Unlock()
-		<-ctx.Done()
-		return nil
+	for {
+		size := t.mapSize()
+		tr, err := loadTracer(t.mode, t.refuse, size, t.log)
+		if err != nil {
+			t.mu.Lock()
+			t.disabled = err
+			t.mu.Unlock()
+			<-ctx.Done()
+			return nil
+		}
+		reload, err := t.run(ctx, tr, size)
+		tr.Close()
+		if !reload || ctx.Err() != nil {
+			return err
+		}
 	}
-	defer tr.Close()
+}
+
+// resizeEvery is how often the tracer checks that its maps still fit what
+// the node can hold.
+const resizeEvery = 10 * time.Second
+
+// run feeds the table from a loaded tracer until ctx ends, or until the
+// node can hold more entries than the maps (gc_thresh3 raised, a table
+// grown past it with exempt entries): then it returns reload, and Run
+// loads the tracer again with larger maps. Meanwhile what does not fit is
+// counted (neighwatch_tracer_unmirrored_entries), never lost silently.
+func (t *tracerPart) run(ctx context.Context, tr *bpf.Tracer, size int) (reload bool, err error) {
 	f := feed.New(tr, t.table, t.links, t.cfg)
 	t.mu.Lock()
-	t.tracer, t.feed = tr, f
+	t.tracer, t.feed, t.size = tr, f, size
 	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.tracer, t.feed = nil, nil // closed by the caller: report off meanwhile
+		t.mu.Unlock()
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	go func() {
 		select {
 		case <-f.Ready():
-			close(t.ready)
+			t.readyOnce.Do(func() { close(t.ready) })
 		case <-ctx.Done():
 		}
 	}()
+	var grown atomic.Bool
+	go func() {
+		tick := time.NewTicker(resizeEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if need := t.mapSize(); need > size {
+				t.log.Warn("tracer: the node can hold more neighbours than its maps; loading it again with larger ones",
+					"capacity", size, "needed", need)
+				grown.Store(true)
+				cancel()
+				return
+			}
+		}
+	}()
 	err = f.Run(ctx)
-	t.mu.Lock()
-	t.tracer, t.feed = nil, nil // closed below: report off from now on
-	t.mu.Unlock()
-	return err
+	return grown.Load(), err
+}
+
+// mapSize is the capacity the tracer's maps need now: what the kernel's
+// neighbour tables may hold (gc_thresh3, IPv4 and IPv6), or the table's
+// size with a quarter more where it is larger (exempt entries, such as
+// PERMANENT ones, do not count against gc_thresh3).
+func (t *tracerPart) mapSize() int {
+	need := t.table.Len() * 5 / 4
+	if ps, err := neightbl.NewReader(netns.None()).Read(); err == nil {
+		sum := 0
+		for _, p := range ps {
+			sum += int(p.Thresh3)
+		}
+		need = max(need, sum)
+	}
+	size := bpf.MapSizeFor(need)
+	if t.maxMap > 0 && size > t.maxMap {
+		size = t.maxMap
+	}
+	return size
 }
 
 // running returns the tracer and its feed, or nil while it does not run.
@@ -145,6 +214,23 @@ func (t *tracerPart) Detail() string {
 	return b.String()
 }
 
+// Unmirrored implements metrics.TracerSource: per interface, the STALE
+// entries that did not fit in the tracer's maps.
+func (t *tracerPart) Unmirrored() map[int32]int {
+	if _, f := t.running(); f != nil {
+		return f.Unmirrored()
+	}
+	return nil
+}
+
+// StaleCounted implements metrics.TracerSource.
+func (t *tracerPart) StaleCounted() (uint64, error) {
+	if tr, _ := t.running(); tr != nil {
+		return tr.StaleCounted()
+	}
+	return 0, nil
+}
+
 // FeedCounters implements metrics.TracerSource.
 func (t *tracerPart) FeedCounters() feed.Counters {
 	if _, f := t.running(); f != nil {
@@ -170,9 +256,10 @@ func tracerWanted(mode bpf.TracerMode, c caps, log *slog.Logger) bool {
 // loadTracer loads the tracer. It is optional: if it cannot run, the
 // agent says why in one line and goes on without. A program the kernel
 // refuses costs only its feature, said in one line each.
-func loadTracer(mode bpf.TracerMode, refuse []string, log *slog.Logger) (*bpf.Tracer, error) {
+func loadTracer(mode bpf.TracerMode, refuse []string, size int, log *slog.Logger) (*bpf.Tracer, error) {
 	start := time.Now()
-	tr, err := bpf.LoadTracer(bpf.TracerOptions{Mode: mode, Refuse: refuse})
+	tr, err := bpf.LoadTracer(bpf.TracerOptions{Mode: mode, Refuse: refuse,
+		MirrorSize: size, StaleMACsSize: size, HitsSize: size, CandidatesSize: size})
 	switch {
 	case errors.Is(err, bpf.ErrNoBTF):
 		log.Warn("tracer disabled: " + err.Error())
@@ -186,7 +273,7 @@ func loadTracer(mode bpf.TracerMode, refuse []string, log *slog.Logger) (*bpf.Tr
 		return nil, err
 	}
 	logPrograms(tr, log)
-	log.Debug("tracer loaded", "took", time.Since(start))
+	log.Debug("tracer loaded", "took", time.Since(start), "map_capacity", size)
 	return tr, nil
 }
 

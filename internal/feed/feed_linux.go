@@ -53,6 +53,23 @@ type Feed struct {
 	flush chan struct{}
 	// createdSoon asks for the created entries to be looked up shortly.
 	createdSoon chan struct{}
+
+	// Announced by the programs since the last interval (under mu).
+	hitKeys, sightKeys map[bpf.HitKey]struct{}
+	// unmirrored are entries that did not fit in the in-kernel maps
+	// (under mu): counted, retried every minute.
+	unmirrored map[bpf.HitKey]struct{}
+
+	// Owned by the interval loop.
+	watched, idxBuf []int
+	last            map[bpf.HitKey]lastHit // counters' totals at the last read
+	keyBuf          []bpf.HitKey
+	totals          map[bpf.HitKey]uint64
+	sights          map[bpf.HitKey]bpf.Sighting
+	lastSizes       time.Time // when the map sizes were last counted
+	lastRetry       time.Time // when unmirrored entries were last retried
+	candGen         uint64    // the table's CandidatesGen at the last candidates
+	candSet         bool
 }
 
 // New returns a feed from tr to t.
@@ -67,7 +84,10 @@ func New(tr *bpf.Tracer, t *table.Table, links Links, cfg Config) *Feed {
 		cfg.Window, cfg.Period = time.Second, time.Second
 	}
 	return &Feed{tracer: tr, table: t, links: links, cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), created: map[table.Key]bool{},
-		flush: make(chan struct{}, 1), createdSoon: make(chan struct{}, 1)}
+		flush: make(chan struct{}, 1), createdSoon: make(chan struct{}, 1),
+		hitKeys: map[bpf.HitKey]struct{}{}, sightKeys: map[bpf.HitKey]struct{}{}, unmirrored: map[bpf.HitKey]struct{}{},
+		last: map[bpf.HitKey]lastHit{}, totals: map[bpf.HitKey]uint64{}, sights: map[bpf.HitKey]bpf.Sighting{},
+		lastSizes: time.Now(), lastRetry: time.Now()} // the first count a while in, not during start-up
 }
 
 // Ready is closed once the tracer's mirror is seeded and its events are
@@ -94,23 +114,7 @@ func (f *Feed) Run(ctx context.Context) error {
 			f.log.Warn("tracer: detaching the per-packet hooks failed", "err", err)
 		}
 	}()
-	var watched []int
-	syncWatched := func() {
-		var idx []int
-		for i := range f.links.Interfaces() {
-			idx = append(idx, int(i))
-		}
-		slices.Sort(idx)
-		if slices.Equal(idx, watched) {
-			return
-		}
-		if err := f.tracer.SetWatched(idx, false); err != nil {
-			f.log.Warn("tracer: updating watched interfaces failed", "err", err)
-			return
-		}
-		watched = idx
-	}
-	syncWatched()
+	f.syncWatched()
 	// The neigh_create hook is attached (the tracer was loaded before the
 	// feed runs); the first dump may be older: dump once more so nothing
 	// created silently in between waits for the periodic resync.
@@ -126,13 +130,11 @@ func (f *Feed) Run(ctx context.Context) error {
 	g.Go(func() error { return f.sample(ctx) })
 	g.Go(func() error { return f.lookupCreatedSoon(ctx) })
 	close(f.ready)
-	f.log.Info("tracer running", "mode", f.tracer.Mode(), "seeded", n, "interfaces", len(watched),
+	f.log.Info("tracer running", "mode", f.tracer.Mode(), "seeded", n, "interfaces", len(f.watched),
 		"window", f.cfg.Window, "period", f.cfg.Period)
 	g.Go(func() error {
-		hits := make(map[bpf.HitKey]uint64)
 		tick := time.NewTicker(f.cfg.Interval)
 		defer tick.Stop()
-		lastSizes := time.Now() // the first count a minute in, not during start-up
 		for {
 			select {
 			case <-ctx.Done():
@@ -140,17 +142,85 @@ func (f *Feed) Run(ctx context.Context) error {
 			case <-tick.C:
 			case <-f.flush:
 			}
-			syncWatched()
-			if time.Since(lastSizes) >= time.Minute {
-				f.tracer.RefreshMirrorSize()
-				lastSizes = time.Now()
-			}
-			f.applyHits(hits)
-			f.applySightings()
-			f.lookupCreated()
+			f.interval()
 		}
 	})
 	return g.Wait()
+}
+
+// syncWatched tells the tracer which interfaces the mirror watches, when
+// that changed.
+func (f *Feed) syncWatched() {
+	idx := f.idxBuf[:0]
+	for i := range f.links.Interfaces() {
+		idx = append(idx, int(i))
+	}
+	slices.Sort(idx)
+	f.idxBuf = idx
+	if slices.Equal(idx, f.watched) {
+		return
+	}
+	if err := f.tracer.SetWatched(idx, false); err != nil {
+		f.log.Warn("tracer: updating watched interfaces failed", "err", err)
+		return
+	}
+	f.watched = slices.Clone(idx)
+}
+
+// lastHit is an entry's bypass counter total at the last read, in the
+// STALE period that began at since (the counters start afresh with each).
+type lastHit struct {
+	packets uint64
+	since   int64
+}
+
+// sizesEvery and retryEvery pace the work that walks whole maps or sets.
+const (
+	sizesEvery = 5 * time.Minute
+	retryEvery = time.Minute
+)
+
+// interval is the work of every tracer interval: what the programs
+// announced since the last one (bypass hits, sightings) reaches the table,
+// and created entries are looked up. It reads only what was announced,
+// so an idle table of 100,000 entries costs what one of 10 does.
+func (f *Feed) interval() {
+	f.syncWatched()
+	// A new epoch first: whatever is counted from here on is announced
+	// again, and read at the next interval.
+	if err := f.tracer.BumpEpoch(); err != nil {
+		f.log.Warn("tracer: starting a new epoch failed", "err", err)
+	}
+	f.mu.Lock()
+	hits := f.takeKeys(f.hitKeys)
+	f.mu.Unlock()
+	f.applyHits(hits)
+	f.mu.Lock()
+	sights := f.takeKeys(f.sightKeys)
+	f.mu.Unlock()
+	f.applySightings(sights)
+	f.lookupCreated()
+	if time.Since(f.lastRetry) >= retryEvery {
+		f.retryUnmirrored()
+		f.forgetLast()
+		f.lastRetry = time.Now()
+	}
+	if time.Since(f.lastSizes) >= sizesEvery {
+		f.tracer.RefreshMirrorSize()
+		f.lastSizes = time.Now()
+	}
+}
+
+// takeKeys moves a set's keys into the reusable buffer and empties it.
+// Call it with mu held.
+func (f *Feed) takeKeys(set map[bpf.HitKey]struct{}) []bpf.HitKey {
+	keys := f.keyBuf[:0]
+	for k := range set {
+		keys = append(keys, k)
+	}
+	clear(set)
+	f.keyBuf = keys
+	return keys
 }
 
 // seed fills the tracer's mirror from the table entry by entry, so a
@@ -167,9 +237,14 @@ func (f *Feed) seed() (int, error) {
 	batch := make([]bpf.SeedEntry, 0, 1024)
 	n := 0
 	flush := func() error {
-		k, err := f.tracer.Seed(batch)
+		k, missed, err := f.tracer.Seed(batch)
 		n += k
 		batch = batch[:0]
+		f.mu.Lock()
+		for _, m := range missed {
+			f.unmirrored[m] = struct{}{}
+		}
+		f.mu.Unlock()
 		return err
 	}
 	for _, k := range f.table.Keys() {
@@ -208,7 +283,7 @@ func (f *Feed) sample(ctx context.Context) error {
 		need := bypass || f.table.CountOwned() > 0
 		on, wake := s.step(time.Now(), need)
 		if on && (!attached || f.cfg.Window >= f.cfg.Period) {
-			f.setCandidates()
+			f.stepCandidates()
 		}
 		if on != attached || (on && bypass != bypassOn) {
 			f.log.Debug("tracer: per-packet hooks", "attached", on, "bypass", on && bypass, "stale_long", f.table.CountClass(table.ClassStaleLong))
@@ -224,6 +299,15 @@ func (f *Feed) sample(ctx context.Context) error {
 			attached, bypassOn = on, on && bypass
 		}
 		timer.Reset(wake)
+	}
+}
+
+// stepCandidates refreshes the source-MAC candidates at a sampler step,
+// when the set of STALE and managed entries changed since the last time.
+func (f *Feed) stepCandidates() {
+	if g := f.table.CandidatesGen(); !f.candSet || g != f.candGen {
+		f.candGen, f.candSet = g, true
+		f.setCandidates()
 	}
 }
 
@@ -254,6 +338,20 @@ func (f *Feed) setCandidates() {
 
 func (f *Feed) applyTransition(tr bpf.SilentTransition) {
 	k := table.Key{Ifindex: int32(tr.Key.Ifindex), Addr: tr.Key.Addr}
+	switch tr.Source {
+	case bpf.SourceHit, bpf.SourceSighting, bpf.SourceUnmirrored:
+		f.mu.Lock()
+		switch tr.Source {
+		case bpf.SourceHit:
+			f.hitKeys[tr.Key] = struct{}{}
+		case bpf.SourceSighting:
+			f.sightKeys[tr.Key] = struct{}{}
+		default:
+			f.unmirrored[tr.Key] = struct{}{}
+		}
+		f.mu.Unlock()
+		return
+	}
 	if tr.Source == "neigh_create" {
 		// The entry may never be reported by netlink: look it up soon.
 		f.mu.Lock()
@@ -318,63 +416,126 @@ func (f *Feed) lookupCreated() {
 	}
 }
 
-// applyHits adds the hits counted since the last call (last holds the
-// previous totals) to the table as bypass evidence, and deletes the
-// counters of entries that are no longer STALE.
-func (f *Feed) applyHits(last map[bpf.HitKey]uint64) {
-	hits, err := f.tracer.Hits()
-	if err != nil {
+// applyHits adds the bypass packets counted since the last read to the
+// entries announced: the totals are read of those alone.
+func (f *Feed) applyHits(keys []bpf.HitKey) {
+	if len(keys) == 0 {
+		return
+	}
+	if err := f.tracer.HitsOf(keys, f.totals); err != nil {
 		f.log.Warn("tracer: reading hits failed", "err", err)
 		return
 	}
 	now := time.Now()
-	var done []bpf.HitKey
-	for k, v := range hits {
-		d := advance(last, k, v)
+	for k, total := range f.totals {
 		tk := table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}
-		if d > 0 {
+		e, ok := f.table.Lookup(tk)
+		if !ok {
+			f.c.hitsUnknown.Add(total - min(total, f.last[k].packets))
+			delete(f.last, k)
+			continue
+		}
+		l := f.last[k]
+		if l.since != e.Since || total < l.packets {
+			// A new STALE period: its counters started from zero.
+			l = lastHit{since: e.Since}
+		}
+		if d := total - l.packets; d > 0 {
 			if f.table.AddBypass(tk, d, now) {
 				f.c.hitsApplied.Add(d)
 			} else {
 				f.c.hitsUnknown.Add(d)
 			}
 		}
-		if e, ok := f.table.Lookup(tk); !ok || e.State != table.StateStale {
-			done = append(done, k)
-			delete(last, k)
-		}
+		f.last[k] = lastHit{packets: total, since: e.Since}
 	}
-	f.tracer.DeleteHits(done)
-	for k := range last {
-		if _, ok := hits[k]; !ok {
-			delete(last, k)
+}
+
+// forgetLast drops the totals of entries that left STALE or the table;
+// the programs deleted their counters then.
+func (f *Feed) forgetLast() {
+	for k := range f.last {
+		if e, ok := f.table.Lookup(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}); !ok || e.State != table.StateStale {
+			delete(f.last, k)
 		}
 	}
 }
 
-// applySightings turns what the source-MAC program saw since the last
-// call into evidence.
-func (f *Feed) applySightings() {
-	sights, err := f.tracer.Sightings()
+// retryUnmirrored forgets the entries that no longer need mirroring or
+// are mirrored now (a tracepoint got them in since), and seeds the rest
+// again: the maps may have room now.
+func (f *Feed) retryUnmirrored() {
+	f.mu.Lock()
+	keys := make([]bpf.HitKey, 0, len(f.unmirrored))
+	for k := range f.unmirrored {
+		keys = append(keys, k)
+	}
+	f.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	var retry []bpf.SeedEntry
+	var done []bpf.HitKey
+	for _, k := range keys {
+		e, ok := f.table.Lookup(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr})
+		if !ok || f.tracer.Mirrored(k) {
+			done = append(done, k)
+			continue
+		}
+		retry = append(retry, bpf.SeedEntry{Ifindex: int(e.Ifindex), Addr: e.Addr, State: uint8(e.State), MAC: e.HardwareAddr()})
+	}
+	_, missed, err := f.tracer.Seed(retry)
 	if err != nil {
+		f.log.Warn("tracer: mirroring entries that did not fit failed", "err", err)
+	}
+	still := make(map[bpf.HitKey]bool, len(missed))
+	for _, m := range missed {
+		still[m] = true
+	}
+	f.mu.Lock()
+	for _, k := range done {
+		delete(f.unmirrored, k)
+	}
+	for _, r := range retry {
+		if k := (bpf.HitKey{Ifindex: r.Ifindex, Addr: r.Addr}); !still[k] && f.tracer.Mirrored(k) {
+			delete(f.unmirrored, k)
+		}
+	}
+	f.mu.Unlock()
+}
+
+// Unmirrored returns, per interface, how many STALE entries the table
+// holds that did not fit in the tracer's maps: their bypass traffic is not
+// counted.
+func (f *Feed) Unmirrored() map[int32]int {
+	f.mu.Lock()
+	keys := make([]bpf.HitKey, 0, len(f.unmirrored))
+	for k := range f.unmirrored {
+		keys = append(keys, k)
+	}
+	f.mu.Unlock()
+	out := map[int32]int{}
+	for _, k := range keys {
+		if e, ok := f.table.Lookup(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}); ok && e.State == table.StateStale {
+			out[e.Ifindex]++
+		}
+	}
+	return out
+}
+
+// applySightings turns what the source-MAC program announced seeing
+// since the last read into evidence.
+func (f *Feed) applySightings(keys []bpf.HitKey) {
+	if len(keys) == 0 {
+		return
+	}
+	if err := f.tracer.SightingsOf(keys, f.sights); err != nil {
 		f.log.Warn("tracer: reading source-MAC sightings failed", "err", err)
 		return
 	}
 	now := time.Now()
-	for k, s := range sights {
+	for k, s := range f.sights {
 		f.c.sourcePackets.Add(s.Packets)
 		f.table.ObserveSourceMAC(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}, s.MAC, s.Packets, now)
 	}
-}
-
-// advance records counter k's new total v and returns how much it grew
-// since the last call. A total that went backwards was reset in between
-// (its map entry deleted and created again): all of it is new.
-func advance(last map[bpf.HitKey]uint64, k bpf.HitKey, v uint64) uint64 {
-	d := v - last[k]
-	if v < last[k] {
-		d = v
-	}
-	last[k] = v
-	return d
 }

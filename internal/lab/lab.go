@@ -459,6 +459,15 @@ func (n NS) Do(fn func() error) error {
 // so they never run beside each other, even across packages.
 func RaiseGCThresh(tb testing.TB, n int) {
 	tb.Helper()
+	HoldGCThresh(tb)(n)
+}
+
+// HoldGCThresh takes the lock on the host-wide GC thresholds until the
+// test ends, when it restores them, and returns how to raise them
+// meanwhile: a test that must start something with the thresholds as
+// they are, then raise them.
+func HoldGCThresh(tb testing.TB) (raise func(n int)) {
+	tb.Helper()
 	lock, err := os.OpenFile("/run/neighwatch-gcthresh.lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		tb.Fatal(err)
@@ -501,8 +510,16 @@ func RaiseGCThresh(tb testing.TB, n int) {
 				tb.Fatal(err)
 			}
 			saved[p] = v
-			if err := os.WriteFile(p, []byte(fmt.Sprint(n)), 0o644); err != nil {
-				tb.Fatalf("raise %s: %v", p, err)
+		}
+	}
+	return func(n int) {
+		tb.Helper()
+		for _, fam := range []string{"ipv4", "ipv6"} {
+			for _, k := range keys {
+				p := path(fam, k)
+				if err := os.WriteFile(p, []byte(fmt.Sprint(n)), 0o644); err != nil {
+					tb.Fatalf("raise %s: %v", p, err)
+				}
 			}
 		}
 	}

@@ -24,9 +24,13 @@ type Table struct {
 	conflicts map[Key]*Entry // entries with a conflict, to clear after ConflictHold
 	trans     [2][numStates + 1][numStates + 1]uint64
 	gen       uint32
-	loading   bool // initial dump: no events, no transition counts
-	events    *Broadcaster
-	now       func() time.Time
+	// candGen counts changes to the set of STALE entries and of entries
+	// neighwatch manages, or to their addresses: the tracer's source-MAC
+	// candidates need rebuilding only when it moved.
+	candGen uint64
+	loading bool // initial dump: no events, no transition counts
+	events  *Broadcaster
+	now     func() time.Time
 }
 
 // ifaceState holds the aggregates of one interface, indexed by family.
@@ -213,6 +217,9 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 		t.cacheTimes(e, u, now)
 		t.entries[k] = e
 		t.attach(e, now)
+		if e.candidate() {
+			t.candGen++
+		}
 		if !t.loading {
 			t.trans[f][idxAbsent][e.State.idx()]++
 		}
@@ -232,6 +239,7 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 		return
 	}
 	oldState, oldLL := e.State, e.LLAddr
+	wasCand, oldOwner := e.candidate(), e.Owner()
 	t.detach(e)
 	if stateChanged {
 		e.State = u.State
@@ -261,6 +269,9 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 	e.Flags, e.FlagsExt, e.Protocol = u.Flags, u.FlagsExt, u.Protocol
 	e.Mismatch, e.SourceMismatch = mismatch(e)
 	t.attach(e, now)
+	if (wasCand || e.candidate()) && (wasCand != e.candidate() || llChanged || oldOwner != e.Owner()) {
+		t.candGen++
+	}
 	if t.publishing() {
 		ev := t.event(e, KindTransition, cause, now)
 		ev.From = oldState
@@ -289,6 +300,9 @@ func mismatch(e *Entry) (arp, source bool) {
 }
 
 func (t *Table) remove(e *Entry, cause Cause, now int64) {
+	if e.candidate() {
+		t.candGen++
+	}
 	t.detach(e)
 	delete(t.entries, e.Key)
 	delete(t.conflicts, e.Key)
@@ -673,6 +687,15 @@ func (t *Table) CountClass(min Class) int {
 		}
 	}
 	return n
+}
+
+// CandidatesGen changes whenever an entry enters or leaves the set of
+// STALE entries and entries neighwatch manages, or one of those changes
+// its address.
+func (t *Table) CandidatesGen() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.candGen
 }
 
 // Owned returns copies of the entries neighwatch manages, in any state;

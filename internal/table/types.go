@@ -315,6 +315,10 @@ type Entry struct {
 	long    bool   // in the stale-long heap rather than the pending one
 }
 
+// candidate reports whether the tracer watches the entry's own packets:
+// STALE, or managed by neighwatch.
+func (e *Entry) candidate() bool { return e.State == StateStale || e.Owner() == OwnerNeighwatch }
+
 // Class returns the classification as of the last table update or Advance.
 func (e *Entry) Class() Class { return e.class }
 

@@ -4,6 +4,7 @@
 // interleaved rounds.
 //
 //	nwbench run [--entries 1000,100000] [--rounds 7] [--bin bin/neighwatch[,other]]
+//	nwbench idle [--entries 1000,10000,100000] [--bin A,B@--tracer=off] [--duration 10m]
 //	nwbench bare     (internal: one NeighList, prints JSON)
 //
 // With two or more --bin agents (say the build before and after a change),
@@ -33,7 +34,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: nwbench run|bare")
+		fmt.Fprintln(os.Stderr, "usage: nwbench run|idle|bare")
 		os.Exit(2)
 	}
 	var err error
@@ -42,6 +43,8 @@ func main() {
 		err = bare()
 	case "run":
 		err = runAll(os.Args[2:])
+	case "idle":
+		err = idle(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/lab"
+)
+
+// idleAgent is one agent held idle on a table of its own.
+type idleAgent struct {
+	bin     string // path@flags, as --bin gives it
+	entries int
+	ns      lab.NS
+	cmd     *exec.Cmd
+	// samples every --sample: CPU seconds used, RSS, and the Go heap as
+	// the agent's own /metrics says.
+	at                  []time.Duration
+	cpu                 []float64
+	rssKB               []int
+	heapAlloc, allocTot []float64
+	err                 error
+}
+
+// idle holds agents idle side by side, one table each, and samples what
+// they cost: nwbench idle --entries 1000,10000,100000 --bin A,B@--tracer=off
+// --duration 10m. Every (size, binary) pair runs at once, so before and
+// after builds see the same machine; the tables are STALE entries on a
+// veth in a namespace, as in a large quiet L2 domain.
+func idle(args []string) error {
+	fs := flag.NewFlagSet("idle", flag.ContinueOnError)
+	sizes := fs.String("entries", "1000,10000,100000", "comma-separated table sizes")
+	bin := fs.String("bin", "bin/neighwatch", "agent binaries (path[@flags]), comma-separated")
+	duration := fs.Duration("duration", 10*time.Minute, "how long to hold them after ready")
+	sample := fs.Duration("sample", 10*time.Second, "sampling interval")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if ok, why := lab.Privileged(); !ok {
+		return errors.New(why)
+	}
+	var ns []int
+	total := 0
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		ns = append(ns, n)
+	}
+	bins := strings.Split(*bin, ",")
+	for _, n := range ns {
+		total += n * len(bins)
+	}
+	restore, err := raiseGC(total)
+	if err != nil {
+		return fmt.Errorf("raise gc_thresh: %w", err)
+	}
+	defer restore()
+	var agents []*idleAgent
+	cleanup := func() {
+		for _, a := range agents {
+			if a.cmd != nil && a.cmd.Process != nil {
+				_ = a.cmd.Process.Signal(syscall.SIGTERM)
+				_ = a.cmd.Wait()
+			}
+			_ = exec.Command("ip", "netns", "del", a.ns.Name).Run()
+		}
+	}
+	defer cleanup()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() { <-sig; cleanup(); restore(); os.Exit(130) }()
+	for _, n := range ns {
+		for _, b := range bins {
+			a := &idleAgent{bin: b, entries: n, ns: lab.NS{Name: lab.Unique("nwidle")}}
+			agents = append(agents, a)
+			if err := a.table(); err != nil {
+				return err
+			}
+		}
+	}
+	for _, a := range agents {
+		if err := a.start(); err != nil {
+			return fmt.Errorf("%s at %d: %w", a.bin, a.entries, err)
+		}
+	}
+	fmt.Printf("# %d agents ready; holding them %v, sampling every %v\n", len(agents), *duration, *sample)
+	start := time.Now()
+	for time.Since(start) <= *duration {
+		var wg sync.WaitGroup
+		for _, a := range agents {
+			wg.Add(1)
+			go func() { defer wg.Done(); a.sample(time.Since(start)) }()
+		}
+		wg.Wait()
+		time.Sleep(*sample)
+	}
+	for _, a := range agents {
+		a.report(*duration)
+	}
+	return nil
+}
+
+func (a *idleAgent) table() error {
+	if out, err := exec.Command("ip", "netns", "add", a.ns.Name).CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	for _, c := range [][]string{{"link", "set", "lo", "up"}, {"link", "add", "v0", "type", "veth", "peer", "name", "v1"}, {"link", "set", "v0", "up"}, {"link", "set", "v1", "up"}} {
+		if err := a.ns.IP(c...); err != nil {
+			return err
+		}
+	}
+	// STALE entries stay STALE: nothing uses them, and the periodic GC
+	// leaves STALE entries alone below gc_thresh1... which raiseGC lifted.
+	_ = a.ns.Sysctl("net.ipv4.neigh.v0.gc_stale_time", "86400")
+	lines := make([]string, a.entries)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("neigh add %s lladdr %s dev v0 nud stale", hostIP(i), lab.HostMAC(i, 0))
+	}
+	return a.ns.Batch(lines)
+}
+
+func (a *idleAgent) start() error {
+	path, extra, _ := strings.Cut(a.bin, "@")
+	sock := fmt.Sprintf("/tmp/%s.sock", lab.Unique("nwi"))
+	args := append([]string{"agent", "--metrics.listen", "127.0.0.1:9947", "--control.socket", sock}, strings.Fields(extra)...)
+	a.cmd = a.ns.Command(path, args...)
+	a.cmd.Stdout, a.cmd.Stderr = nil, nil
+	if err := a.cmd.Start(); err != nil {
+		return err
+	}
+	part := "/readyz/tracer"
+	if strings.Contains(extra, "tracer=off") {
+		part = "/readyz"
+	}
+	for i := 0; ; i++ {
+		if code, _, err := a.ns.HTTPGet("http://127.0.0.1:9947" + part); err == nil && code == 200 {
+			return nil
+		}
+		if i > 1200 {
+			return errors.New("not ready after 60 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// sample reads the agent's CPU time and RSS from /proc and its heap from
+// its /metrics (a scrape costs little; the samples are 10 s apart).
+func (a *idleAgent) sample(at time.Duration) {
+	pid := a.cmd.Process.Pid
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		a.err = err
+		return
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	_, rss := procMem(pid)
+	code, body, err := a.ns.HTTPGet("http://127.0.0.1:9947/metrics")
+	if err != nil || code != 200 {
+		a.err = fmt.Errorf("scrape: %d %v", code, err)
+		return
+	}
+	metric := func(name string) float64 {
+		sc := bufio.NewScanner(strings.NewReader(body))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+				x, _ := strconv.ParseFloat(v, 64)
+				return x
+			}
+		}
+		return 0
+	}
+	a.at = append(a.at, at)
+	a.cpu = append(a.cpu, (utime+stime)/100) // clock ticks: USER_HZ 100
+	a.rssKB = append(a.rssKB, rss)
+	a.heapAlloc = append(a.heapAlloc, metric("go_memstats_heap_alloc_bytes"))
+	a.allocTot = append(a.allocTot, metric("go_memstats_alloc_bytes_total"))
+}
+
+func (a *idleAgent) report(d time.Duration) {
+	fmt.Printf("\nagent %s, %d STALE entries, held %v\n", a.bin, a.entries, d)
+	if a.err != nil {
+		fmt.Printf("  error: %v\n", a.err)
+	}
+	n := len(a.at)
+	if n < 2 {
+		return
+	}
+	// Idle CPU per minute: CPU seconds used in each minute of the hold.
+	var perMin []float64
+	j := 0
+	for i := 1; i < n; i++ {
+		if a.at[i]-a.at[j] >= time.Minute || i == n-1 {
+			perMin = append(perMin, 100*(a.cpu[i]-a.cpu[j])/(a.at[i]-a.at[j]).Seconds())
+			j = i
+		}
+	}
+	cpuAll := 100 * (a.cpu[n-1] - a.cpu[0]) / (a.at[n-1] - a.at[0]).Seconds()
+	allocRate := (a.allocTot[n-1] - a.allocTot[0]) / (a.at[n-1] - a.at[0]).Seconds()
+	fmt.Printf("  idle CPU, %% of a core: whole hold %.2f; per minute %s\n", cpuAll, fmtList(perMin, "%.2f"))
+	rss := make([]float64, n)
+	for i, kb := range a.rssKB {
+		rss[i] = float64(kb) / 1024
+	}
+	var marks []string
+	for _, m := range []time.Duration{0, time.Minute, 2 * time.Minute, 5 * time.Minute, d} {
+		i := sort.Search(n, func(i int) bool { return a.at[i] >= m })
+		if i < n {
+			marks = append(marks, fmt.Sprintf("%v %.1f", a.at[i].Round(time.Second), rss[i]))
+		}
+	}
+	fmt.Printf("  RSS MiB: %s; min %.1f max %.1f\n", strings.Join(marks, ", "), minf(rss), maxf(rss))
+	fmt.Printf("  heap in use (go_memstats_heap_alloc_bytes) at the end %.1f MiB, %.0f bytes per entry; allocation rate %.0f bytes/s\n",
+		a.heapAlloc[n-1]/(1<<20), a.heapAlloc[n-1]/float64(a.entries), allocRate)
+}
+
+func fmtList(v []float64, f string) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf(f, x)
+	}
+	return strings.Join(s, " ")
+}
