@@ -63,10 +63,22 @@ func lockedDown(t *testing.T) bool {
 // 6.18) is replaced by its raw tracepoint twin, and bypass packets are
 // counted by fentry where the kernel allows it (no lockdown), else at
 // transmit with the reason named. XDP redirects are counted exactly when
-// fentry runs.
+// fentry runs. With the default map sizes and with the ones the agent
+// sizes from a node's default gc_thresh3 (fentry's object shares the
+// maps, so its spec must take their sizes).
 func TestTracerLoadsOnThisKernel(t *testing.T) {
 	lab.Require(t)
-	tr, err := LoadTracer(TracerOptions{Mode: TracerAuto})
+	n := MapSizeFor(2048)
+	for name, opts := range map[string]TracerOptions{
+		"default-sizes": {Mode: TracerAuto},
+		"sized":         {Mode: TracerAuto, MirrorSize: n, StaleMACsSize: n, HitsSize: n, CandidatesSize: n},
+	} {
+		t.Run(name, func(t *testing.T) { tracerLoads(t, opts) })
+	}
+}
+
+func tracerLoads(t *testing.T, opts TracerOptions) {
+	tr, err := LoadTracer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

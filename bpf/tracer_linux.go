@@ -63,8 +63,11 @@ type Tracer struct {
 	sourceIfaces map[int]bool    // interfaces with candidates
 	sourceLinks  map[int]ingress // tr_source on their ingress
 	sourceFailed map[int]string  // interfaces where tr_source did not attach, and why
-	candidates   map[tracerNkey][6]byte
-	sightings    map[tracerNkey]uint64 // packets already returned by Sightings
+	// The source-MAC candidates are the map's own; these count them per
+	// filter slot and per interface, so a change costs O(1).
+	candSlots  [16384]int32
+	candIfaces map[int]int
+	sightings  map[tracerNkey]uint64 // packets already returned by Sightings
 }
 
 // TracerOptions configure LoadTracer.
@@ -115,7 +118,7 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoBTF, err)
 	}
 	t := &Tracer{watched: make(map[int]bool), inNetNS: opts.InNetNS, sourceIfaces: map[int]bool{},
-		sourceLinks: map[int]ingress{}, sourceFailed: map[int]string{}, candidates: map[tracerNkey][6]byte{},
+		sourceLinks: map[int]ingress{}, sourceFailed: map[int]string{}, candIfaces: map[int]int{},
 		sightings: map[tracerNkey]uint64{}, features: map[Feature]FeatureStatus{}, mode: TracerOff}
 	if t.inNetNS == nil {
 		t.inNetNS = func(fn func() error) error { return fn() }
@@ -381,11 +384,19 @@ func (t *Tracer) loadFentry(opts TracerOptions) error {
 	}
 	// Share every map the two objects have in common: one mirror, one set
 	// of counters, and no second copy of the ring buffer.
-	l, err := newProgLoader(spec, map[string]*ebpf.Map{
+	shared := map[string]*ebpf.Map{
 		"neigh_mirror": t.objs.NeighMirror, "hits": t.objs.Hits, "tr_stats": t.objs.TrStats,
 		"stale_macs": t.objs.StaleMacs, "tp_events": t.objs.TpEvents, "watched_big": t.objs.WatchedBig,
 		"source_candidates": t.objs.SourceCandidates,
-	}, opts.Refuse)
+	}
+	// The tracer's maps were sized at load (MapSizeFor); a replacement
+	// must match its spec, so the spec takes the sizes they got.
+	for name, m := range shared {
+		if ms := spec.Maps[name]; ms != nil && m != nil {
+			ms.MaxEntries = m.MaxEntries()
+		}
+	}
+	l, err := newProgLoader(spec, shared, opts.Refuse)
 	if err != nil {
 		return fmt.Errorf("load fentry maps: %w", err)
 	}
@@ -649,54 +660,126 @@ type Candidate struct {
 	MAC     net.HardwareAddr
 }
 
-// SetCandidates replaces the source-MAC candidates. A candidate that stays
-// with the same MAC keeps what was seen of it.
+// SetCandidates replaces the source-MAC candidates: every candidate in
+// the map that cs does not name is removed, and cs is added as
+// UpdateCandidates adds. It walks the map; the feed calls it at start and
+// after the table lost track of its changes, and UpdateCandidates between.
 func (t *Tracer) SetCandidates(cs []Candidate) error {
+	want := make(map[tracerNkey]struct{}, len(cs))
+	for _, c := range cs {
+		want[nkeyOf(c.Ifindex, c.Addr)] = struct{}{}
+	}
+	var gone []Candidate
+	var k tracerNkey
+	var v tracerCand
+	t.mu.Lock()
+	it := t.objs.SourceCandidates.Iterate()
+	for it.Next(&k, &v) {
+		if _, ok := want[k]; !ok {
+			hk := k.hitKey()
+			gone = append(gone, Candidate{Ifindex: hk.Ifindex, Addr: hk.Addr})
+		}
+	}
+	err := it.Err()
+	t.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("walk source-MAC candidates: %w", err)
+	}
+	_, err = t.UpdateCandidates(append(gone, cs...))
+	return err
+}
+
+// UpdateCandidates adds, changes or removes source-MAC candidates: one
+// with a MAC is watched for packets from its address at another MAC, one
+// without is no longer watched. A candidate that stays with the same MAC
+// keeps what was seen of it. It costs a map lookup and at most one update
+// per change, and reports how many candidates did not fit in the map.
+func (t *Tracer) UpdateCandidates(cs []Candidate) (notWatched int, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	want := make(map[tracerNkey][6]byte, len(cs))
-	ifaces := make(map[int]bool)
-	var bloom [16384]uint8
-	for _, c := range cs {
-		if len(c.MAC) != 6 {
-			continue
-		}
-		k := nkeyOf(c.Ifindex, c.Addr)
-		want[k] = [6]byte(c.MAC)
-		ifaces[c.Ifindex] = true
-		bloom[sourceSlot(k)] = 1
-	}
 	var errs []error
-	for k := range t.candidates {
-		if _, ok := want[k]; !ok {
+	slots, ifaces := false, false
+	var old tracerCand
+	for _, c := range cs {
+		k := nkeyOf(c.Ifindex, c.Addr)
+		had := t.objs.SourceCandidates.Lookup(k, &old) == nil
+		switch {
+		case len(c.MAC) != 6:
+			if !had {
+				continue
+			}
 			if err := t.objs.SourceCandidates.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				errs = append(errs, err)
+				continue
 			}
-			delete(t.candidates, k)
 			delete(t.sightings, k)
+			slots = t.candSlot(k, -1) || slots
+			ifaces = t.candIface(c.Ifindex, -1) || ifaces
+		case had && old.Mac == [6]byte(c.MAC):
+		default:
+			if err := t.objs.SourceCandidates.Put(k, tracerCand{Mac: [6]byte(c.MAC)}); err != nil {
+				notWatched++
+				continue
+			}
+			delete(t.sightings, k) // counts from zero again
+			if !had {
+				slots = t.candSlot(k, 1) || slots
+				ifaces = t.candIface(c.Ifindex, 1) || ifaces
+			}
 		}
 	}
-	full := 0
-	for k, mac := range want {
-		if old, ok := t.candidates[k]; ok && old == mac {
-			continue
+	if notWatched > 0 {
+		errs = append(errs, fmt.Errorf("source-MAC candidates map full (%d entries): %d candidates not watched", t.objs.SourceCandidates.MaxEntries(), notWatched))
+	}
+	if slots {
+		var bloom [16384]uint8
+		for i, n := range t.candSlots {
+			if n > 0 {
+				bloom[i] = 1
+			}
 		}
-		if err := t.objs.SourceCandidates.Put(k, tracerCand{Mac: mac}); err != nil {
-			full++
-			continue
+		if err := t.objs.SourceBloom.Set(bloom); err != nil {
+			errs = append(errs, fmt.Errorf("set source filter: %w", err))
 		}
-		t.candidates[k] = mac
-		delete(t.sightings, k) // counts from zero again
 	}
-	if full > 0 {
-		errs = append(errs, fmt.Errorf("source-MAC candidates map full: %d of %d candidates not watched", full, len(want)))
+	if ifaces {
+		errs = append(errs, t.syncSourceLinksLocked())
 	}
-	if err := t.objs.SourceBloom.Set(bloom); err != nil {
-		errs = append(errs, fmt.Errorf("set source filter: %w", err))
+	return notWatched, errors.Join(errs...)
+}
+
+// candSlot counts a candidate in or out of its filter slot and reports
+// whether the slot turned on or off.
+func (t *Tracer) candSlot(k tracerNkey, d int32) bool {
+	i := sourceSlot(k)
+	was := t.candSlots[i] > 0
+	t.candSlots[i] += d
+	return was != (t.candSlots[i] > 0)
+}
+
+// candIface counts a candidate in or out of its interface and reports
+// whether the interface gained its first or lost its last.
+func (t *Tracer) candIface(ifindex int, d int) bool {
+	n := t.candIfaces[ifindex] + d
+	if n > 0 {
+		t.candIfaces[ifindex] = n
+		t.sourceIfaces[ifindex] = true
+		return n == d
 	}
-	t.sourceIfaces = ifaces
-	errs = append(errs, t.syncSourceLinksLocked())
-	return errors.Join(errs...)
+	delete(t.candIfaces, ifindex)
+	delete(t.sourceIfaces, ifindex)
+	return true
+}
+
+// Candidates returns how many source-MAC candidates the map holds.
+func (t *Tracer) Candidates() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, c := range t.candIfaces {
+		n += c
+	}
+	return n
 }
 
 // sourceSlot is source_slot() of tracer.h.
@@ -722,12 +805,18 @@ type Sighting struct {
 // since the last call, walking every candidate (tests; the feed asks for
 // those the program announced, SightingsOf).
 func (t *Tracer) Sightings() (map[HitKey]Sighting, error) {
+	var keys []HitKey
+	var k tracerNkey
+	var v tracerCand
 	t.mu.Lock()
-	keys := make([]HitKey, 0, len(t.candidates))
-	for k := range t.candidates {
+	it := t.objs.SourceCandidates.Iterate()
+	for it.Next(&k, &v) {
 		keys = append(keys, k.hitKey())
 	}
 	t.mu.Unlock()
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
 	out := make(map[HitKey]Sighting)
 	return out, t.SightingsOf(keys, out)
 }
@@ -741,9 +830,6 @@ func (t *Tracer) SightingsOf(keys []HitKey, out map[HitKey]Sighting) error {
 	var v tracerCand
 	for _, hk := range keys {
 		k := nkeyOf(hk.Ifindex, hk.Addr)
-		if _, ok := t.candidates[k]; !ok {
-			continue
-		}
 		if err := t.objs.SourceCandidates.Lookup(k, &v); err != nil {
 			if errors.Is(err, ebpf.ErrKeyNotExist) {
 				continue

@@ -178,6 +178,7 @@ type Engine struct {
 	mmu       sync.Mutex
 	owned     map[table.Key]*owned // entries neighwatch manages
 	ownedKeys sync.Map             // their keys, for the event filter
+	ownedN    atomic.Int32         // how many, so the filter skips the map when none
 }
 
 // candidate is what the engine remembers of an entry that was a candidate.
@@ -457,7 +458,7 @@ func (e *Engine) strategies(d Decision) []Strategy {
 func (e *Engine) applicable(s Strategy, en *table.Entry, count bool) bool {
 	switch s {
 	case StrategySwap:
-		return e.swapper != nil && en.BypassInState > 0 && e.swapper.CanSwap(en.Ifindex)
+		return e.swapper != nil && en.Observed().BypassInState > 0 && e.swapper.CanSwap(en.Ifindex)
 	case StrategyManage:
 		// Prevention: an entry already stuck has evidence that its host
 		// moved, and a probe finds it in one round trip where the
@@ -568,7 +569,7 @@ func (e *Engine) backOff(k table.Key) {
 // verified; nobody subscribes between actions, so the table builds no
 // events for the engine then. Call the returned func to stop.
 func (e *Engine) watch(k table.Key) (<-chan table.Event, func()) {
-	sub := e.table.Events().SubscribeFunc(16, func(ev *table.Event) bool {
+	sub := e.table.Events().SubscribeFunc(16, func(ev table.Event) bool {
 		return ev.Ifindex == k.Ifindex && ev.IP == k.Addr
 	})
 	return sub.C(), sub.Close

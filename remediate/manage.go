@@ -58,11 +58,17 @@ type owned struct {
 // set the event filter reads (it runs under the table's lock, which
 // maintain takes while holding mmu) in step.
 func (e *Engine) setOwned(k table.Key, o *owned) {
+	if _, ok := e.owned[k]; !ok {
+		e.ownedN.Add(1)
+	}
 	e.owned[k] = o
 	e.ownedKeys.Store(k, struct{}{})
 }
 
 func (e *Engine) delOwned(k table.Key) {
+	if _, ok := e.owned[k]; ok {
+		e.ownedN.Add(-1)
+	}
 	delete(e.owned, k)
 	e.ownedKeys.Delete(k)
 }
@@ -72,9 +78,12 @@ func (e *Engine) delOwned(k table.Key) {
 // re-validate) to REACHABLE at a new MAC: how long the kernel took to
 // follow a host that moved. It reads table events only.
 func (e *Engine) trackRecovery(ctx context.Context) {
-	sub := e.table.Events().SubscribeFunc(1024, func(ev *table.Event) bool {
+	sub := e.table.Events().SubscribeFunc(1024, func(ev table.Event) bool {
+		if (ev.Kind != table.KindTransition && ev.Kind != table.KindMismatch) || e.ownedN.Load() == 0 {
+			return false
+		}
 		_, ok := e.ownedKeys.Load(table.Key{Ifindex: ev.Ifindex, Addr: ev.IP})
-		return ok && (ev.Kind == table.KindTransition || ev.Kind == table.KindMismatch)
+		return ok
 	})
 	defer sub.Close()
 	for {
@@ -129,16 +138,13 @@ func (c *ManageConfig) defaults() {
 // adopt takes over the entries a previous run of neighwatch made managed
 // (managed, with its protocol), and no others.
 func (e *Engine) adopt() {
-	entries, _ := e.table.Snapshot()
+	entries := e.table.Owned()
 	now := time.Now().UnixNano()
-	n := 0
 	e.mmu.Lock()
 	for i := range entries {
-		if entries[i].Owner() == table.OwnerNeighwatch {
-			e.setOwned(entries[i].Key, &owned{since: now, mac: entries[i].LLAddr})
-			n++
-		}
+		e.setOwned(entries[i].Key, &owned{since: now, mac: entries[i].LLAddr})
 	}
+	n := len(entries)
 	e.mmu.Unlock()
 	if n > 0 {
 		e.log.Info("adopted managed entries a previous run made", "entries", n)
@@ -256,7 +262,7 @@ func (e *Engine) maintain(mode Mode) {
 			continue
 		}
 		o.failedSince = 0
-		if idle := e.conf().Manage.Idle; idle > 0 && now-max(o.since, en.LastBypass) >= int64(idle) {
+		if idle := e.conf().Manage.Idle; idle > 0 && now-max(o.since, en.Observed().LastBypass) >= int64(idle) {
 			todo = append(todo, rel{k, true, ReleaseIdle})
 			e.delOwned(k)
 		}

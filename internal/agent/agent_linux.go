@@ -152,6 +152,11 @@ func (a *agent) run(ctx context.Context) error {
 	g.Go(func() error {
 		if a.ready.wait(ctx) {
 			a.log.Info("ready", "entries", a.table.Len())
+			// The first dump's garbage (and the tracer's seeding, which
+			// releases its own) would otherwise stay with the process
+			// until the runtime's next cycle, minutes away on an idle
+			// agent.
+			a.memory.release("the table is loaded")
 		}
 		return nil
 	})
@@ -256,7 +261,7 @@ func build(cfg Config) (a *agent, err error) {
 		a.parts = append(a.parts, part{Part: tp, name: "tracer"})
 	}
 	a.parts = append(a.parts,
-		part{Part: classifier(a.table), name: "classifier"},
+		part{Part: classifier(a.table, func() { a.memory.release("a burst of entries crossing the stale threshold") }), name: "classifier"},
 		part{Part: newTask(mir.Ready(), rem.engine.Run), name: "remediation"},
 		part{Part: newTask(nil, a.reloader(cfg.Reloads, rem)), name: "config"},
 		part{Part: metricsHTTP, name: "metrics", gate: true},
@@ -318,7 +323,7 @@ func (a *agent) metricsServer(cfg Config, collectors []prometheus.Collector) (*h
 		return nil, fmt.Errorf("listen on --metrics.listen %s: %w", cfg.MetricsListen, err)
 	}
 	ln := connlimit.Wrap(tcp, cfg.MaxConnections, cfg.MaxConnectionsPerIP)
-	ln.OnDrain(a.memory.release)
+	ln.OnDrain(func() { a.memory.release("a flood of connections has gone") })
 	a.httpSources["metrics"] = ln
 	a.closers = append(a.closers, func() { ln.Close() })
 	if cfg.OnListen != nil {

@@ -14,12 +14,12 @@ func TestMemReleaserCoalesces(t *testing.T) {
 	var n atomic.Int32
 	done := make(chan struct{}, 4)
 	r := &memReleaser{free: func() { n.Add(1); done <- struct{}{} }, every: 500 * time.Millisecond}
-	r.release()
-	r.release()
-	r.release()
+	r.release("test")
+	r.release("test")
+	r.release("test")
 	<-done
 	start := time.Now()
-	r.release() // within every of the first: deferred, not dropped
+	r.release("test") // within every of the first: deferred, not dropped
 	<-done
 	if waited := time.Since(start); waited < r.every/2 {
 		t.Errorf("second release after %v, want about %v", waited, r.every)

@@ -68,9 +68,15 @@ func (a afterPart) Run(ctx context.Context) error {
 	return a.Part.Run(ctx)
 }
 
+// burstEntries is how many entries promoted at once make a burst whose
+// garbage (events, heap moves) is returned to the OS.
+const burstEntries = 10000
+
 // classifier promotes entries that crossed the stale threshold, so events
-// announce them even when nobody scrapes.
-func classifier(t *table.Table) *task {
+// announce them even when nobody scrapes; burst is told when a step
+// promoted burstEntries or more (a large table created at once crossing
+// together).
+func classifier(t *table.Table, burst func()) *task {
 	return newTask(nil, func(ctx context.Context) error {
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
@@ -79,7 +85,9 @@ func classifier(t *table.Table) *task {
 			case <-ctx.Done():
 				return nil
 			case <-tick.C:
-				t.Advance()
+				if t.Advance() >= burstEntries && burst != nil {
+					burst()
+				}
 			}
 		}
 	})

@@ -65,6 +65,7 @@ func age(now time.Time, t int64) *float64 {
 
 // EntryFromTable renders a table entry.
 func EntryFromTable(e *table.Entry, name string, now time.Time) Entry {
+	o := e.Observed()
 	flags := e.FlagNames()
 	if flags == nil {
 		flags = []string{}
@@ -83,11 +84,11 @@ func EntryFromTable(e *table.Entry, name string, now time.Time) Entry {
 		LLAddrChanges:       e.LLAddrChanges,
 		ConfirmedAgeSeconds: age(now, e.Confirm),
 		UsedAgeSeconds:      age(now, e.Used),
-		SeenLLAddr:          hw(e.SeenMAC),
-		SeenAgeSeconds:      age(now, e.SeenAt),
-		Mismatch:            e.Mismatch,
-		BypassPackets:       e.BypassPackets,
-		LastBypassAgeSecs:   age(now, e.LastBypass),
+		SeenLLAddr:          hw(o.SeenMAC),
+		SeenAgeSeconds:      age(now, o.SeenAt),
+		Mismatch:            o.Mismatch,
+		BypassPackets:       o.BypassPackets,
+		LastBypassAgeSecs:   age(now, o.LastBypass),
 		Evidence:            []Signal{},
 	}
 	for _, ev := range e.Evidence() {

@@ -3,6 +3,7 @@ package feed
 import (
 	"context"
 	"log/slog"
+	"net"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -68,8 +69,7 @@ type Feed struct {
 	sights          map[bpf.HitKey]bpf.Sighting
 	lastSizes       time.Time // when the map sizes were last counted
 	lastRetry       time.Time // when unmirrored entries were last retried
-	candGen         uint64    // the table's CandidatesGen at the last candidates
-	candSet         bool
+	candBuf         []bpf.Candidate
 }
 
 // New returns a feed from tr to t.
@@ -200,6 +200,7 @@ func (f *Feed) interval() {
 	f.mu.Unlock()
 	f.applySightings(sights)
 	f.lookupCreated()
+	f.syncCandidates(false)
 	if time.Since(f.lastRetry) >= retryEvery {
 		f.retryUnmirrored()
 		f.forgetLast()
@@ -259,7 +260,11 @@ func (f *Feed) seed() (int, error) {
 			}
 		}
 	}
-	return n, flush()
+	if err := flush(); err != nil {
+		return n, err
+	}
+	f.syncCandidates(true)
+	return n, nil
 }
 
 // sample attaches the per-packet hooks only while some entry is
@@ -282,9 +287,6 @@ func (f *Feed) sample(ctx context.Context) error {
 		bypass := f.table.CountClass(table.ClassStaleLong) > 0
 		need := bypass || f.table.CountOwned() > 0
 		on, wake := s.step(time.Now(), need)
-		if on && (!attached || f.cfg.Window >= f.cfg.Period) {
-			f.stepCandidates()
-		}
 		if on != attached || (on && bypass != bypassOn) {
 			f.log.Debug("tracer: per-packet hooks", "attached", on, "bypass", on && bypass, "stale_long", f.table.CountClass(table.ClassStaleLong))
 			if err := f.tracer.SetHooks(on && bypass, on); err != nil {
@@ -302,38 +304,42 @@ func (f *Feed) sample(ctx context.Context) error {
 	}
 }
 
-// stepCandidates refreshes the source-MAC candidates at a sampler step,
-// when the set of STALE and managed entries changed since the last time.
-func (f *Feed) stepCandidates() {
-	if g := f.table.CandidatesGen(); !f.candSet || g != f.candGen {
-		f.candGen, f.candSet = g, true
-		f.setCandidates()
-	}
-}
-
-// setCandidates makes every STALE entry a source-MAC candidate, young
-// ones too: evidence gathered before an entry turns stale-long makes it
-// stuck the moment it does, so a moved host that keeps talking is found
-// within the threshold plus one period. Entries neighwatch manages are
-// candidates in any state: the kernel re-validates them only when their
-// reachable time runs out, and evidence makes remediation probe at once.
-func (f *Feed) setCandidates() {
-	var cs []bpf.Candidate
-	f.table.Walk(table.ClassOK, func(e *table.Entry, _ string) bool {
-		if len(e.LLAddr) == 6 {
-			cs = append(cs, bpf.Candidate{Ifindex: int(e.Ifindex), Addr: e.Addr, MAC: e.HardwareAddr()})
+// syncCandidates keeps the source-MAC program's candidates those of the
+// table: every STALE entry, young ones too (evidence gathered before an
+// entry turns stale-long makes it stuck the moment it does, so a moved
+// host that keeps talking is found within the threshold plus one period),
+// and every entry neighwatch manages, in any state (the kernel
+// re-validates those only when their reachable time runs out). All of
+// them at start; after that, each interval, only those that changed, so
+// an interval costs what changed and not the table's size.
+func (f *Feed) syncCandidates(all bool) {
+	cs := f.candBuf[:0]
+	add := func(k table.Key, lladdr string) {
+		c := bpf.Candidate{Ifindex: int(k.Ifindex), Addr: k.Addr}
+		if len(lladdr) == 6 {
+			c.MAC = net.HardwareAddr(lladdr)
 		}
-		return false
-	})
-	for _, e := range f.table.Owned() {
-		if len(e.LLAddr) == 6 && e.State != table.StateStale {
-			cs = append(cs, bpf.Candidate{Ifindex: int(e.Ifindex), Addr: e.Addr, MAC: e.HardwareAddr()})
-		}
+		cs = append(cs, c)
 	}
-	if err := f.tracer.SetCandidates(cs); err != nil {
+	var err error
+	if !all && f.table.CandidateChanges(add) {
+		if len(cs) == 0 {
+			return
+		}
+		_, err = f.tracer.UpdateCandidates(cs)
+	} else {
+		cs = make([]bpf.Candidate, 0, f.table.Len()+64)
+		f.table.Candidates(add)
+		err = f.tracer.SetCandidates(cs)
+	}
+	if err != nil {
 		f.log.Warn("tracer: setting source-MAC candidates", "err", err)
 	}
-	f.c.candidates.Store(int64(len(cs)))
+	f.c.candidates.Store(int64(f.tracer.Candidates()))
+	if cap(cs) > 4096 {
+		cs = nil // the start's or a storm's: let it go
+	}
+	f.candBuf = cs[:0]
 }
 
 func (f *Feed) applyTransition(tr bpf.SilentTransition) {

@@ -162,7 +162,7 @@ func testLegacyBypass(t *testing.T, tm bpf.TracerMode) {
 	var e table.Entry
 	lab.WaitFor(t, 5*time.Second, "bypass hits on the client's entry", func() bool {
 		e, _ = s.table.Lookup(k)
-		return e.BypassPackets >= 10
+		return e.Observed().BypassPackets >= 10
 	})
 	ke, err := s.Node.Entry(lab.NodeClientIf, lab.ClientIP)
 	if err != nil {
@@ -171,13 +171,13 @@ func testLegacyBypass(t *testing.T, tm bpf.TracerMode) {
 	if ke.State[0] != "STALE" || !strings.EqualFold(ke.LLAddr, s.oldMAC) {
 		t.Fatalf("kernel entry %v %s, want STALE at the old MAC %s", ke.State, ke.LLAddr, s.oldMAC)
 	}
-	before := e.BypassPackets
+	before := e.Observed().BypassPackets
 	if err := s.traffic(5); err == nil {
 		t.Fatal("pings got through")
 	}
 	lab.WaitFor(t, 5*time.Second, "hits to keep rising with traffic", func() bool {
 		e, _ = s.table.Lookup(k)
-		return e.BypassPackets >= before+4
+		return e.Observed().BypassPackets >= before+4
 	})
 	// The moved client keeps sending: its packets arrive from the new MAC
 	// while the node sends to the old one.
@@ -185,7 +185,7 @@ func testLegacyBypass(t *testing.T, tm bpf.TracerMode) {
 		e, _ = s.table.Lookup(k)
 		return e.Class() == table.ClassStuck
 	})
-	if !e.SourceMismatch || e.HardwareAddr().String() == s.newMAC || net.HardwareAddr(e.SourceMAC).String() != s.newMAC {
+	if !e.Observed().SourceMismatch || e.HardwareAddr().String() == s.newMAC || net.HardwareAddr(e.Observed().SourceMAC).String() != s.newMAC {
 		t.Errorf("evidence %+v: want the new MAC %s as source, the old one in the entry", e.Evidence(), s.newMAC)
 	}
 	n0, _ := s.Node.Ifindex(lab.NodeClientIf)
@@ -197,7 +197,7 @@ func testLegacyBypass(t *testing.T, tm bpf.TracerMode) {
 	if counts[bpf.Redirect] < 20 {
 		t.Errorf("legacy datapath redirected %d packets, want >= 20", counts[bpf.Redirect])
 	}
-	t.Logf("bypass packets %d, datapath redirects %d", e.BypassPackets, counts[bpf.Redirect])
+	t.Logf("bypass packets %d, datapath redirects %d", e.Observed().BypassPackets, counts[bpf.Redirect])
 }
 
 func TestTracerNoFalsePositives(t *testing.T) {
@@ -224,8 +224,8 @@ func TestTracerNoFalsePositives(t *testing.T) {
 				t.Fatalf("traffic does not flow after recovery: %v", err)
 			}
 			e, _ := s.table.Lookup(k)
-			if e.BypassPackets != 0 {
-				t.Errorf("%d bypass packets counted for traffic that went through the neighbour subsystem", e.BypassPackets)
+			if e.Observed().BypassPackets != 0 {
+				t.Errorf("%d bypass packets counted for traffic that went through the neighbour subsystem", e.Observed().BypassPackets)
 			}
 			// The STALE -> DELAY the kernel made on transmit reached the
 			// event stream through the tracepoints.
@@ -261,7 +261,7 @@ func TestTracerBlamesTheGateway(t *testing.T) {
 	k := s.clientKey(t)
 	lab.WaitFor(t, 5*time.Second, "hits on the gateway's entry", func() bool {
 		e, _ := s.table.Lookup(k)
-		return e.BypassPackets >= 8
+		return e.Observed().BypassPackets >= 8
 	})
 	if _, ok := s.table.Lookup(table.Key{Ifindex: k.Ifindex, Addr: netip.MustParseAddr("10.0.9.5")}); ok {
 		t.Fatal("an entry for the routed destination exists: the test would not show attribution")

@@ -104,7 +104,7 @@ func (t *Table) Stats(stuckCap int) Stats {
 		if len(st.Stuck) >= stuckCap {
 			break
 		}
-		st.Stuck = append(st.Stuck, *e)
+		st.Stuck = append(st.Stuck, e.clone())
 	}
 	return st
 }

@@ -25,12 +25,17 @@ type Table struct {
 	trans     [2][numStates + 1][numStates + 1]uint64
 	gen       uint32
 	// candGen counts changes to the set of STALE entries and of entries
-	// neighwatch manages, or to their addresses: the tracer's source-MAC
-	// candidates need rebuilding only when it moved.
-	candGen uint64
-	loading bool // initial dump: no events, no transition counts
-	events  *Broadcaster
-	now     func() time.Time
+	// neighwatch manages, or to their addresses (the candidates of the
+	// tracer's source-MAC program). candDirty holds the keys of those
+	// changes since the last CandidateChanges, once Candidates has been
+	// called; candLost says it outgrew its bound and the reader must walk
+	// Candidates again.
+	candGen   uint64
+	candDirty map[Key]struct{}
+	candLost  bool
+	loading   bool // initial dump: no events, no transition counts
+	events    *Broadcaster
+	now       func() time.Time
 }
 
 // ifaceState holds the aggregates of one interface, indexed by family.
@@ -114,7 +119,7 @@ func (t *Table) detach(e *Entry) {
 	if e.long {
 		s.staleLong[f]--
 	}
-	if e.Mismatch || e.SourceMismatch {
+	if o := e.o(); o.Mismatch || o.SourceMismatch {
 		s.mismatched[f]--
 	}
 }
@@ -138,7 +143,7 @@ func (t *Table) attach(e *Entry, now int64) {
 			switch {
 			case e.hostGone():
 				e.class = ClassStuck
-			case e.BypassInState > 0:
+			case e.o().BypassInState > 0:
 				e.class = ClassAtRisk
 			default:
 				e.class = ClassStaleLong
@@ -158,12 +163,24 @@ func (t *Table) attach(e *Entry, now int64) {
 		s.atRisk[f]++
 		t.atRisk[e.Key] = e
 	}
-	if e.Mismatch || e.SourceMismatch {
+	if o := e.o(); o.Mismatch || o.SourceMismatch {
 		s.mismatched[f]++
 	}
 }
 
+// classChanges names each class change ("ok -> stale-long") once, not
+// once per event.
+var classChanges = func() (n [ClassStuck + 1][ClassStuck + 1]string) {
+	for _, a := range Classes() {
+		for _, b := range Classes() {
+			n[a][b] = a.String() + " -> " + b.String()
+		}
+	}
+	return n
+}()
+
 func (t *Table) event(e *Entry, kind Kind, cause Cause, now int64) Event {
+	hw := net.HardwareAddr(e.LLAddr) // one copy for both: events are read only
 	return Event{
 		Time:      time.Unix(0, now),
 		Ifindex:   e.Ifindex,
@@ -172,8 +189,8 @@ func (t *Table) event(e *Entry, kind Kind, cause Cause, now int64) Event {
 		IP:        e.Addr,
 		From:      e.State,
 		To:        e.State,
-		LLAddr:    net.HardwareAddr(e.LLAddr),
-		OldLLAddr: net.HardwareAddr(e.LLAddr),
+		LLAddr:    hw,
+		OldLLAddr: hw,
 		Cause:     cause,
 		Kind:      kind,
 		Class:     e.class,
@@ -218,7 +235,7 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 		t.entries[k] = e
 		t.attach(e, now)
 		if e.candidate() {
-			t.candGen++
+			t.candChanged(k)
 		}
 		if !t.loading {
 			t.trans[f][idxAbsent][e.State.idx()]++
@@ -245,8 +262,10 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 		e.State = u.State
 		e.Since = since(u, now)
 		e.Transitions++
-		e.BypassInState = 0
-		e.ProbeUnansweredAt, e.ProbeMAC = 0, ""
+		if o := e.obs; o != nil {
+			o.BypassInState = 0
+			o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
+		}
 		t.trans[f][oldState.idx()][u.State.idx()]++
 	}
 	if llChanged {
@@ -262,15 +281,19 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 		// host's packets, bypass traffic, probes) says nothing about it.
 		e.Since = since(u, now)
 		e.LLAddrSince = now // seen changing: no older than this message
-		e.SourceMAC, e.SourceAt, e.SourcePackets = "", 0, 0
-		e.BypassInState = 0
-		e.ProbeUnansweredAt, e.ProbeMAC = 0, ""
+		if o := e.obs; o != nil {
+			o.SourceMAC, o.SourceAt, o.SourcePackets = "", 0, 0
+			o.BypassInState = 0
+			o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
+		}
 	}
 	e.Flags, e.FlagsExt, e.Protocol = u.Flags, u.FlagsExt, u.Protocol
-	e.Mismatch, e.SourceMismatch = mismatch(e)
+	if o := e.obs; o != nil {
+		o.Mismatch, o.SourceMismatch = mismatch(e)
+	}
 	t.attach(e, now)
 	if (wasCand || e.candidate()) && (wasCand != e.candidate() || llChanged || oldOwner != e.Owner()) {
-		t.candGen++
+		t.candChanged(k)
 	}
 	if t.publishing() {
 		ev := t.event(e, KindTransition, cause, now)
@@ -286,7 +309,6 @@ func (t *Table) cacheTimes(e *Entry, u *Update, now int64) {
 	}
 	e.Confirm = now - int64(u.ConfirmedAge)
 	e.Used = now - int64(u.UsedAge)
-	e.Updated = now - int64(u.UpdatedAge)
 }
 
 // mismatch reports whether ARP/NDP (arp) and the host's own packets
@@ -296,12 +318,13 @@ func mismatch(e *Entry) (arp, source bool) {
 	if e.LLAddr == "" || !e.State.Valid() {
 		return false, false
 	}
-	return e.SeenMAC != "" && e.SeenMAC != e.LLAddr && e.SeenAt >= e.LLAddrSince, e.SourceMAC != "" && e.SourceMAC != e.LLAddr
+	o := e.o()
+	return o.SeenMAC != "" && o.SeenMAC != e.LLAddr && o.SeenAt >= e.LLAddrSince, o.SourceMAC != "" && o.SourceMAC != e.LLAddr
 }
 
 func (t *Table) remove(e *Entry, cause Cause, now int64) {
 	if e.candidate() {
-		t.candGen++
+		t.candChanged(e.Key)
 	}
 	t.detach(e)
 	delete(t.entries, e.Key)
@@ -370,19 +393,19 @@ func (t *Table) DeleteLink(ifindex int32, cause Cause) int {
 
 // Advance promotes STALE entries that crossed the threshold to stale-long
 // (or stuck) and publishes their class change. Cost: O(interfaces) plus
-// O(log n) per promoted entry.
-func (t *Table) Advance() {
+// O(log n) per promoted entry. It returns how many it promoted.
+func (t *Table) Advance() int {
 	now := t.now().UnixNano()
 	t.mu.Lock()
-	t.advance(now)
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	return t.advance(now)
 }
 
-func (t *Table) advance(now int64) {
+func (t *Table) advance(now int64) (promoted int) {
 	for k, e := range t.conflicts {
-		if now-e.ConflictAt >= int64(ConflictHold) {
+		if o := e.w(); now-o.ConflictAt >= int64(ConflictHold) {
 			delete(t.conflicts, k)
-			e.ConflictMACs, e.ConflictAt = [2]string{}, 0
+			o.ConflictMACs, o.ConflictAt = [2]string{}, 0
 			t.reattach(e, now, CauseClassify)
 		}
 	}
@@ -394,9 +417,11 @@ func (t *Table) advance(now int64) {
 					break
 				}
 				t.reattach(e, now, CauseClassify)
+				promoted++
 			}
 		}
 	}
+	return promoted
 }
 
 // SetThreshold changes the stale-long threshold and reclassifies every
@@ -429,11 +454,13 @@ func (t *Table) Threshold() time.Duration {
 func (t *Table) reattach(e *Entry, now int64, cause Cause) {
 	old := e.class
 	t.detach(e)
-	e.Mismatch, e.SourceMismatch = mismatch(e)
+	if o := e.obs; o != nil {
+		o.Mismatch, o.SourceMismatch = mismatch(e)
+	}
 	t.attach(e, now)
 	if e.class != old && t.publishing() {
 		ev := t.event(e, KindClass, cause, now)
-		ev.Detail = old.String() + " -> " + e.class.String()
+		ev.Detail = classChanges[old][e.class]
 		t.events.Publish(ev)
 	}
 }
@@ -448,18 +475,19 @@ func (t *Table) ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr, w
 	if e == nil {
 		return false
 	}
-	was := e.Mismatch
-	if e.SeenMAC != string(mac) {
-		e.SeenMAC = string(mac)
+	o := e.w()
+	was := o.Mismatch
+	if o.SeenMAC != string(mac) {
+		o.SeenMAC = string(mac)
 	}
-	e.SeenAt = now
+	o.SeenAt = now
 	t.reattach(e, now, CauseARP)
-	if e.Mismatch && !was && t.publishing() {
+	if o.Mismatch && !was && t.publishing() {
 		ev := t.event(e, KindMismatch, CauseARP, now)
 		ev.Detail = "seen at " + mac.String() + ", kernel sends to " + hwString(e.LLAddr)
 		t.events.Publish(ev)
 	}
-	return e.Mismatch && !was
+	return o.Mismatch && !was
 }
 
 // AddBypass adds packets the tracer saw sent to an entry without the
@@ -475,12 +503,13 @@ func (t *Table) AddBypass(k Key, packets uint64, when time.Time) bool {
 	if e == nil {
 		return false
 	}
-	e.BypassPackets += packets
-	e.LastBypass = now
+	o := e.w()
+	o.BypassPackets += packets
+	o.LastBypass = now
 	t.iface(e.Ifindex).bypass[e.Family().idx()] += packets
 	if e.State == StateStale {
-		e.BypassInState += packets
-		if e.BypassInState == packets { // first evidence in this period
+		o.BypassInState += packets
+		if o.BypassInState == packets { // first evidence in this period
 			t.reattach(e, now, CauseTraffic)
 		}
 	}
@@ -499,20 +528,21 @@ func (t *Table) ObserveSourceMAC(k Key, mac net.HardwareAddr, packets uint64, wh
 	if e == nil || len(mac) == 0 {
 		return false
 	}
-	was := e.SourceMismatch
-	if e.SourceMAC != string(mac) {
-		e.SourceMAC = string(mac)
-		e.SourcePackets = 0
+	o := e.w()
+	was := o.SourceMismatch
+	if o.SourceMAC != string(mac) {
+		o.SourceMAC = string(mac)
+		o.SourcePackets = 0
 	}
-	e.SourcePackets += packets
-	e.SourceAt = now
+	o.SourcePackets += packets
+	o.SourceAt = now
 	t.reattach(e, now, CauseTraffic)
-	if e.SourceMismatch && !was && t.publishing() {
+	if o.SourceMismatch && !was && t.publishing() {
 		ev := t.event(e, KindMismatch, CauseTraffic, now)
 		ev.Detail = "packets from " + e.Addr.String() + " come from " + mac.String() + ", kernel sends to " + hwString(e.LLAddr)
 		t.events.Publish(ev)
 	}
-	return e.SourceMismatch && !was
+	return o.SourceMismatch && !was
 }
 
 // ProbeUnanswered records that a unicast probe to mac, the entry's lladdr,
@@ -526,7 +556,8 @@ func (t *Table) ProbeUnanswered(k Key, mac string, when time.Time) bool {
 	if e == nil || mac == "" || e.LLAddr != mac {
 		return false
 	}
-	e.ProbeUnansweredAt, e.ProbeMAC = now, mac
+	o := e.w()
+	o.ProbeUnansweredAt, o.ProbeMAC = now, mac
 	t.reattach(e, now, CauseRemediate)
 	return true
 }
@@ -544,10 +575,11 @@ func (t *Table) ObserveConflict(k Key, a, b net.HardwareAddr, when time.Time) bo
 	if e == nil || len(a) == 0 || len(b) == 0 || string(a) == string(b) {
 		return false
 	}
-	if now > e.ConflictAt {
-		e.ConflictAt = now
+	o := e.w()
+	if now > o.ConflictAt {
+		o.ConflictAt = now
 	}
-	e.ConflictMACs = [2]string{string(a), string(b)}
+	o.ConflictMACs = [2]string{string(a), string(b)}
 	t.conflicts[k] = e
 	t.reattach(e, now, CauseARP)
 	return true
@@ -569,7 +601,7 @@ func (t *Table) Lookup(k Key) (Entry, bool) {
 	if e == nil {
 		return Entry{}, false
 	}
-	return *e, true
+	return e.clone(), true
 }
 
 // Snapshot returns a copy of every entry, classified as of now, and the
@@ -580,7 +612,7 @@ func (t *Table) Snapshot() ([]Entry, map[int32]string) {
 	t.advance(t.now().UnixNano())
 	out := make([]Entry, 0, len(t.entries))
 	for _, e := range t.entries {
-		out = append(out, *e)
+		out = append(out, e.clone())
 	}
 	names := make(map[int32]string, len(t.ifaces))
 	for i, s := range t.ifaces {
@@ -638,7 +670,7 @@ func (t *Table) Walk(min Class, fn func(e *Entry, ifname string) bool) []Entry {
 	var out []Entry
 	visit := func(e *Entry, name string) {
 		if fn(e, name) {
-			out = append(out, *e)
+			out = append(out, e.clone())
 		}
 	}
 	if min >= ClassAtRisk {
@@ -698,6 +730,68 @@ func (t *Table) CandidatesGen() uint64 {
 	return t.candGen
 }
 
+// minCandDirty is the least number of changed candidates the table keeps
+// for CandidateChanges; it keeps as many as it holds entries, if more.
+const minCandDirty = 65536
+
+// candChanged records a change of the candidate k. The caller holds t.mu.
+func (t *Table) candChanged(k Key) {
+	t.candGen++
+	if t.candDirty == nil || t.candLost {
+		return
+	}
+	if len(t.candDirty) >= max(minCandDirty, len(t.entries)) {
+		t.candLost = true
+		clear(t.candDirty)
+		return
+	}
+	t.candDirty[k] = struct{}{}
+}
+
+// Candidates calls fn, under the table's lock, for every STALE entry and
+// every entry neighwatch manages, with its lladdr (raw bytes), and from
+// then on keeps the changes to that set for CandidateChanges. fn must not
+// call the table.
+func (t *Table) Candidates(fn func(k Key, lladdr string)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.entries {
+		if e.candidate() {
+			fn(e.Key, e.LLAddr)
+		}
+	}
+	t.candDirty = make(map[Key]struct{}) // a fresh map: a cleared one keeps its size
+	t.candLost = false
+}
+
+// CandidateChanges calls fn, under the table's lock, once for each entry
+// whose candidacy or lladdr changed since the last call (or Candidates):
+// with its lladdr if it is a candidate now, with "" if it is not or is
+// gone. It costs what changed, not the table's size. It returns false,
+// calling fn for nothing, when the changes outgrew what the table keeps
+// (a reader that stalled through a storm): the reader must call
+// Candidates again. fn must not call the table.
+func (t *Table) CandidateChanges(fn func(k Key, lladdr string)) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.candDirty == nil || t.candLost {
+		return false
+	}
+	for k := range t.candDirty {
+		if e := t.entries[k]; e != nil && e.candidate() {
+			fn(k, e.LLAddr)
+		} else {
+			fn(k, "")
+		}
+	}
+	if len(t.candDirty) > 1024 {
+		t.candDirty = make(map[Key]struct{}) // let a storm's map go
+	} else {
+		clear(t.candDirty)
+	}
+	return true
+}
+
 // Owned returns copies of the entries neighwatch manages, in any state;
 // it reads an index, not the table.
 func (t *Table) Owned() []Entry {
@@ -705,7 +799,7 @@ func (t *Table) Owned() []Entry {
 	defer t.mu.Unlock()
 	out := make([]Entry, 0, len(t.owned))
 	for _, e := range t.owned {
-		out = append(out, *e)
+		out = append(out, e.clone())
 	}
 	return out
 }

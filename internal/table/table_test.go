@@ -1,6 +1,7 @@
 package table
 
 import (
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -138,7 +139,7 @@ func TestEvidenceFollowsTheEntry(t *testing.T) {
 	u = upd(1, ipA, StateStale, net.HardwareAddr{2, 0, 0, 0, 0, 0xc})
 	u.UpdatedAge = 2 * time.Minute
 	tb.Apply(CauseNetlink, u)
-	if e, _ := tb.Lookup(k); e.Class() != ClassStaleLong || e.SourceMismatch {
+	if e, _ := tb.Lookup(k); e.Class() != ClassStaleLong || e.Observed().SourceMismatch {
 		t.Fatalf("after a new MAC: class %v, evidence %v; want stale-long with none", e.Class(), e.Evidence())
 	}
 	// Likewise an ARP sighting from before the new MAC; one after it counts.
@@ -148,11 +149,11 @@ func TestEvidenceFollowsTheEntry(t *testing.T) {
 	u = upd(1, ipA, StateStale, net.HardwareAddr{2, 0, 0, 0, 0, 0xd})
 	u.UpdatedAge = 2 * time.Minute
 	tb.Apply(CauseNetlink, u)
-	if e, _ := tb.Lookup(k); e.Mismatch || e.Class() != ClassStaleLong {
+	if e, _ := tb.Lookup(k); e.Observed().Mismatch || e.Class() != ClassStaleLong {
 		t.Fatalf("an ARP sighting older than the entry's MAC counts: class %v, evidence %v", e.Class(), e.Evidence())
 	}
 	tb.ObserveMAC(1, ipA, macA, c.now())
-	if e, _ := tb.Lookup(k); !e.Mismatch || e.Class() != ClassStuck {
+	if e, _ := tb.Lookup(k); !e.Observed().Mismatch || e.Class() != ClassStuck {
 		t.Fatalf("a fresh ARP sighting at another MAC does not count: class %v, evidence %v", e.Class(), e.Evidence())
 	}
 	if tb.ProbeUnanswered(k, string(macA), c.now()) {
@@ -180,8 +181,8 @@ func TestPromotionWithTimeAndRecovery(t *testing.T) {
 	// The kernel learns the new MAC: REACHABLE, no longer mismatched.
 	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
 	e, _ := tb.Lookup(Key{1, ipA})
-	if e.Class() != ClassOK || e.Mismatch || e.LLAddrChanges != 1 || e.Transitions != 1 {
-		t.Fatalf("after recovery: class %v mismatch %v lladdr changes %d transitions %d", e.Class(), e.Mismatch, e.LLAddrChanges, e.Transitions)
+	if e.Class() != ClassOK || e.Observed().Mismatch || e.LLAddrChanges != 1 || e.Transitions != 1 {
+		t.Fatalf("after recovery: class %v mismatch %v lladdr changes %d transitions %d", e.Class(), e.Observed().Mismatch, e.LLAddrChanges, e.Transitions)
 	}
 	st = tb.Stats(10)
 	fs := st.Interfaces[0].Families[0]
@@ -262,7 +263,7 @@ func TestBroadcasterDropsForSlowSubscriber(t *testing.T) {
 	if slow.Dropped() != 8 || fast.Dropped() != 0 || b.Dropped() != 8 {
 		t.Fatalf("dropped: slow %d fast %d total %d", slow.Dropped(), fast.Dropped(), b.Dropped())
 	}
-	only := b.SubscribeFunc(1, func(ev *Event) bool { return ev.Detail == "mine" })
+	only := b.SubscribeFunc(1, func(ev Event) bool { return ev.Detail == "mine" })
 	b.Publish(Event{Detail: "x"})
 	b.Publish(Event{Detail: "mine"})
 	b.Publish(Event{Detail: "x"})
@@ -384,5 +385,67 @@ func TestSetThreshold(t *testing.T) {
 	tb.SetThreshold(time.Hour)
 	if n := tb.CountClass(ClassStaleLong); n != 0 {
 		t.Fatalf("stale-long after raising the threshold again: %d", n)
+	}
+}
+
+// TestCandidateChanges: after Candidates, CandidateChanges reports each
+// entry whose candidacy or lladdr changed, once, with its lladdr now (""
+// when it left the set); changes that do not touch the set are not
+// reported; when the changes outgrow the bound it says so and reports
+// nothing until Candidates is walked again.
+func TestCandidateChanges(t *testing.T) {
+	tb, _ := newTestTable(time.Minute)
+	ipB, ipC := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
+	tb.Apply(CauseNetlink, upd(2, ipA, StateStale, macA), upd(2, ipB, StateReachable, macA))
+	changes := func() map[Key]string {
+		out := map[Key]string{}
+		if !tb.CandidateChanges(func(k Key, ll string) { out[k] = ll }) {
+			return nil
+		}
+		return out
+	}
+	if changes() != nil {
+		t.Fatal("changes reported before Candidates")
+	}
+	all := map[Key]string{}
+	tb.Candidates(func(k Key, ll string) { all[k] = ll })
+	if len(all) != 1 || all[Key{2, ipA}] != string(macA) {
+		t.Fatalf("candidates = %v, want only %v", all, ipA)
+	}
+	tb.Apply(CauseNetlink,
+		upd(2, ipA, StateStale, macB), // lladdr changed
+		upd(2, ipB, StateDelay, macA), // not a candidate before or after
+		upd(2, ipC, StateStale, macA), // new
+		upd(2, ipA, StateStale, macB)) // no change
+	got := changes()
+	want := map[Key]string{{2, ipA}: string(macB), {2, ipC}: string(macA)}
+	if !maps.Equal(got, want) {
+		t.Fatalf("changes = %v, want %v", got, want)
+	}
+	if got := changes(); len(got) != 0 {
+		t.Fatalf("changes reported twice: %v", got)
+	}
+	tb.Apply(CauseNetlink, upd(2, ipA, StateReachable, macB), Update{Delete: true, Ifindex: 2, Addr: ipC, Family: FamilyInet})
+	if got, want := changes(), (map[Key]string{{2, ipA}: "", {2, ipC}: ""}); !maps.Equal(got, want) {
+		t.Fatalf("changes = %v, want %v", got, want)
+	}
+	// A storm of short-lived entries, past the bound: the table stays
+	// small while the keys to report grow.
+	var us []Update
+	for i := range minCandDirty + 1 {
+		ip := netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})
+		us = append(us, upd(3, ip, StateStale, macA), Update{Delete: true, Ifindex: 3, Addr: ip, Family: FamilyInet})
+	}
+	tb.Apply(CauseNetlink, us...)
+	if changes() != nil {
+		t.Fatal("a storm past the bound was reported as complete")
+	}
+	n := 0
+	tb.Candidates(func(Key, string) { n++ })
+	if n != 0 {
+		t.Fatalf("candidates after the storm = %d, want none", n)
+	}
+	if got := changes(); got == nil || len(got) != 0 {
+		t.Fatalf("changes after walking again = %v, want none", got)
 	}
 }

@@ -273,7 +273,6 @@ type Entry struct {
 	Since    int64 // when the current state began
 	Confirm  int64 // last confirmation (NDA_CACHEINFO confirmed)
 	Used     int64 // last use by kernel output (NDA_CACHEINFO used)
-	Updated  int64 // last state or lladdr change as the kernel saw it
 
 	Transitions   uint32
 	LLAddrChanges uint32
@@ -283,6 +282,20 @@ type Entry struct {
 	// nothing about that MAC.
 	LLAddrSince int64
 
+	// obs is what was observed of the entry's host; nil until something
+	// was (most entries of a large table never see any).
+	obs *Observed
+
+	class   Class
+	gen     uint32 // resync generation that last confirmed the entry
+	heapIdx int32  // position in the stale heap of its interface, -1 if none
+	long    bool   // in the stale-long heap rather than the pending one
+}
+
+// Observed is the evidence gathered about an entry's host. It is kept
+// apart from the entry, which holds a pointer: at 100,000 entries the
+// fields would cost 16 MB in entries that never see any.
+type Observed struct {
 	// ARP/NDP evidence.
 	SeenMAC  string // last MAC this IP was seen answering from
 	SeenAt   int64
@@ -308,11 +321,39 @@ type Entry struct {
 	// ConflictAt; cleared ConflictHold after.
 	ConflictMACs [2]string
 	ConflictAt   int64
+}
 
-	class   Class
-	gen     uint32 // resync generation that last confirmed the entry
-	heapIdx int32  // position in the stale heap of its interface, -1 if none
-	long    bool   // in the stale-long heap rather than the pending one
+// noObserved is what o returns for an entry without evidence: read only.
+var noObserved Observed
+
+// o returns the entry's evidence for reading: never nil, never to be
+// written through.
+func (e *Entry) o() *Observed {
+	if e.obs == nil {
+		return &noObserved
+	}
+	return e.obs
+}
+
+// w returns the entry's evidence for writing, making it on first use.
+func (e *Entry) w() *Observed {
+	if e.obs == nil {
+		e.obs = &Observed{}
+	}
+	return e.obs
+}
+
+// Observed returns a copy of the evidence gathered about the entry's host.
+func (e *Entry) Observed() Observed { return *e.o() }
+
+// clone returns a copy of the entry that shares nothing with it.
+func (e *Entry) clone() Entry {
+	c := *e
+	if e.obs != nil {
+		o := *e.obs
+		c.obs = &o
+	}
+	return c
 }
 
 // candidate reports whether the tracer watches the entry's own packets:
@@ -325,13 +366,15 @@ func (e *Entry) Class() Class { return e.class }
 // hostGone reports whether some evidence says the host is not at the
 // entry's MAC.
 func (e *Entry) hostGone() bool {
-	return e.Mismatch || e.SourceMismatch || (e.ProbeUnansweredAt != 0 && e.ProbeMAC == e.LLAddr)
+	o := e.o()
+	return o.Mismatch || o.SourceMismatch || (o.ProbeUnansweredAt != 0 && o.ProbeMAC == e.LLAddr)
 }
 
 // conflicted reports whether the entry's MAC is one of two that answered
 // for its IP (while it is in a dynamic state: the kernel follows answers).
 func (e *Entry) conflicted() bool {
-	return e.ConflictAt != 0 && e.LLAddr != "" && (e.LLAddr == e.ConflictMACs[0] || e.LLAddr == e.ConflictMACs[1]) &&
+	o := e.o()
+	return o.ConflictAt != 0 && e.LLAddr != "" && (e.LLAddr == o.ConflictMACs[0] || e.LLAddr == o.ConflictMACs[1]) &&
 		e.State&(StateReachable|StateStale|StateDelay|StateProbe) != 0
 }
 
@@ -339,16 +382,17 @@ func (e *Entry) conflicted() bool {
 // the entry's, or "": the other MAC of a conflict, else the ARP/NDP
 // sighting, else the source of the host's packets.
 func (e *Entry) DisputingMAC() string {
+	o := e.o()
 	switch {
 	case e.conflicted():
-		if e.ConflictMACs[0] == e.LLAddr {
-			return e.ConflictMACs[1]
+		if o.ConflictMACs[0] == e.LLAddr {
+			return o.ConflictMACs[1]
 		}
-		return e.ConflictMACs[0]
-	case e.Mismatch:
-		return e.SeenMAC
-	case e.SourceMismatch:
-		return e.SourceMAC
+		return o.ConflictMACs[0]
+	case o.Mismatch:
+		return o.SeenMAC
+	case o.SourceMismatch:
+		return o.SourceMAC
 	}
 	return ""
 }
@@ -356,20 +400,21 @@ func (e *Entry) DisputingMAC() string {
 // Evidence lists what is known against the entry, one item per signal.
 func (e *Entry) Evidence() []Evidence {
 	var out []Evidence
-	if e.BypassInState > 0 {
-		out = append(out, Evidence{Signal: SignalBypass, At: time.Unix(0, e.LastBypass), Packets: e.BypassInState})
+	o := e.o()
+	if o.BypassInState > 0 {
+		out = append(out, Evidence{Signal: SignalBypass, At: time.Unix(0, o.LastBypass), Packets: o.BypassInState})
 	}
-	if e.Mismatch {
-		out = append(out, Evidence{Signal: SignalARP, MAC: net.HardwareAddr(e.SeenMAC), At: time.Unix(0, e.SeenAt)})
+	if o.Mismatch {
+		out = append(out, Evidence{Signal: SignalARP, MAC: net.HardwareAddr(o.SeenMAC), At: time.Unix(0, o.SeenAt)})
 	}
-	if e.SourceMismatch {
-		out = append(out, Evidence{Signal: SignalSourceMAC, MAC: net.HardwareAddr(e.SourceMAC), At: time.Unix(0, e.SourceAt), Packets: e.SourcePackets})
+	if o.SourceMismatch {
+		out = append(out, Evidence{Signal: SignalSourceMAC, MAC: net.HardwareAddr(o.SourceMAC), At: time.Unix(0, o.SourceAt), Packets: o.SourcePackets})
 	}
-	if e.ProbeUnansweredAt != 0 && e.ProbeMAC == e.LLAddr {
-		out = append(out, Evidence{Signal: SignalProbeUnanswered, MAC: net.HardwareAddr(e.ProbeMAC), At: time.Unix(0, e.ProbeUnansweredAt)})
+	if o.ProbeUnansweredAt != 0 && o.ProbeMAC == e.LLAddr {
+		out = append(out, Evidence{Signal: SignalProbeUnanswered, MAC: net.HardwareAddr(o.ProbeMAC), At: time.Unix(0, o.ProbeUnansweredAt)})
 	}
 	if e.conflicted() {
-		out = append(out, Evidence{Signal: SignalConflict, MAC: net.HardwareAddr(e.DisputingMAC()), At: time.Unix(0, e.ConflictAt)})
+		out = append(out, Evidence{Signal: SignalConflict, MAC: net.HardwareAddr(e.DisputingMAC()), At: time.Unix(0, o.ConflictAt)})
 	}
 	return out
 }

@@ -133,7 +133,7 @@ func TestWatcherFeed(t *testing.T) {
 	if mac, _, ok := w.Seen(4, ipA); !ok || mac.String() != macB.String() {
 		t.Errorf("seen = %v %v", mac, ok)
 	}
-	if e, _ := tb.Lookup(table.Key{Ifindex: 4, Addr: ipA}); !e.Mismatch {
+	if e, _ := tb.Lookup(table.Key{Ifindex: 4, Addr: ipA}); !e.Observed().Mismatch {
 		t.Error("entry not mismatched")
 	}
 	if !conn.closed || len(w.Listening(false)) != 0 {

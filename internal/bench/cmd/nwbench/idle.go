@@ -2,12 +2,18 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,14 +29,23 @@ type idleAgent struct {
 	bin     string // path@flags, as --bin gives it
 	entries int
 	ns      lab.NS
+	sock    string // control socket
 	cmd     *exec.Cmd
 	// samples every --sample: CPU seconds used, RSS, and the Go heap as
 	// the agent's own /metrics says.
-	at                  []time.Duration
-	cpu                 []float64
-	rssKB               []int
-	heapAlloc, allocTot []float64
-	err                 error
+	at    []time.Duration
+	cpu   []float64
+	rssKB []int
+	// allocTot is go_memstats_alloc_bytes_total at the first and the
+	// last sample (scraped only then: a scrape allocates too).
+	allocTot [2]float64
+	// gc is the live heap after each collection, as the runtime's
+	// gctrace says (GODEBUG=gctrace=1 on the agent): MB, and whether the
+	// collection was forced (the runtime forces one every 2 minutes).
+	gcMu   sync.Mutex
+	gcLive []int
+	forced int
+	err    error
 }
 
 // idle holds agents idle side by side, one table each, and samples what
@@ -44,6 +59,7 @@ func idle(args []string) error {
 	bin := fs.String("bin", "bin/neighwatch", "agent binaries (path[@flags]), comma-separated")
 	duration := fs.Duration("duration", 10*time.Minute, "how long to hold them after ready")
 	sample := fs.Duration("sample", 10*time.Second, "sampling interval")
+	profiles := fs.String("profiles", "", "directory for each agent's heap profile at the end (agents whose control socket serves /debug/pprof/)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -98,19 +114,52 @@ func idle(args []string) error {
 	}
 	fmt.Printf("# %d agents ready; holding them %v, sampling every %v\n", len(agents), *duration, *sample)
 	start := time.Now()
-	for time.Since(start) <= *duration {
+	for done := false; !done; {
+		done = time.Since(start) >= *duration
 		var wg sync.WaitGroup
 		for _, a := range agents {
 			wg.Add(1)
-			go func() { defer wg.Done(); a.sample(time.Since(start)) }()
+			go func() { defer wg.Done(); a.sample(time.Since(start), done) }()
 		}
 		wg.Wait()
-		time.Sleep(*sample)
+		if !done {
+			time.Sleep(min(*sample, time.Until(start.Add(*duration))))
+		}
 	}
 	for _, a := range agents {
 		a.report(*duration)
+		if *profiles != "" {
+			if err := a.heapProfile(*profiles); err != nil {
+				fmt.Printf("  heap profile: %v\n", err)
+			}
+		}
 	}
 	return nil
+}
+
+// heapProfile saves the agent's heap profile, taken after a collection,
+// from its control socket.
+func (a *idleAgent) heapProfile(dir string) error {
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", a.sock)
+	}}}
+	resp, err := hc.Get("http://neighwatch/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s", resp.Status)
+	}
+	name := filepath.Join(dir, fmt.Sprintf("heap-%d-%s.pb.gz", a.entries, strings.NewReplacer("/", "_", "@", "_", " ", "_", "=", "_").Replace(a.bin)))
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	fmt.Printf("  heap profile: %s\n", name)
+	return err
 }
 
 func (a *idleAgent) table() error {
@@ -135,12 +184,19 @@ func (a *idleAgent) table() error {
 func (a *idleAgent) start() error {
 	path, extra, _ := strings.Cut(a.bin, "@")
 	sock := fmt.Sprintf("/tmp/%s.sock", lab.Unique("nwi"))
+	a.sock = sock
 	args := append([]string{"agent", "--metrics.listen", "127.0.0.1:9947", "--control.socket", sock}, strings.Fields(extra)...)
 	a.cmd = a.ns.Command(path, args...)
-	a.cmd.Stdout, a.cmd.Stderr = nil, nil
+	a.cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1")
+	a.cmd.Stdout = nil
+	stderr, err := a.cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
 	if err := a.cmd.Start(); err != nil {
 		return err
 	}
+	go a.readGCTrace(stderr)
 	part := "/readyz/tracer"
 	if strings.Contains(extra, "tracer=off") {
 		part = "/readyz"
@@ -156,9 +212,32 @@ func (a *idleAgent) start() error {
 	}
 }
 
-// sample reads the agent's CPU time and RSS from /proc and its heap from
-// its /metrics (a scrape costs little; the samples are 10 s apart).
-func (a *idleAgent) sample(at time.Duration) {
+// gcLine matches the heap sizes of a gctrace line: "gc 7 @12.3s 0%: ...,
+// 9->9->4 MB, 9 MB goal, ...": at the start and end of the collection, and
+// the live heap it marked.
+var gcLine = regexp.MustCompile(`^gc \d+ @.* (\d+)->(\d+)->(\d+) MB`)
+
+func (a *idleAgent) readGCTrace(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		m := gcLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		live, _ := strconv.Atoi(m[3])
+		a.gcMu.Lock()
+		a.gcLive = append(a.gcLive, live)
+		if strings.HasSuffix(sc.Text(), "(forced)") {
+			a.forced++
+		}
+		a.gcMu.Unlock()
+	}
+}
+
+// sample reads the agent's CPU time and RSS from /proc; the first and the
+// last sample also read its allocation total from /metrics.
+func (a *idleAgent) sample(at time.Duration, last bool) {
 	pid := a.cmd.Process.Pid
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -169,27 +248,25 @@ func (a *idleAgent) sample(at time.Duration) {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	_, rss := procMem(pid)
-	code, body, err := a.ns.HTTPGet("http://127.0.0.1:9947/metrics")
-	if err != nil || code != 200 {
-		a.err = fmt.Errorf("scrape: %d %v", code, err)
-		return
-	}
-	metric := func(name string) float64 {
-		sc := bufio.NewScanner(strings.NewReader(body))
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-				x, _ := strconv.ParseFloat(v, 64)
-				return x
+	if len(a.at) == 0 || last {
+		code, body, err := a.ns.HTTPGet("http://127.0.0.1:9947/metrics")
+		if err != nil || code != 200 {
+			a.err = fmt.Errorf("scrape: %d %v", code, err)
+			return
+		}
+		i := 0
+		if last {
+			i = 1
+		}
+		for _, l := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(l, "go_memstats_alloc_bytes_total "); ok {
+				a.allocTot[i], _ = strconv.ParseFloat(v, 64)
 			}
 		}
-		return 0
 	}
 	a.at = append(a.at, at)
 	a.cpu = append(a.cpu, (utime+stime)/100) // clock ticks: USER_HZ 100
 	a.rssKB = append(a.rssKB, rss)
-	a.heapAlloc = append(a.heapAlloc, metric("go_memstats_heap_alloc_bytes"))
-	a.allocTot = append(a.allocTot, metric("go_memstats_alloc_bytes_total"))
 }
 
 func (a *idleAgent) report(d time.Duration) {
@@ -211,7 +288,7 @@ func (a *idleAgent) report(d time.Duration) {
 		}
 	}
 	cpuAll := 100 * (a.cpu[n-1] - a.cpu[0]) / (a.at[n-1] - a.at[0]).Seconds()
-	allocRate := (a.allocTot[n-1] - a.allocTot[0]) / (a.at[n-1] - a.at[0]).Seconds()
+	allocRate := (a.allocTot[1] - a.allocTot[0]) / (a.at[n-1] - a.at[0]).Seconds()
 	fmt.Printf("  idle CPU, %% of a core: whole hold %.2f; per minute %s\n", cpuAll, fmtList(perMin, "%.2f"))
 	rss := make([]float64, n)
 	for i, kb := range a.rssKB {
@@ -225,8 +302,24 @@ func (a *idleAgent) report(d time.Duration) {
 		}
 	}
 	fmt.Printf("  RSS MiB: %s; min %.1f max %.1f\n", strings.Join(marks, ", "), minf(rss), maxf(rss))
-	fmt.Printf("  heap in use (go_memstats_heap_alloc_bytes) at the end %.1f MiB, %.0f bytes per entry; allocation rate %.0f bytes/s\n",
-		a.heapAlloc[n-1]/(1<<20), a.heapAlloc[n-1]/float64(a.entries), allocRate)
+	// RSS after the first two minutes, when the start-up has settled.
+	var late []float64
+	for i := range n {
+		if a.at[i] >= 2*time.Minute {
+			late = append(late, rss[i])
+		}
+	}
+	if len(late) > 0 {
+		fmt.Printf("  RSS MiB from minute 2 on: min %.1f max %.1f\n", minf(late), maxf(late))
+	}
+	a.gcMu.Lock()
+	defer a.gcMu.Unlock()
+	if k := len(a.gcLive); k > 0 {
+		live := a.gcLive[k-1]
+		fmt.Printf("  live heap after the last of %d collections (%d forced): %d MB, %.0f bytes per entry\n",
+			k, a.forced, live, float64(live)*1e6/float64(a.entries))
+	}
+	fmt.Printf("  allocation rate %.0f bytes/s\n", allocRate)
 }
 
 func fmtList(v []float64, f string) string {

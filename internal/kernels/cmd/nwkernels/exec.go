@@ -22,7 +22,7 @@ func execIn(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() < 2 {
+	if fs.NArg() < 2 || (fs.NArg() == 2 && fs.Arg(1) == "--") {
 		return errors.New("usage: nwkernels exec [--dir D] SERIES CMD...")
 	}
 	k, ok := kernels.Lookup(fs.Arg(0))
@@ -45,7 +45,11 @@ func execIn(ctx context.Context, args []string) error {
 	wd, _ := os.Getwd()
 	results := filepath.Join(abs, "results", "exec-"+k.Name)
 	_ = os.RemoveAll(results)
-	st := kernels.Step{Name: "exec", Dir: wd, Argv: []string{"/bin/bash", "-c", strings.Join(fs.Args()[1:], " ")}}
+	cmd := fs.Args()[1:]
+	if cmd[0] == "--" {
+		cmd = cmd[1:]
+	}
+	st := kernels.Step{Name: "exec", Dir: wd, Argv: []string{"/bin/bash", "-c", strings.Join(cmd, " ")}}
 	runErr := kernels.Boot{Image: imgs[0], Results: results, Steps: []kernels.Step{st}, Timeout: *timeout}.Run(ctx)
 	out, _ := os.ReadFile(filepath.Join(results, "exec.out"))
 	rc, _ := os.ReadFile(filepath.Join(results, "exec.rc"))
