@@ -119,7 +119,7 @@ checkrules:
 # Go benchmarks of the pure code; BENCHMARKS.md has the method of each run.
 bench:
 	mkdir -p .bench
-	$(GO) test -run '^$$' -bench 'Apply|Stats|Decode' -benchmem -count 6 ./internal/table/ ./monitor/mirror/ | tee .bench/go-bench.txt
+	$(GO) test -run '^$$' -bench 'Apply|Stats|Decode' -benchmem -count 6 ./table/ ./monitor/mirror/ | tee .bench/go-bench.txt
 
 # The privileged runs (root): 100k-entry sync/memory/scrape, event drain,
 # forwarding with and without the tracer, datapath decisions.
@@ -130,7 +130,7 @@ bench-root: build
 	$(GO) test ./monitor/mirror -run '^$$' -bench DrainInterleaved -benchtime 7x | tee .bench/drain.txt
 	NEIGHWATCH_BENCH_OUT=$(CURDIR)/.bench/forwarding.txt $(GO) test ./bpf -run '^$$' -bench 'Forwarding$$' -benchtime 11x
 	NEIGHWATCH_BENCH_OUT=$(CURDIR)/.bench/forwarding-sampled.txt $(GO) test ./bpf -run '^$$' -bench ForwardingSampled -benchtime 5x -timeout 60m
-	$(GO) test ./cmd/neighwatch -run '^$$' -bench DetectionLatency -benchtime 1x -timeout 30m | tee .bench/detection.txt
+	$(GO) test ./e2e -run '^$$' -bench DetectionLatency -benchtime 1x -timeout 30m | tee .bench/detection.txt
 	$(GO) test ./bpf -run '^$$' -bench Decision -benchtime 2000x -count 5 | tee .bench/decision.txt
 
 lab-up:

@@ -12,12 +12,12 @@ import (
 
 	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/internal/connlimit"
-	"github.com/neighwatch/neighwatch/internal/feed"
-	"github.com/neighwatch/neighwatch/internal/table"
 	"github.com/neighwatch/neighwatch/monitor/evidence"
+	"github.com/neighwatch/neighwatch/monitor/feed"
 	"github.com/neighwatch/neighwatch/monitor/mirror"
 	"github.com/neighwatch/neighwatch/monitor/neightbl"
 	"github.com/neighwatch/neighwatch/remediate"
+	"github.com/neighwatch/neighwatch/table"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )

@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/neighwatch/neighwatch/bpf"
-	"github.com/neighwatch/neighwatch/internal/feed"
+	"github.com/neighwatch/neighwatch/monitor/feed"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

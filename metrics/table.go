@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"net"
 
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

@@ -1,7 +1,8 @@
 // Package monitor groups the sources that write the kernel's neighbour
-// state into the table (internal/table): mirror follows the kernel's
+// state into the table (package table): mirror follows the kernel's
 // neighbour tables over netlink, evidence listens to ARP and NDP for where
-// hosts really are, and neightbl reads the tables' GC thresholds and
-// statistics. The tracer feed, the third source, lives in internal/feed
-// beside the eBPF loaders it drives.
+// hosts really are, and feed carries what the eBPF tracer (package bpf)
+// counts: bypass packets, the hosts' own source MACs and the transitions
+// netlink never reports. neightbl reads the tables' GC thresholds and
+// statistics.
 package monitor

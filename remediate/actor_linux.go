@@ -15,7 +15,7 @@ import (
 	"github.com/mdlayher/ethernet"
 	"github.com/mdlayher/ndp"
 	"github.com/mdlayher/packet"
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 )
 
 // BenchmarkSweep measures one sweep over 100,000 stale-long entries in

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 	"golang.org/x/time/rate"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 )
 
 // fakeActor records calls and, when told to, plays the kernel's part by

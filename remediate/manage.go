@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 )
 
 // ManageConfig configures the manage strategy and the release of what it

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 )
 
 // Mode is the auto-remediation switch.

@@ -18,11 +18,11 @@ git -C "$root" worktree add --detach "$work/old" "$old" >/dev/null
 newdir=$root
 if [ -n "$new" ]; then git -C "$root" worktree add --detach "$work/new" "$new" >/dev/null; newdir=$work/new; fi
 
-# pkg DIR NAME: the package that holds a benchmark in a tree (it moved).
-pkg() { if [ -d "$1/$2" ]; then echo "./$2"; else echo "./$3"; fi; }
+# pkg DIR NAME...: the first of the packages that exists in a tree (they moved).
+pkg() { d=$1; shift; for p; do if [ -d "$d/$p" ]; then echo "./$p"; return; fi; done; }
 build() { # DIR TAG
 	(cd "$1" && go build -o "$work/$2-neighwatch" ./cmd/neighwatch &&
-		go test -c -o "$work/$2-table.test" "$(pkg "$1" internal/table monitor)" &&
+		go test -c -o "$work/$2-table.test" "$(pkg "$1" table internal/table monitor)" &&
 		go test -c -o "$work/$2-mirror.test" "$(pkg "$1" monitor/mirror monitor)" &&
 		go test -c -o "$work/$2-bpf.test" ./bpf)
 }

@@ -1,27 +1,16 @@
 package main
 
 import (
-	"encoding/json"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/control"
 	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/manifests"
 	"github.com/neighwatch/neighwatch/remediate"
 )
-
-func writeFile(t *testing.T, path, body string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestConfigFileKeysAndPrecedence: keys are flag names without dashes,
 // values of any YAML scalar type or lists; flags given on the command
@@ -29,7 +18,7 @@ func writeFile(t *testing.T, path, body string) {
 func TestConfigFileKeysAndPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "config.yaml")
-	writeFile(t, f, `remediation: "on"
+	lab.WriteFile(t, f, `remediation: "on"
 remediation.scope: at-risk
 stale-threshold: 90s
 exclude-interfaces: [lxc.*, veth.*]
@@ -54,7 +43,7 @@ manage.release-on-exit: false
 		t.Errorf("without the flag: %v from %s (%v)", st.cfg.Remediation.Mode, st.modeSource, err)
 	}
 	for body, want := range map[string]remediate.Mode{"remediation: on\n": remediate.ModeOn, "remediation: off\n": remediate.ModeOff} {
-		writeFile(t, f, body)
+		lab.WriteFile(t, f, body)
 		if st, err := agentConfig([]string{"--config.file", f}, io.Discard); err != nil || st.cfg.Remediation.Mode != want {
 			t.Errorf("%q unquoted: %v (%v)", body, st, err)
 		}
@@ -68,7 +57,7 @@ manage.release-on-exit: false
 		"remediation: [\n":               "config file",
 		"config.file: /etc/other.yaml\n": `unknown key "config.file"`,
 	} {
-		writeFile(t, f, body)
+		lab.WriteFile(t, f, body)
 		_, err := agentConfig([]string{"--config.file", f}, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: error %v, want one line with %q", body, err, want)
@@ -76,123 +65,30 @@ manage.release-on-exit: false
 	}
 }
 
-// configMapDir lays out a directory as the kubelet mounts a ConfigMap:
-// config.yaml -> ..data/config.yaml, ..data -> a timestamped directory,
-// swapped atomically by renaming a new ..data symlink over the old one.
-type configMapDir struct {
-	t   *testing.T
-	dir string
-	gen int
-}
-
-func newConfigMapDir(t *testing.T, body string) *configMapDir {
-	c := &configMapDir{t: t, dir: t.TempDir()}
-	c.swap(body)
-	if err := os.Symlink("..data/config.yaml", filepath.Join(c.dir, "config.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func (c *configMapDir) path() string { return filepath.Join(c.dir, "config.yaml") }
-
-func (c *configMapDir) swap(body string) {
-	c.gen++
-	ts := filepath.Join(c.dir, "..2026_12_01_"+strings.Repeat("x", c.gen))
-	if err := os.Mkdir(ts, 0o755); err != nil {
-		c.t.Fatal(err)
-	}
-	writeFile(c.t, filepath.Join(ts, "config.yaml"), body)
-	tmp := filepath.Join(c.dir, "..data_tmp")
-	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
-		c.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(c.dir, "..data")); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-func remediationStatus(t *testing.T, sock string) control.RemediationStatus {
-	t.Helper()
-	out, err := exec.Command(binPath, "remediation", "status", "--json", "--control.socket", sock).Output()
+// TestDaemonSetConfigLoads: the agent takes the DaemonSet's arguments
+// with the ConfigMap's file.
+func TestDaemonSetConfigLoads(t *testing.T) {
+	ds, err := manifests.DaemonSet("../..")
 	if err != nil {
-		t.Fatalf("remediation status: %v", err)
-	}
-	var st control.RemediationStatus
-	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatal(err)
 	}
-	return st
-}
-
-// TestConfigReload: the agent follows a ConfigMap-style file: remediation
-// and the stale threshold apply live when the ..data symlink is swapped;
-// a key that needs a restart is named in one line; a runtime switch
-// holds until the next reload; a broken file keeps the running
-// configuration and the reload metrics say so; SIGHUP reloads.
-func TestConfigReload(t *testing.T) {
-	lab.Require(t)
-	t.Parallel()
-	l := lab.New(t, "cfg")
-	if err := l.Node.Sysctl("net.ipv4.neigh."+lab.NodeClientIf+".gc_stale_time", "3600"); err != nil {
-		t.Fatal(err)
-	}
-	l.Node.MustIP(t, "neigh", "replace", "10.0.1.60", "lladdr", "02:00:00:00:00:60", "dev", lab.NodeClientIf, "nud", "stale")
-	cm := newConfigMapDir(t, "remediation: dry-run\nstale-threshold: 1h\n")
-	sock := sockPath(t)
-	a := startAgent(t, l.Node, sock, "--config.file", cm.path(), "--tracer", "off")
-	class := func() string {
-		e, _ := findEntry(statusJSON(t, sock), lab.NodeClientIf, "10.0.1.60")
-		return e.Class
-	}
-	if st := remediationStatus(t, sock); st.Mode != "dry-run" || st.ModeSource != "file" || class() != "ok" {
-		t.Fatalf("at start: mode %s from %s, class %s", st.Mode, st.ModeSource, class())
-	}
-
-	cm.swap("remediation: \"off\"\nstale-threshold: 1s\nlog.format: json\n")
-	lab.WaitFor(t, 30*time.Second, "the swapped ConfigMap applied", func() bool {
-		return remediationStatus(t, sock).Mode == "off" && class() == "stale-long"
-	})
-	if !strings.Contains(a.logs(), "need a restart were not applied: log.format") {
-		t.Errorf("the restart-only key is not named:\n%s", grep(a.logs(), "config"))
-	}
-	if v := metricValue(a.metrics(t), "neighwatch_config_last_reload_successful"); v != "1" {
-		t.Errorf("config_last_reload_successful = %q", v)
-	}
-
-	out, err := exec.Command(binPath, "remediation", "dry-run", "--control.socket", sock).CombinedOutput()
+	dir := t.TempDir()
+	data, err := manifests.ConfigMapData("../..", "neighwatch-config")
 	if err != nil {
-		t.Fatalf("remediation dry-run: %v\n%s", err, out)
-	}
-	if st := remediationStatus(t, sock); st.Mode != "dry-run" || st.ModeSource != "runtime" {
-		t.Errorf("after the runtime switch: %s from %s", st.Mode, st.ModeSource)
-	}
-
-	cm.swap("remediation: [\n")
-	lab.WaitFor(t, 30*time.Second, "the broken file reported", func() bool {
-		return metricValue(a.metrics(t), "neighwatch_config_last_reload_successful") == "0"
-	})
-	if st := remediationStatus(t, sock); st.Mode != "dry-run" || st.ModeSource != "runtime" || class() != "stale-long" {
-		t.Errorf("a broken file changed the running configuration: %s from %s, class %s", st.Mode, st.ModeSource, class())
-	}
-	if n := strings.Count(a.logs(), "configuration reload failed"); n != 1 {
-		t.Errorf("the broken file was reported %d times, want once", n)
-	}
-
-	// Fixed in place and SIGHUP: the file's mode replaces the runtime one.
-	cm.swap("remediation: \"off\"\nstale-threshold: 1h\n")
-	lab.WaitFor(t, 30*time.Second, "the fixed file applied", func() bool {
-		return metricValue(a.metrics(t), "neighwatch_config_last_reload_successful") == "1"
-	})
-	if st := remediationStatus(t, sock); st.Mode != "off" || st.ModeSource != "file" || class() != "ok" {
-		t.Errorf("after the fix: %s from %s, class %s", st.Mode, st.ModeSource, class())
-	}
-	_ = exec.Command(binPath, "remediation", "on", "--control.socket", sock).Run()
-	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	lab.WaitFor(t, 30*time.Second, "SIGHUP's reload", func() bool {
-		st := remediationStatus(t, sock)
-		return st.Mode == "off" && st.ModeSource == "file"
-	})
+	for name, body := range data {
+		lab.WriteFile(t, filepath.Join(dir, name), body)
+	}
+	var args []string
+	for _, a := range ds.Spec.Template.Spec.Containers[0].Args[1:] {
+		args = append(args, strings.Replace(a, "/etc/neighwatch", dir, 1))
+	}
+	st, err := agentConfig(args, io.Discard)
+	if err != nil {
+		t.Fatalf("the DaemonSet's configuration does not load: %v", err)
+	}
+	if st.modeSource != "file" || st.cfg.StaleThreshold != time.Minute {
+		t.Errorf("mode from %s, threshold %v: the ConfigMap's values are not the ones in force", st.modeSource, st.cfg.StaleThreshold)
+	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/neighwatch/neighwatch/internal/control"
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 )
 
 var backticked = regexp.MustCompile("`([^`]+)`")

@@ -14,13 +14,13 @@ import (
 	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/internal/connlimit"
 	"github.com/neighwatch/neighwatch/internal/control"
-	"github.com/neighwatch/neighwatch/internal/feed"
-	"github.com/neighwatch/neighwatch/internal/table"
 	"github.com/neighwatch/neighwatch/metrics"
 	"github.com/neighwatch/neighwatch/monitor/evidence"
+	"github.com/neighwatch/neighwatch/monitor/feed"
 	"github.com/neighwatch/neighwatch/monitor/mirror"
 	"github.com/neighwatch/neighwatch/monitor/neightbl"
 	"github.com/neighwatch/neighwatch/remediate"
+	"github.com/neighwatch/neighwatch/table"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
@@ -216,11 +216,7 @@ func build(cfg Config) (a *agent, err error) {
 	runTracer := tracerWanted(cfg.Tracer, c, log)
 
 	// Readers.
-	var swapper remediate.Swapper
-	if cfg.DatapathAuto {
-		swapper = dp
-	}
-	rem := newRemediation(cfg.Remediation, c, a.table, swapper, log.With("component", "remediation"))
+	rem := newRemediation(cfg.Remediation, c, a.table, dp.swapper(), log.With("component", "remediation"))
 	a.closers = append(a.closers, rem.Close)
 	rem.engine.SetModeSource(cfg.ModeSource)
 	a.config = &configState{ok: true, at: time.Now()}

@@ -13,11 +13,11 @@ import (
 
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/neighwatch/neighwatch/bpf"
-	"github.com/neighwatch/neighwatch/internal/feed"
-	"github.com/neighwatch/neighwatch/internal/table"
 	"github.com/neighwatch/neighwatch/metrics"
+	"github.com/neighwatch/neighwatch/monitor/feed"
 	"github.com/neighwatch/neighwatch/monitor/neightbl"
 	"github.com/neighwatch/neighwatch/remediate"
+	"github.com/neighwatch/neighwatch/table"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -345,10 +345,7 @@ type datapathPart struct {
 	names map[int]string // ifindex -> name of interfaces with the datapath
 }
 
-var (
-	_ metrics.DatapathSource = (*datapathPart)(nil)
-	_ remediate.Swapper      = (*datapathPart)(nil)
-)
+var _ metrics.DatapathSource = (*datapathPart)(nil)
 
 // attachDatapath loads the datapath and attaches it. It was asked for
 // explicitly, so failing is an error.
@@ -425,48 +422,20 @@ func (d *datapathPart) SetMode(name string, m bpf.Mode) error {
 	return d.dp.SetMode(idx, m)
 }
 
-// legacyFeeding returns the interfaces whose legacy datapath forwards to
-// egress (the stuck entry's interface); when the datapath has no record of
-// it, every interface still in legacy mode.
-func (d *datapathPart) legacyFeeding(egress int32) []int {
+// swapper is the swap strategy over this datapath (--datapath.mode=auto),
+// or nil.
+func (d *datapathPart) swapper() remediate.Swapper {
 	if !d.auto || d.dp == nil {
 		return nil
 	}
-	feeds, err := d.dp.FeedsInto(int(egress))
-	if err != nil || len(feeds) == 0 {
-		feeds = nil
-		for i := range d.dp.Attached() {
-			feeds = append(feeds, i)
-		}
-	}
-	var out []int
-	for _, i := range feeds {
-		if d.dp.Mode(i) == bpf.ModeLegacy {
-			out = append(out, i)
-		}
-	}
-	return out
+	return remediate.NewDatapathSwapper(d.dp, d.name, d.log)
 }
 
-// CanSwap implements remediate.Swapper: some interface whose legacy
-// datapath feeds the stuck entry's interface may be swapped
-// (--datapath.mode=auto).
-func (d *datapathPart) CanSwap(egress int32) bool { return len(d.legacyFeeding(egress)) > 0 }
-
-// Swap implements remediate.Swapper: each interface feeding egress moves
-// to bpf_redirect_neigh, atomically.
-func (d *datapathPart) Swap(egress int32) error {
-	for _, in := range d.legacyFeeding(egress) {
-		if err := d.dp.SetMode(in, bpf.ModeNeigh); err != nil {
-			return err
-		}
-		d.mu.Lock()
-		name := d.names[in]
-		d.mu.Unlock()
-		d.log.Warn("datapath swapped to neigh (bpf_redirect_neigh): it forwards to an interface with a stuck entry that receives bypass traffic",
-			"interface", name, "egress_ifindex", egress)
-	}
-	return nil
+// name returns the name of an interface with the datapath.
+func (d *datapathPart) name(ifindex int) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.names[ifindex]
 }
 
 // Close detaches the datapath: the kernel forwards normally again.

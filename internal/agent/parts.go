@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 )
 
 // Part is one long-running piece of the agent.

@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 
-	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/internal/control"
-	"github.com/neighwatch/neighwatch/internal/table"
 	"github.com/neighwatch/neighwatch/remediate"
+	"github.com/neighwatch/neighwatch/table"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,7 +53,8 @@ func (r *remediation) Close() {
 	}
 }
 
-func (r *remediation) status() control.RemediationStatus {
+// Status implements control.Remediation.
+func (r *remediation) Status() control.RemediationStatus {
 	c := r.engine.Config()
 	st := r.engine.Stats()
 	out := control.RemediationStatus{
@@ -80,55 +79,21 @@ func (r *remediation) status() control.RemediationStatus {
 	return out
 }
 
+// SetMode implements control.Remediation: the runtime switch.
+func (r *remediation) SetMode(m remediate.Mode) error {
+	if m == remediate.ModeOn && r.cannotAct != nil {
+		return fmt.Errorf("%w: %w", control.ErrCannotAct, r.cannotAct)
+	}
+	r.engine.SetMode(m)
+	r.engine.SetModeSource("runtime")
+	return nil
+}
+
 // controlHandler is the control API: the table and events, the datapath
-// modes, and the remediation switch.
+// modes, the tracer, and the remediation switch.
 func controlHandler(t *table.Table, dp *datapathPart, rem *remediation, det *detection, log *slog.Logger) *control.Handler {
 	h := control.NewHandler(t)
 	h.SetPlanner(func(e *table.Entry, ifname string) string { return string(rem.engine.Next(e, ifname)) })
-	h.Handle("GET /v1/datapath", func(w http.ResponseWriter, _ *http.Request) {
-		control.WriteJSON(w, http.StatusOK, dp.Modes())
-	})
-	h.Handle("POST /v1/datapath", func(w http.ResponseWriter, r *http.Request) {
-		var req control.DatapathRequest
-		if err := control.ReadJSON(r, &req); err != nil {
-			control.WriteError(w, http.StatusBadRequest, err)
-			return
-		}
-		m, err := bpf.ParseMode(req.Mode)
-		if err == nil {
-			err = dp.SetMode(req.Interface, m)
-		}
-		if err != nil {
-			control.WriteError(w, http.StatusBadRequest, err)
-			return
-		}
-		log.Info("datapath mode changed", "interface", req.Interface, "mode", m, "by", "control socket")
-		control.WriteJSON(w, http.StatusOK, dp.Modes())
-	})
-	h.Handle("GET /v1/tracer", func(w http.ResponseWriter, _ *http.Request) {
-		control.WriteJSON(w, http.StatusOK, det.status())
-	})
-	h.Handle("GET /v1/remediation", func(w http.ResponseWriter, _ *http.Request) {
-		control.WriteJSON(w, http.StatusOK, rem.status())
-	})
-	h.Handle("POST /v1/remediation", func(w http.ResponseWriter, r *http.Request) {
-		var req control.RemediationRequest
-		if err := control.ReadJSON(r, &req); err != nil {
-			control.WriteError(w, http.StatusBadRequest, err)
-			return
-		}
-		m, err := remediate.ParseMode(req.Mode)
-		if err != nil {
-			control.WriteError(w, http.StatusBadRequest, err)
-			return
-		}
-		if m == remediate.ModeOn && rem.cannotAct != nil {
-			control.WriteError(w, http.StatusConflict, fmt.Errorf("remediation cannot act in this agent: %w; only off and dry-run are possible", rem.cannotAct))
-			return
-		}
-		rem.engine.SetMode(m)
-		rem.engine.SetModeSource("runtime")
-		control.WriteJSON(w, http.StatusOK, rem.status())
-	})
+	h.Serve(control.Routes{Datapath: dp, Remediation: rem, Tracer: det.status, Log: log})
 	return h
 }

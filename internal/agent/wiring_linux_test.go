@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/table"
 	"github.com/neighwatch/neighwatch/monitor/evidence"
 	"github.com/neighwatch/neighwatch/monitor/mirror"
+	"github.com/neighwatch/neighwatch/table"
 )
 
 // TestEvidenceFollowsLinks runs the mirror and the evidence watcher wired

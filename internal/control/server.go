@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/connlimit"
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 )
 
 // maxSocketPath is the longest path a Unix socket address holds on Linux

@@ -4,7 +4,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 )
 
 // Entry is one neighbour entry as `neighwatch status --json` prints it.

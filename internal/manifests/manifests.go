@@ -132,6 +132,29 @@ func DaemonSet(root string) (*appsv1.DaemonSet, error) {
 	return ds, nil
 }
 
+// ConfigMapData returns the data of the ConfigMap called name among the
+// manifests of the repository at root.
+func ConfigMapData(root, name string) (map[string]string, error) {
+	files, err := filepath.Glob(filepath.Join(root, KubeDir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		obj, err := Decode(b)
+		if err != nil {
+			continue
+		}
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == name {
+			return cm.Data, nil
+		}
+	}
+	return nil, fmt.Errorf("no ConfigMap %s in %s", name, KubeDir)
+}
+
 // Version reads the VERSION file at root.
 func Version(root string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(root, "VERSION"))

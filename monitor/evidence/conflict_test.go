@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 )
 
 // TestMoveOrConflict: one change of MAC is a move; two MACs answering in

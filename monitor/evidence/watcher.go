@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/mdlayher/packet"
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/table"
 	"github.com/neighwatch/neighwatch/monitor/mirror"
+	"github.com/neighwatch/neighwatch/table"
 )
 
 // TestInterfaceFiltersAndRenames: only included interfaces are mirrored;

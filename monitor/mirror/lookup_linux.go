@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/neighwatch/neighwatch/internal/nsenter"
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"

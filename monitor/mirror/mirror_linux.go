@@ -13,7 +13,7 @@ import (
 
 	"github.com/neighwatch/neighwatch/internal/nsenter"
 	"github.com/neighwatch/neighwatch/internal/rtnl"
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sync/errgroup"

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/table"
 	"github.com/neighwatch/neighwatch/monitor/mirror"
+	"github.com/neighwatch/neighwatch/table"
 )
 
 // running is a mirror running in a test namespace, with its table.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/neighwatch/neighwatch/internal/rtnl"
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )

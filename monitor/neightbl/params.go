@@ -1,6 +1,6 @@
 package neightbl
 
-import "github.com/neighwatch/neighwatch/internal/table"
+import "github.com/neighwatch/neighwatch/table"
 
 // Params are one kernel neighbour table's GC thresholds and statistics.
 // The thresholds are host-wide: they live in the initial namespace and

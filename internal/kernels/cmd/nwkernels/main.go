@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command nwkernels runs neighwatch's kernel-contract tests on Debian's
 // kernels under qemu and on the machine's own kernel, and prints what each
 // kernel can do (make test-kernels).

@@ -8,7 +8,7 @@ import (
 
 	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/table"
+	"github.com/neighwatch/neighwatch/table"
 )
 
 // idleLinks is a mirror that has loaded its table: one watched interface.
@@ -72,7 +72,7 @@ func idleFeed(tb testing.TB, n int) *Feed {
 // table of each size: it should cost in proportion to what changed,
 // nothing here. Profile it with
 //
-//	go test ./internal/feed -run '^$' -bench IdleInterval -benchtime 20x -cpuprofile cpu.out
+//	go test ./monitor/feed -run '^$' -bench IdleInterval -benchtime 20x -cpuprofile cpu.out
 func BenchmarkIdleInterval(b *testing.B) {
 	lab.Require(b)
 	for _, n := range []int{1000, 10000, 100000} {

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ func TestHelpExitsZero(t *testing.T) {
 		}
 	}
 	nwlab := filepath.Join(t.TempDir(), "nwlab")
-	if out, err := exec.Command("go", "build", "-o", nwlab, "../../internal/lab/cmd/nwlab").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", nwlab, "../internal/lab/cmd/nwlab").CombinedOutput(); err != nil {
 		t.Fatalf("build nwlab: %v\n%s", err, out)
 	}
 	if out, err := exec.Command(nwlab, "--help").Output(); err != nil || !strings.HasPrefix(string(out), "usage: nwlab") {
@@ -99,7 +99,7 @@ func TestCLIFlagsAnywhere(t *testing.T) {
 func TestMakeInstall(t *testing.T) {
 	requireProgram(t, "systemd-analyze", "systemd")
 	root := t.TempDir()
-	if out, err := exec.Command("make", "-C", "../..", "install", "DESTDIR="+root).CombinedOutput(); err != nil {
+	if out, err := exec.Command("make", "-C", "..", "install", "DESTDIR="+root).CombinedOutput(); err != nil {
 		t.Fatalf("make install: %v\n%s", err, out)
 	}
 	for _, f := range []string{"usr/local/bin/neighwatch", "etc/systemd/system/neighwatch.service", "etc/default/neighwatch"} {

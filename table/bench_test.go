@@ -59,7 +59,7 @@ func BenchmarkStats(b *testing.B) {
 // after a forced collection (bytes/entry), the measure behind the agent's
 // RSS on a large L2 domain: entries, their index and the stale heaps.
 //
-//	go test ./internal/table -run '^$' -bench LiveHeapPerEntry -benchtime 3x
+//	go test ./table -run '^$' -bench LiveHeapPerEntry -benchtime 3x
 func BenchmarkLiveHeapPerEntry(b *testing.B) {
 	const n = 100_000
 	us := benchUpdates(n, StateStale)

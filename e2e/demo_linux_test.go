@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -19,7 +19,7 @@ import (
 func buildDemo(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "nwdemo")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../internal/lab/cmd/nwdemo").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "../internal/lab/cmd/nwdemo").CombinedOutput(); err != nil {
 		t.Fatalf("build nwdemo: %v\n%s", err, out)
 	}
 	return bin

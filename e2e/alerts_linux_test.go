@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -260,7 +260,7 @@ func TestDetectionBlindAlert(t *testing.T) {
 		t.Errorf("neighwatch tracer: %v\n%s", err, out)
 	}
 	t.Logf("neighwatch tracer:\n%s", out)
-	alerts, err := os.ReadFile("../../deploy/prometheus/alerts.yml")
+	alerts, err := os.ReadFile("../deploy/prometheus/alerts.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestAlertsEndToEnd(t *testing.T) {
 	m.agent = a
 	clientIP := m.ip.String()
 
-	alerts, err := os.ReadFile("../../deploy/prometheus/alerts.yml")
+	alerts, err := os.ReadFile("../deploy/prometheus/alerts.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +444,7 @@ func dashboardAndRuleExprs(t *testing.T, alerts []byte) []string {
 			exprs = append(exprs, r.Expr)
 		}
 	}
-	b, err := os.ReadFile("../../deploy/grafana/neighwatch.json")
+	b, err := os.ReadFile("../deploy/grafana/neighwatch.json")
 	if err != nil {
 		t.Fatal(err)
 	}

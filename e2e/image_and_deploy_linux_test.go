@@ -1,9 +1,7 @@
-package main
+package e2e
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,7 +17,7 @@ import (
 // TestVersionFromOnePlace: `neighwatch version` and build_info show the
 // VERSION file.
 func TestVersionFromOnePlace(t *testing.T) {
-	v, err := manifests.Version("../..")
+	v, err := manifests.Version("..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,12 +29,12 @@ func TestVersionFromOnePlace(t *testing.T) {
 	// comes from what the toolchain recorded of the git work tree.
 	// -buildvcs=true because some machines (this CI's) turn it off in
 	// GOFLAGS; go build's default, auto, records it in a git checkout.
-	head, err := exec.Command("git", "-C", "../..", "rev-parse", "HEAD").Output()
+	head, err := exec.Command("git", "-C", "..", "rev-parse", "HEAD").Output()
 	if err != nil {
 		t.Fatalf("git rev-parse HEAD: %v (the tests run in a git checkout)", err)
 	}
 	plain := filepath.Join(t.TempDir(), "neighwatch")
-	if b, err := exec.Command("go", "build", "-buildvcs=true", "-o", plain, ".").CombinedOutput(); err != nil {
+	if b, err := exec.Command("go", "build", "-buildvcs=true", "-o", plain, "../cmd/neighwatch").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, b)
 	}
 	out, err = exec.Command(plain, "version").Output()
@@ -57,7 +55,7 @@ func requirePodman(t *testing.T) {
 func buildImage(t *testing.T) string {
 	t.Helper()
 	imageOnce.Do(func() {
-		out, err := exec.Command("make", "-C", "../..", "image").CombinedOutput()
+		out, err := exec.Command("make", "-C", "..", "image").CombinedOutput()
 		if err != nil {
 			imageErr = fmt.Errorf("make image: %v\n%s", err, out)
 		}
@@ -65,7 +63,7 @@ func buildImage(t *testing.T) string {
 	if imageErr != nil {
 		t.Fatal(imageErr)
 	}
-	ds, err := manifests.DaemonSet("../..")
+	ds, err := manifests.DaemonSet("..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +113,7 @@ func podmanArgs(t *testing.T, c corev1.Container, seccomp string) []string {
 func runImage(t *testing.T, l *lab.Lab, seccomp string) (*agentProc, string) {
 	t.Helper()
 	image := buildImage(t)
-	ds, err := manifests.DaemonSet("../..")
+	ds, err := manifests.DaemonSet("..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +139,7 @@ func runImage(t *testing.T, l *lab.Lab, seccomp string) (*agentProc, string) {
 		case vol.ConfigMap != nil:
 			dir := t.TempDir()
 			for name, body := range configMapData(t, vol.ConfigMap.Name) {
-				writeFile(t, filepath.Join(dir, name), body)
+				lab.WriteFile(t, filepath.Join(dir, name), body)
 			}
 			volumes = append(volumes, "-v", dir+":"+m.MountPath+":ro")
 		default:
@@ -212,46 +210,11 @@ func TestImageUnderDefaultSeccompNamesIt(t *testing.T) {
 // configMapData returns the data of a ConfigMap in deploy/kubernetes.
 func configMapData(t *testing.T, name string) map[string]string {
 	t.Helper()
-	files, _ := filepath.Glob("../../deploy/kubernetes/*.yaml")
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, err := manifests.Decode(b)
-		if err != nil {
-			continue
-		}
-		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == name {
-			return cm.Data
-		}
-	}
-	t.Fatalf("no ConfigMap %s in deploy/kubernetes", name)
-	return nil
-}
-
-// TestDaemonSetConfigLoads: the agent takes the DaemonSet's arguments
-// with the ConfigMap's file.
-func TestDaemonSetConfigLoads(t *testing.T) {
-	ds, err := manifests.DaemonSet("../..")
+	data, err := manifests.ConfigMapData("..", name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	for name, body := range configMapData(t, "neighwatch-config") {
-		writeFile(t, filepath.Join(dir, name), body)
-	}
-	var args []string
-	for _, a := range ds.Spec.Template.Spec.Containers[0].Args[1:] {
-		args = append(args, strings.Replace(a, "/etc/neighwatch", dir, 1))
-	}
-	st, err := agentConfig(args, io.Discard)
-	if err != nil {
-		t.Fatalf("the DaemonSet's configuration does not load: %v", err)
-	}
-	if st.modeSource != "file" || st.cfg.StaleThreshold != time.Minute {
-		t.Errorf("mode from %s, threshold %v: the ConfigMap's values are not the ones in force", st.modeSource, st.cfg.StaleThreshold)
-	}
+	return data
 }
 
 var (
