@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/neighwatch/neighwatch/metrics"
 	"github.com/neighwatch/neighwatch/monitor/mirror"
 	"github.com/neighwatch/neighwatch/remediate"
+	"github.com/prometheus/exporter-toolkit/web"
 )
 
 // agentSetup is what agentConfig read: the configuration, and what the
@@ -30,55 +32,111 @@ type agentSetup struct {
 	inert      []string // what in the configuration can never act
 }
 
+// agentFlags are the agent's flags, as declareAgent declares them.
+type agentFlags struct {
+	configFile, listen, webConfig, controlSocket                       *string
+	include, exclude, remIf, remExIf                                   regexList
+	remAllow, remDeny                                                  prefixList
+	refuse, dpIfaces                                                   stringList
+	staleThreshold, resync, conflict, tracerInterval, tracerWindow     *time.Duration
+	tracerPeriod, manageIdle, manageFailed, remVerify, remKernel       *time.Duration
+	maxConns, maxConnsIP, stuckCap, rcvbuf, maxMap, manageMax, remConc *int
+	remQueue                                                           *int
+	tracer, dpMode, remMode, remScope, remStrategies, level, format    *string
+	manageRelease                                                      *bool
+	remRate, remIfRate                                                 *float64
+}
+
+// declareAgent declares every flag of the agent on fs, once: the option
+// table (options.go) that parsing, the configuration file, validation,
+// reload and the README's flag table read.
+func declareAgent(fs *flag.FlagSet) (*agentFlags, *options) {
+	o := &options{fs: fs}
+	f := &agentFlags{}
+	type d = span[time.Duration]
+	type n = span[int]
+	type x = span[float64]
+	const live, restart = true, false
+	f.configFile = o.str("config.file", "", "none", restart, "YAML file of flag values (keys are the flag names without dashes); flags on the command line win; reloaded on SIGHUP and when its content changes")
+	o.values(&f.include, "interfaces", "all", restart, "comma-separated regexes of interfaces to watch, matched against the whole name")
+	o.values(&f.exclude, "exclude-interfaces", "none", restart, "comma-separated regexes of interfaces to ignore")
+	f.staleThreshold = o.duration("stale-threshold", 60*time.Second, d{time.Second, 24 * time.Hour, false}, live, "STALE this long makes an entry stale-long")
+	f.listen = o.str("metrics.listen", DefaultMetricsListen, "", restart, "host:port for /metrics, /healthz and /readyz")
+	o.lookup("metrics.listen").check = func() error {
+		if _, _, err := net.SplitHostPort(*f.listen); err != nil {
+			return fmt.Errorf("--metrics.listen %q is not host:port: %w", *f.listen, err)
+		}
+		return nil
+	}
+	f.webConfig = o.str("web.config.file", "", "none", restart, "exporter-toolkit web configuration file: TLS and basic auth on the metrics address")
+	o.lookup("web.config.file").check = func() error {
+		if *f.webConfig == "" {
+			return nil
+		}
+		if err := web.Validate(*f.webConfig); err != nil {
+			return fmt.Errorf("--web.config.file %s is invalid: %w", *f.webConfig, err)
+		}
+		return nil
+	}
+	f.maxConns = o.int("web.max-connections", 64, n{1, 65536, false}, restart, "most connections the metrics address holds at once. When all are taken, a new connection takes the slot of a connection that has not completed a request within a second, else (for a client answered with success before, such as an authenticated Prometheus) of any other client's connection not being answered, else of a keep-alive connection idle for a second of a client never answered with success, else of the oldest of the client holding the most; a connection being answered, and a successful client's idle one, are never taken")
+	f.maxConnsIP = o.int("web.max-connections-per-ip", 8, n{1, 65536, false}, restart, "most connections from one client (an IPv4 address, an IPv6 /64); more are closed at accept")
+	f.controlSocket = o.str("control.socket", DefaultControlSocket, "", restart, "Unix socket for the control API (status, events, the runtime remediation and datapath switches, profiles), mode 0600 from its first moment; the agent does not start without it; empty turns the API off")
+	f.stuckCap = o.int("metrics.stuck-info-limit", 100, n{0, 10000, false}, restart, "most neighwatch_stuck_neighbour_info series per scrape")
+	f.rcvbuf = o.int("netlink.receive-buffer", mirror.DefaultReceiveBuffer, n{64 << 10, 1 << 30, false}, restart, "netlink socket receive buffer in bytes (16 MiB); forced past rmem_max with CAP_NET_ADMIN")
+	f.resync = o.duration("netlink.resync-interval", 5*time.Minute, d{10 * time.Second, 24 * time.Hour, true}, restart, "full dump that catches entries the kernel creates without telling netlink (0 turns it off)")
+	f.conflict = o.duration("arp.conflict-window", 5*time.Second, d{100 * time.Millisecond, time.Hour, false}, restart, "two MACs answering for one IP in turn within this window are a conflict; one change is a move")
+	f.tracer = o.str("tracer", "auto", "", restart, "bypass tracer: off, auto (fentry, else xmit), xmit, or fentry (falls back to xmit)")
+	f.tracerInterval = o.duration("tracer.interval", time.Second, d{100 * time.Millisecond, time.Minute, false}, restart, "how often tracer hit counts and source-MAC sightings reach the table")
+	f.tracerWindow = o.duration("tracer.window", time.Second, d{100 * time.Millisecond, time.Hour, false}, restart, "while some entry is stale-long, the per-packet hooks are attached for this long out of every --tracer.period (never while none is)")
+	f.tracerPeriod = o.duration("tracer.period", 30*time.Second, d{100 * time.Millisecond, 24 * time.Hour, false}, restart, "how often the per-packet hooks get a window, at least --tracer.window; equal to it, they stay attached while needed")
+	period := o.lookup("tracer.period")
+	inRange := period.check
+	period.check = func() error {
+		if *f.tracerPeriod < *f.tracerWindow {
+			return fmt.Errorf("--tracer.period %v is shorter than --tracer.window %v", *f.tracerPeriod, *f.tracerWindow)
+		}
+		return inRange()
+	}
+	f.maxMap = o.int("tracer.max-map-entries", 1<<22, n{1024, 1 << 22, false}, restart, "cap on the entries of each tracer map: the maps are sized for the node's gc_thresh3 (and grow when it is raised) up to it; STALE entries past it are counted in neighwatch_tracer_unmirrored_entries")
+	o.values(&f.refuse, "debug.refuse-programs", "none", restart, "comma-separated tracer programs not to load, as if the kernel refused them: a drill of NeighwatchDetectionBlind (neighwatch tracer lists the programs)")
+	o.values(&f.dpIfaces, "datapath.interfaces", "none", restart, "comma-separated interfaces to attach the eBPF forwarding datapath to (tcx ingress, or clsact before Linux 6.6)")
+	f.dpMode = o.str("datapath.mode", "legacy", "", restart, "datapath mode: legacy (bpf_redirect), neigh (bpf_redirect_neigh), or auto (legacy, swapped to neigh by remediation where stuck entries get bypass traffic)")
+	f.remMode = o.str("remediation", "dry-run", "", live, "auto-remediation: off, dry-run (decide and report, touch nothing) or on; change it at runtime with neighwatch remediation")
+	f.remScope = o.str("remediation.scope", "stuck", "", live, "entries to act on: stuck (evidence the host is not at the entry's MAC), at-risk (and entries that bypassing traffic keeps from re-validation) or all-stale (every stale-long entry)")
+	f.remStrategies = o.str("remediation.strategies", "", "`manage,probe,kick,flush`", live, "strategies in order, from manage, probe, kick, swap, flush; manage only on Linux 5.16 and later; swap first with --datapath.mode=auto")
+	f.manageMax = o.int("manage.max", 1024, n{1, 1_000_000, false}, live, "most entries kept managed at once; more are refused (counted) and go to the next strategy")
+	f.manageIdle = o.duration("manage.idle", 30*time.Minute, d{time.Second, 7 * 24 * time.Hour, true}, live, "release a managed entry after this long without bypass traffic (0: never)")
+	f.manageFailed = o.duration("manage.failed-timeout", 5*time.Minute, d{time.Second, 24 * time.Hour, false}, live, "release a managed entry that stays FAILED this long: its host is gone")
+	f.manageRelease = o.bool("manage.release-on-exit", true, live, "release every managed entry on remediation off and on a clean shutdown")
+	f.remRate = o.float("remediation.rate", 10, x{0.01, 10000, false}, live, "actions per second, all interfaces together (an action sends at most two probe packets)")
+	f.remIfRate = o.float("remediation.interface-rate", 5, x{0.01, 10000, false}, live, "actions per second on one interface")
+	f.remConc = o.int("remediation.concurrency", 4, n{1, 256, false}, restart, "actions in flight at once")
+	f.remQueue = o.int("remediation.queue", 1024, n{1, 1_000_000, false}, restart, "candidates waiting for a worker; more are dropped and counted")
+	f.remVerify = o.duration("remediation.verify-timeout", 2*time.Second, d{100 * time.Millisecond, 5 * time.Minute, false}, live, "how long to wait for a probe's answer before the next strategy")
+	f.remKernel = o.duration("remediation.kernel-timeout", 10*time.Second, d{time.Second, 10 * time.Minute, false}, live, "how long to wait for the kernel's re-resolution after kick or swap")
+	o.values(&f.remIf, "remediation.interfaces", "all", live, "comma-separated regexes of interfaces remediation may act on")
+	o.values(&f.remExIf, "remediation.exclude-interfaces", "none", live, "comma-separated regexes of interfaces remediation leaves alone")
+	o.values(&f.remAllow, "remediation.allow-cidrs", "all", live, "comma-separated prefixes remediation may act on")
+	o.values(&f.remDeny, "remediation.deny-cidrs", "none", live, "comma-separated prefixes remediation leaves alone")
+	f.level = o.str("log.level", "info", "", restart, "log level: debug, info, warn or error")
+	f.format = o.str("log.format", "text", "", restart, "log format: text or json")
+	return f, o
+}
+
+// liveKey says whether a reload applies a change to a flag without a
+// restart, as the option table says.
+func liveKey(k string) bool {
+	_, o := declareAgent(flag.NewFlagSet("", flag.ContinueOnError))
+	op := o.lookup(k)
+	return op != nil && op.live
+}
+
 // agentConfig builds the agent's configuration from the command line and,
 // for flags the command line does not set, the values of --config.file.
 func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	configFile := fs.String("config.file", "", "YAML file of flag values (keys are the flag names without dashes); flags given here win; reloaded on SIGHUP and when it changes")
-	var include, exclude regexList
-	fs.Var(&include, "interfaces", "comma-separated regexes of interfaces to watch, matched against the whole name (default: all)")
-	fs.Var(&exclude, "exclude-interfaces", "comma-separated regexes of interfaces to ignore")
-	staleThreshold := fs.Duration("stale-threshold", 60*time.Second, "how long an entry must stay STALE to count as stale-long")
-	listen := fs.String("metrics.listen", DefaultMetricsListen, "address for /metrics, /healthz and /readyz")
-	webConfig := fs.String("web.config.file", "", "exporter-toolkit web config file for TLS and basic auth on the metrics address")
-	maxConns := fs.Int("web.max-connections", 64, "most connections the metrics address holds at once; more are closed at accept (1 to 65536)")
-	maxConnsIP := fs.Int("web.max-connections-per-ip", 8, "most connections from one client: an IPv4 address or an IPv6 /64 (1 to 65536)")
-	controlSocket := fs.String("control.socket", DefaultControlSocket, "Unix socket for the control API (status, events, the remediation switch), mode 0600; the agent does not start without it; \"\" turns the API off")
-	stuckCap := fs.Int("metrics.stuck-info-limit", 100, "most neighwatch_stuck_neighbour_info series per scrape")
-	rcvbuf := fs.Int("netlink.receive-buffer", mirror.DefaultReceiveBuffer, "netlink socket receive buffer in bytes")
-	resync := fs.Duration("netlink.resync-interval", 5*time.Minute, "full dump to catch entries the kernel creates silently (0 disables)")
-	conflict := fs.Duration("arp.conflict-window", 5*time.Second, "two MACs answering for one IP in turn within this window are a conflict; one change is a move")
-	tracer := fs.String("tracer", "auto", "bypass tracer: off, auto (fentry, else xmit), xmit or fentry (falls back to xmit)")
-	tracerInterval := fs.Duration("tracer.interval", time.Second, "how often tracer hit counts and source-MAC sightings reach the table")
-	tracerWindow := fs.Duration("tracer.window", time.Second, "while some entry is stale-long, attach the per-packet hooks for this long out of every --tracer.period (never while none is)")
-	tracerPeriod := fs.Duration("tracer.period", 30*time.Second, "how often the per-packet hooks get a window; equal to --tracer.window: attached all the time while needed")
-	maxMap := fs.Int("tracer.max-map-entries", 1<<22, "cap on the entries of each tracer map; the maps are sized for the node's gc_thresh3 up to it, and STALE entries past it are counted as unmirrored (1,024 to 4,194,304)")
-	var refuse stringList
-	fs.Var(&refuse, "debug.refuse-programs", "comma-separated tracer programs not to load, as if the kernel refused them (drills of the NeighwatchDetectionBlind alert; see neighwatch tracer)")
-	var dpIfaces stringList
-	fs.Var(&dpIfaces, "datapath.interfaces", "comma-separated interfaces to attach the eBPF forwarding datapath to (tcx ingress, or clsact before Linux 6.6)")
-	dpMode := fs.String("datapath.mode", "legacy", "datapath mode: legacy (bpf_redirect), neigh (bpf_redirect_neigh), or auto (legacy, swapped to neigh by remediation where stuck entries get bypass traffic)")
-	remMode := fs.String("remediation", "dry-run", "auto-remediation: off, dry-run (decide and report, touch nothing) or on; change at runtime with 'neighwatch remediation'")
-	remScope := fs.String("remediation.scope", "stuck", "entries to act on: stuck (evidence the host is not at the entry's MAC), at-risk (and entries bypassing traffic keeps from re-validation) or all-stale (every stale-long entry)")
-	remStrategies := fs.String("remediation.strategies", "", "strategies in order, from manage, probe, kick, swap, flush (default manage,probe,kick,flush, without manage on kernels before 5.16; swap first with --datapath.mode=auto)")
-	manageMax := fs.Int("manage.max", 1024, "most entries the manage strategy keeps managed at once; more are refused and counted (1 to 1,000,000)")
-	manageIdle := fs.Duration("manage.idle", 30*time.Minute, "release a managed entry after this long without bypass traffic (0: never)")
-	manageFailed := fs.Duration("manage.failed-timeout", 5*time.Minute, "release a managed entry that stays FAILED this long: its host is gone")
-	manageRelease := fs.Bool("manage.release-on-exit", true, "release every managed entry on remediation off and on a clean shutdown")
-	remRate := fs.Float64("remediation.rate", 10, "actions per second, all interfaces together (an action sends at most two probe packets)")
-	remIfRate := fs.Float64("remediation.interface-rate", 5, "actions per second on one interface")
-	remConc := fs.Int("remediation.concurrency", 4, "actions in flight at once")
-	remQueue := fs.Int("remediation.queue", 1024, "candidates waiting for a worker; more are dropped and counted")
-	remVerify := fs.Duration("remediation.verify-timeout", 2*time.Second, "how long to wait for a probe's answer before the next strategy")
-	remKernel := fs.Duration("remediation.kernel-timeout", 10*time.Second, "how long to wait for the kernel's re-resolution after kick or swap")
-	var remIf, remExIf regexList
-	fs.Var(&remIf, "remediation.interfaces", "comma-separated regexes of interfaces remediation may act on (default: all watched)")
-	fs.Var(&remExIf, "remediation.exclude-interfaces", "comma-separated regexes of interfaces remediation leaves alone")
-	var remAllow, remDeny prefixList
-	fs.Var(&remAllow, "remediation.allow-cidrs", "comma-separated prefixes remediation may act on (default: all)")
-	fs.Var(&remDeny, "remediation.deny-cidrs", "comma-separated prefixes remediation leaves alone")
-	level := fs.String("log.level", "info", "log level: debug, info, warn or error")
-	format := fs.String("log.format", "text", "log format: text or json")
+	f, opts := declareAgent(fs)
+	configFile := f.configFile
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -107,101 +165,77 @@ func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 		st.modeSource = "file"
 	}
 	fs.VisitAll(func(f *flag.Flag) { st.values[f.Name] = f.Value.String() })
-	log, err := newLogger(stderr, *level, *format)
+	log, err := newLogger(stderr, *f.level, *f.format)
 	if err != nil {
 		return nil, errUsage{err}
 	}
-	tmode, err := bpf.ParseTracerMode(*tracer)
+	tmode, err := bpf.ParseTracerMode(*f.tracer)
 	if err != nil {
 		return nil, errUsage{fmt.Errorf("--tracer: %w", err)}
 	}
-	auto := *dpMode == "auto"
+	auto := *f.dpMode == "auto"
 	if auto {
-		*dpMode = string(bpf.ModeLegacy)
+		*f.dpMode = string(bpf.ModeLegacy)
 	}
-	mode, err := bpf.ParseMode(*dpMode)
+	mode, err := bpf.ParseMode(*f.dpMode)
 	if err != nil {
 		return nil, errUsage{fmt.Errorf("--datapath.mode: %w (or auto)", err)}
 	}
-	rmode, err := remediate.ParseMode(*remMode)
+	rmode, err := remediate.ParseMode(*f.remMode)
 	if err != nil {
 		return nil, errUsage{fmt.Errorf("--remediation: %w", err)}
 	}
-	rscope, err := remediate.ParseScope(*remScope)
+	rscope, err := remediate.ParseScope(*f.remScope)
 	if err != nil {
 		return nil, errUsage{fmt.Errorf("--remediation.scope: %w", err)}
 	}
 	manageOK, manageWhy := remediate.ManagedSupported()
 	var strategies []remediate.Strategy
-	if *remStrategies == "" {
+	if *f.remStrategies == "" {
 		strategies = remediate.DefaultStrategies(manageOK)
 		if auto {
 			strategies = append([]remediate.Strategy{remediate.StrategySwap}, strategies...)
 		}
-	} else if strategies, err = remediate.ParseStrategies(*remStrategies); err != nil {
+	} else if strategies, err = remediate.ParseStrategies(*f.remStrategies); err != nil {
 		return nil, errUsage{fmt.Errorf("--remediation.strategies: %w", err)}
 	}
-	if err := checkLimits([]limit{
-		durationIn("stale-threshold", staleThreshold, time.Second, 24*time.Hour, false),
-		intIn("metrics.stuck-info-limit", stuckCap, 0, 10000),
-		intIn("web.max-connections", maxConns, 1, 65536),
-		intIn("web.max-connections-per-ip", maxConnsIP, 1, 65536),
-		intIn("netlink.receive-buffer", rcvbuf, 64<<10, 1<<30),
-		durationIn("netlink.resync-interval", resync, 10*time.Second, 24*time.Hour, true),
-		durationIn("arp.conflict-window", conflict, 100*time.Millisecond, time.Hour, false),
-		durationIn("tracer.interval", tracerInterval, 100*time.Millisecond, time.Minute, false),
-		durationIn("tracer.window", tracerWindow, 100*time.Millisecond, time.Hour, false),
-		durationIn("tracer.period", tracerPeriod, *tracerWindow, 24*time.Hour, false),
-		floatIn("remediation.rate", remRate, 0.01, 10000),
-		floatIn("remediation.interface-rate", remIfRate, 0.01, 10000),
-		intIn("remediation.concurrency", remConc, 1, 256),
-		intIn("remediation.queue", remQueue, 1, 1_000_000),
-		durationIn("remediation.verify-timeout", remVerify, 100*time.Millisecond, 5*time.Minute, false),
-		durationIn("remediation.kernel-timeout", remKernel, time.Second, 10*time.Minute, false),
-		intIn("manage.max", manageMax, 1, 1_000_000),
-		intIn("tracer.max-map-entries", maxMap, 1024, 1<<22),
-		durationIn("manage.idle", manageIdle, time.Second, 7*24*time.Hour, true),
-		durationIn("manage.failed-timeout", manageFailed, time.Second, 24*time.Hour, false),
-	}); err != nil {
+	if err := opts.check(); err != nil {
 		return nil, errUsage{err}
 	}
 	cfg := agent.Config{
-		Include: include, Exclude: exclude,
-		StaleThreshold:      *staleThreshold,
-		MetricsListen:       *listen,
-		WebConfigFile:       *webConfig,
-		MaxConnections:      *maxConns,
-		MaxConnectionsPerIP: *maxConnsIP,
-		ControlSocket:       *controlSocket,
-		StuckInfoCap:        *stuckCap,
-		ReceiveBuffer:       *rcvbuf,
-		ResyncInterval:      *resync,
-		ConflictWindow:      *conflict,
+		Include: f.include, Exclude: f.exclude,
+		StaleThreshold:      *f.staleThreshold,
+		MetricsListen:       *f.listen,
+		WebConfigFile:       *f.webConfig,
+		MaxConnections:      *f.maxConns,
+		MaxConnectionsPerIP: *f.maxConnsIP,
+		ControlSocket:       *f.controlSocket,
+		StuckInfoCap:        *f.stuckCap,
+		ReceiveBuffer:       *f.rcvbuf,
+		ResyncInterval:      *f.resync,
+		ConflictWindow:      *f.conflict,
 		Tracer:              tmode,
-		TracerInterval:      *tracerInterval,
-		TracerWindow:        *tracerWindow,
-		TracerPeriod:        *tracerPeriod,
-		RefusePrograms:      refuse,
-		TracerMaxMap:        *maxMap,
-		DatapathInterfaces:  dpIfaces,
+		TracerInterval:      *f.tracerInterval,
+		TracerWindow:        *f.tracerWindow,
+		TracerPeriod:        *f.tracerPeriod,
+		RefusePrograms:      f.refuse,
+		TracerMaxMap:        *f.maxMap,
+		DatapathInterfaces:  f.dpIfaces,
 		DatapathMode:        mode,
 		DatapathAuto:        auto,
 		Remediation: remediate.Config{
 			Mode: rmode, Scope: rscope, Strategies: strategies,
-			Filter:           remediate.Filter{Interfaces: remIf, ExcludeInterfaces: remExIf, AllowCIDRs: remAllow, DenyCIDRs: remDeny},
-			Rate:             *remRate,
-			PerInterfaceRate: *remIfRate,
-			MaxConcurrent:    *remConc,
-			QueueSize:        *remQueue,
-			VerifyTimeout:    *remVerify,
-			KernelTimeout:    *remKernel,
-			Manage: remediate.ManageConfig{Supported: manageOK, Max: *manageMax, Idle: *manageIdle,
-				FailedTimeout: *manageFailed, ReleaseOnExit: *manageRelease},
+			Filter:           remediate.Filter{Interfaces: f.remIf, ExcludeInterfaces: f.remExIf, AllowCIDRs: f.remAllow, DenyCIDRs: f.remDeny},
+			Rate:             *f.remRate,
+			PerInterfaceRate: *f.remIfRate,
+			MaxConcurrent:    *f.remConc,
+			QueueSize:        *f.remQueue,
+			VerifyTimeout:    *f.remVerify,
+			KernelTimeout:    *f.remKernel,
+			Manage: remediate.ManageConfig{Supported: manageOK, Max: *f.manageMax, Idle: *f.manageIdle,
+				FailedTimeout: *f.manageFailed, ReleaseOnExit: *f.manageRelease},
 		},
 		Logger: log,
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, errUsage{err}
 	}
 	fatal, inert := remediate.Inert(cfg.Remediation, auto)
 	if fatal != nil {

@@ -17,18 +17,6 @@ import (
 // new content at the same path.
 const configPoll = 2 * time.Second
 
-// liveKey says whether a change to a flag applies without a restart: the
-// stale threshold and remediation's settings (not its queue and workers).
-func liveKey(k string) bool {
-	switch k {
-	case "remediation.concurrency", "remediation.queue":
-		return false
-	case "stale-threshold", "remediation":
-		return true
-	}
-	return strings.HasPrefix(k, "remediation.") || strings.HasPrefix(k, "manage.")
-}
-
 // reloadLoop reloads the configuration on SIGHUP and when the file's
 // content changes. A broken file keeps the running configuration: one
 // line says why, and the reload metrics say it failed. Changes to keys

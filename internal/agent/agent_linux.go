@@ -80,36 +80,9 @@ type Reload struct {
 	Err        error
 }
 
-// Validate checks what flags alone cannot.
-func (c *Config) Validate() error {
-	if c.StaleThreshold <= 0 {
-		return fmt.Errorf("--stale-threshold must be positive, got %v", c.StaleThreshold)
-	}
-	if c.StuckInfoCap < 0 {
-		return fmt.Errorf("--metrics.stuck-info-limit must be 0 or more, got %d", c.StuckInfoCap)
-	}
-	if c.WebConfigFile != "" {
-		if err := web.Validate(c.WebConfigFile); err != nil {
-			return fmt.Errorf("--web.config.file %s is invalid: %w", c.WebConfigFile, err)
-		}
-	}
-	if c.TracerInterval <= 0 {
-		return fmt.Errorf("--tracer.interval must be positive, got %v", c.TracerInterval)
-	}
-	if c.TracerWindow <= 0 || c.TracerPeriod < c.TracerWindow {
-		return fmt.Errorf("--tracer.window (%v) must be positive and --tracer.period (%v) at least as long", c.TracerWindow, c.TracerPeriod)
-	}
-	if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
-		return fmt.Errorf("--metrics.listen %q is not host:port: %w", c.MetricsListen, err)
-	}
-	return nil
-}
-
-// Run runs the agent until ctx ends.
+// Run runs the agent until ctx ends. The configuration is the command's
+// (cmd/neighwatch checks every value against its option table).
 func Run(ctx context.Context, cfg Config) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
 	a, err := build(cfg)
 	if err != nil {
 		return err
