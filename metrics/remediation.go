@@ -41,7 +41,7 @@ func NewRemediationCollector(e *remediate.Engine, log *slog.Logger) prometheus.C
 		ch <- dropped.with(float64(st.Dropped))
 		ch <- queue.with(float64(st.Queue))
 		for reason, n := range st.Skipped {
-			ch <- skipped.with(float64(n), reason)
+			ch <- skipped.with(float64(n), reason.String())
 		}
 		ch <- swaps.with(float64(st.Swaps))
 		ch <- supported.with(bool01(e.Config().Manage.Supported))
@@ -49,7 +49,7 @@ func NewRemediationCollector(e *remediate.Engine, log *slog.Logger) prometheus.C
 		ch <- refused.with(float64(st.ManageRefused))
 		ch <- prometheus.MustNewConstHistogram(recovery, st.RecoveryCount, st.RecoverySum, st.RecoveryBuckets)
 		for reason, n := range st.Releases {
-			ch <- releases.with(float64(n), reason)
+			ch <- releases.with(float64(n), string(reason))
 		}
 		return nil
 	}

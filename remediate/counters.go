@@ -11,7 +11,7 @@ type Stats struct {
 	Actions                     map[Strategy]map[Outcome]uint64
 	RateLimited, Dropped, Swaps uint64
 	// Skipped counts, by reason, the candidates the last sweep left alone.
-	Skipped map[string]int
+	Skipped map[SkipReason]int
 	// Fix is the detection-to-fix histogram: cumulative counts by upper
 	// bound (FixBuckets), the sum of the observations and their count.
 	FixBuckets map[float64]uint64
@@ -27,7 +27,7 @@ type Stats struct {
 	// refused, releases by reason.
 	Managed       int
 	ManageRefused uint64
-	Releases      map[string]uint64
+	Releases      map[ReleaseReason]uint64
 }
 
 // FixBuckets are the upper bounds of the detection-to-fix histogram.
@@ -46,8 +46,8 @@ type counters struct {
 	manageRefused atomic.Uint64
 
 	mu       sync.Mutex
-	releases map[string]uint64
-	skipped  map[string]int
+	releases map[ReleaseReason]uint64
+	skipped  [numSkipReasons]int
 	fix      histogram // detection to fix
 	rec      histogram // managed entries' recovery after a move
 }
@@ -106,18 +106,18 @@ func outcomeIdx(o Outcome) int {
 
 func (c *counters) action(s Strategy, o Outcome) { c.actions[strategyIdx(s)][outcomeIdx(o)].Add(1) }
 
-func (c *counters) released(reason string) {
+func (c *counters) released(reason ReleaseReason) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.releases == nil {
-		c.releases = make(map[string]uint64)
+		c.releases = make(map[ReleaseReason]uint64)
 	}
 	c.releases[reason]++
 }
 
-func (c *counters) setSkipped(m map[string]int) {
+func (c *counters) setSkipped(n *[numSkipReasons]int) {
 	c.mu.Lock()
-	c.skipped = m
+	c.skipped = *n
 	c.mu.Unlock()
 }
 
@@ -148,13 +148,15 @@ func (c *counters) stats() Stats {
 	s.ManageRefused = c.manageRefused.Load()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s.Releases = make(map[string]uint64, len(ReleaseReasons()))
+	s.Releases = make(map[ReleaseReason]uint64, len(ReleaseReasons()))
 	for _, r := range ReleaseReasons() {
 		s.Releases[r] = c.releases[r]
 	}
-	s.Skipped = make(map[string]int, len(c.skipped))
-	for k, v := range c.skipped {
-		s.Skipped[k] = v
+	s.Skipped = make(map[SkipReason]int, len(c.skipped))
+	for r, n := range c.skipped {
+		if n > 0 {
+			s.Skipped[SkipReason(r)] = n
+		}
 	}
 	s.FixBuckets, s.FixSum, s.FixCount = c.fix.snapshot()
 	s.RecoveryBuckets, s.RecoverySum, s.RecoveryCount = c.rec.snapshot()

@@ -175,10 +175,7 @@ type Engine struct {
 	cands map[table.Key]*candidate // every candidate seen, one lookup per sweep
 	perIf map[int32]*rate.Limiter
 
-	mmu       sync.Mutex
-	owned     map[table.Key]*owned // entries neighwatch manages
-	ownedKeys sync.Map             // their keys, for the event filter
-	ownedN    atomic.Int32         // how many, so the filter skips the map when none
+	managed *Manager // the entries neighwatch manages
 }
 
 // candidate is what the engine remembers of an entry that was a candidate.
@@ -199,10 +196,10 @@ func New(cfg Config, t *table.Table, actor Actor, swapper Swapper) *Engine {
 		global: rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
 		cands:  make(map[table.Key]*candidate),
 		perIf:  make(map[int32]*rate.Limiter),
-		owned:  make(map[table.Key]*owned),
 	}
 	e.cfg.Store(&cfg)
 	e.mode.Store(cfg.Mode)
+	e.managed = newManager(e)
 	return e
 }
 
@@ -265,7 +262,7 @@ func (e *Engine) Config() Config { return *e.conf() }
 func (e *Engine) Stats() Stats {
 	s := e.c.stats()
 	s.Queue = len(e.queue)
-	s.Managed = e.Managed()
+	s.Managed = e.managed.Len()
 	return s
 }
 
@@ -294,7 +291,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		e.runManaged(ctx)
+		e.managed.run(ctx)
 	}()
 	tick := time.NewTicker(e.conf().SweepInterval)
 	defer tick.Stop()
@@ -323,13 +320,13 @@ func (e *Engine) sweep() {
 	now := time.Now().UnixNano()
 	e.sweeps++
 	sweep := e.sweeps
-	skipped := make(map[string]int)
+	var skipped [numSkipReasons]int
 	var dropped uint64
 	pol := e.policy(mode)
 	pick := func(en *table.Entry, ifname string) bool {
 		d := Decide(en, ifname, pol)
 		if !d.Act {
-			skipped[d.Reason]++
+			skipped[d.Skip]++
 			return false
 		}
 		c := e.cands[en.Key]
@@ -369,7 +366,7 @@ func (e *Engine) sweep() {
 		e.queue <- picked[i].Key // room was reserved above; only sweep sends
 	}
 	e.c.dropped.Add(dropped)
-	e.c.setSkipped(skipped)
+	e.c.setSkipped(&skipped)
 }
 
 func (e *Engine) limiter(ifindex int32) *rate.Limiter {
@@ -463,7 +460,7 @@ func (e *Engine) applicable(s Strategy, en *table.Entry, count bool) bool {
 		// Prevention: an entry already stuck has evidence that its host
 		// moved, and a probe finds it in one round trip where the
 		// kernel's re-validation takes its timers (BENCHMARKS.md).
-		return en.Class() != table.ClassStuck && e.canManage(en, false, count)
+		return en.Class() != table.ClassStuck && e.managed.canManage(en, false, count)
 	}
 	return true
 }
@@ -491,7 +488,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 					// back-off; the next sweep looks at it in the new mode.
 					return
 				}
-				e.record(&en, s, OutcomeDryRun, d.Reason, nil)
+				e.record(&en, s, OutcomeDryRun, d.Reason(), nil)
 				break
 			}
 		}
@@ -512,14 +509,14 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		if !ok || !Decide(&cur, e.table.LinkName(k.Ifindex), e.policy(ModeOn)).Act {
 			return // it recovered on its own, or no longer needs us
 		}
-		if s == StrategyManage && !e.canManage(&cur, true, true) {
+		if s == StrategyManage && !e.managed.canManage(&cur, true, true) {
 			continue // the cap filled while this one waited
 		}
 		out, err := e.act(ctx, &cur, s)
 		if s == StrategyManage && out != OutcomeManaged {
-			e.disown(k)
+			e.managed.disown(k)
 		}
-		e.record(&cur, s, out, d.Reason, err)
+		e.record(&cur, s, out, d.Reason(), err)
 		switch out {
 		case OutcomeConflict:
 			// Another strategy would only ask the same hosts again, or
@@ -527,7 +524,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 			e.backOff(k)
 			return
 		case OutcomeManaged:
-			e.own(k)
+			e.managed.own(k)
 			e.mu.Lock()
 			if c := e.cands[k]; c != nil {
 				c.first, c.until, c.next = time.Now().UnixNano(), 0, 0
@@ -740,26 +737,32 @@ func (e *Engine) await(ctx context.Context, ch <-chan table.Event, k table.Key, 
 	}
 }
 
-// judge reads the entry's state: repaired, moved, gone, or not yet.
-// repoint moves an entry neighwatch manages to mac. Its record is held
-// pending meanwhile: between the actor's two requests the entry is
-// briefly not managed, and maintain must not forget it.
+// repoint moves an entry neighwatch manages to mac, held pending
+// meanwhile.
 func (e *Engine) repoint(en *table.Entry, mac net.HardwareAddr) error {
-	e.mmu.Lock()
-	o := e.owned[en.Key]
-	if o != nil {
-		o.pending = true
-	}
-	e.mmu.Unlock()
-	err := e.actor.Repoint(en, mac)
-	e.mmu.Lock()
-	if o != nil {
-		o.pending = false
-	}
-	e.mmu.Unlock()
-	return err
+	return e.managed.holding(en.Key, func() error { return e.actor.Repoint(en, mac) })
 }
 
+// awaitManaged waits until the table shows the entry managed by
+// neighwatch.
+func (e *Engine) awaitManaged(ctx context.Context, ch <-chan table.Event, k table.Key) Outcome {
+	t := time.NewTimer(e.conf().KernelTimeout)
+	defer t.Stop()
+	for {
+		if cur, ok := e.table.Lookup(k); ok && cur.Owner() == table.OwnerNeighwatch {
+			return OutcomeManaged
+		}
+		select {
+		case <-ctx.Done():
+			return OutcomeNoChange
+		case <-ch:
+		case <-t.C:
+			return OutcomeFailed
+		}
+	}
+}
+
+// judge reads the entry's state: repaired, moved, gone, or not yet.
 func (e *Engine) judge(k table.Key, oldMAC string, needMove bool) (Outcome, bool) {
 	cur, ok := e.table.Lookup(k)
 	switch {

@@ -2,6 +2,9 @@ package remediate
 
 import (
 	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/neighwatch/neighwatch/table"
@@ -29,21 +32,47 @@ type ManageConfig struct {
 	Interval time.Duration
 }
 
+// ReleaseReason says why a managed entry was given back to the kernel.
+type ReleaseReason string
+
 // Release reasons.
 const (
-	ReleaseIdle      = "idle"      // no bypass traffic for ManageConfig.Idle
-	ReleaseFailed    = "failed"    // FAILED past ManageConfig.FailedTimeout
-	ReleaseUnwatched = "unwatched" // its interface left the watched set
-	ReleaseOff       = "off"       // remediation switched off
-	ReleaseExit      = "exit"      // clean shutdown
+	ReleaseIdle      ReleaseReason = "idle"      // no bypass traffic for ManageConfig.Idle
+	ReleaseFailed    ReleaseReason = "failed"    // FAILED past ManageConfig.FailedTimeout
+	ReleaseUnwatched ReleaseReason = "unwatched" // its interface left the watched set
+	ReleaseOff       ReleaseReason = "off"       // remediation switched off
+	ReleaseExit      ReleaseReason = "exit"      // clean shutdown
 )
 
 // ReleaseReasons lists them, for pre-created metric series.
-func ReleaseReasons() []string {
-	return []string{ReleaseIdle, ReleaseFailed, ReleaseUnwatched, ReleaseOff, ReleaseExit}
+func ReleaseReasons() []ReleaseReason {
+	return []ReleaseReason{ReleaseIdle, ReleaseFailed, ReleaseUnwatched, ReleaseOff, ReleaseExit}
 }
 
-// owned is what the engine remembers of an entry it manages.
+// Manager keeps the entries neighwatch manages: it adopts those a
+// previous run left, reserves places under the cap for the manage
+// strategy, releases what is idle, failed or unwatched, and measures how
+// long the kernel takes to follow a managed host that moved. It has its
+// own lock; the engine asks it (canManage, own, disown) from its workers.
+type Manager struct {
+	table *table.Table
+	actor Actor
+	log   *slog.Logger
+	c     *counters
+	conf  func() *Config
+	mode  func() Mode
+
+	mu    sync.Mutex
+	owned map[table.Key]*owned
+	keys  sync.Map     // the owned keys, for the event filter
+	n     atomic.Int32 // how many, so the filter skips the map when none
+}
+
+func newManager(e *Engine) *Manager {
+	return &Manager{table: e.table, actor: e.actor, log: e.log, c: &e.c, conf: e.conf, mode: e.Mode, owned: make(map[table.Key]*owned)}
+}
+
+// owned is what the manager remembers of an entry it manages.
 type owned struct {
 	since       int64 // Unix ns when managed (or adopted)
 	failedSince int64 // Unix ns since it is not valid; 0 while valid
@@ -54,35 +83,35 @@ type owned struct {
 	doubtedAt int64
 }
 
-// setOwned and delOwned keep the map (under mmu) and the lock-free key
-// set the event filter reads (it runs under the table's lock, which
-// maintain takes while holding mmu) in step.
-func (e *Engine) setOwned(k table.Key, o *owned) {
-	if _, ok := e.owned[k]; !ok {
-		e.ownedN.Add(1)
+// set and del keep the map (under mu) and the lock-free key set the event
+// filter reads (it runs under the table's lock, which maintain takes
+// while holding mu) in step.
+func (m *Manager) set(k table.Key, o *owned) {
+	if _, ok := m.owned[k]; !ok {
+		m.n.Add(1)
 	}
-	e.owned[k] = o
-	e.ownedKeys.Store(k, struct{}{})
+	m.owned[k] = o
+	m.keys.Store(k, struct{}{})
 }
 
-func (e *Engine) delOwned(k table.Key) {
-	if _, ok := e.owned[k]; ok {
-		e.ownedN.Add(-1)
+func (m *Manager) del(k table.Key) {
+	if _, ok := m.owned[k]; ok {
+		m.n.Add(-1)
 	}
-	delete(e.owned, k)
-	e.ownedKeys.Delete(k)
+	delete(m.owned, k)
+	m.keys.Delete(k)
 }
 
 // trackRecovery measures, for managed entries, the time from the first
 // doubt about the MAC (evidence of another MAC, or the kernel starting to
 // re-validate) to REACHABLE at a new MAC: how long the kernel took to
 // follow a host that moved. It reads table events only.
-func (e *Engine) trackRecovery(ctx context.Context) {
-	sub := e.table.Events().SubscribeFunc(1024, func(ev table.Event) bool {
-		if (ev.Kind != table.KindTransition && ev.Kind != table.KindMismatch) || e.ownedN.Load() == 0 {
+func (m *Manager) trackRecovery(ctx context.Context) {
+	sub := m.table.Events().SubscribeFunc(1024, func(ev table.Event) bool {
+		if (ev.Kind != table.KindTransition && ev.Kind != table.KindMismatch) || m.n.Load() == 0 {
 			return false
 		}
-		_, ok := e.ownedKeys.Load(table.Key{Ifindex: ev.Ifindex, Addr: ev.IP})
+		_, ok := m.keys.Load(table.Key{Ifindex: ev.Ifindex, Addr: ev.IP})
 		return ok
 	})
 	defer sub.Close()
@@ -91,15 +120,15 @@ func (e *Engine) trackRecovery(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case ev := <-sub.C():
-			e.recoveryEvent(&ev)
+			m.recoveryEvent(&ev)
 		}
 	}
 }
 
-func (e *Engine) recoveryEvent(ev *table.Event) {
-	e.mmu.Lock()
-	defer e.mmu.Unlock()
-	o := e.owned[table.Key{Ifindex: ev.Ifindex, Addr: ev.IP}]
+func (m *Manager) recoveryEvent(ev *table.Event) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.owned[table.Key{Ifindex: ev.Ifindex, Addr: ev.IP}]
 	if o == nil || o.pending {
 		return
 	}
@@ -112,7 +141,7 @@ func (e *Engine) recoveryEvent(ev *table.Event) {
 	case ev.To == table.StateReachable && len(ev.LLAddr) > 0:
 		if mac := string(ev.LLAddr); mac != o.mac {
 			if o.mac != "" && o.doubtedAt != 0 {
-				e.c.observeRecovery(time.Duration(at - o.doubtedAt).Seconds())
+				m.c.observeRecovery(time.Duration(at - o.doubtedAt).Seconds())
 			}
 			o.mac = mac
 		}
@@ -137,199 +166,199 @@ func (c *ManageConfig) defaults() {
 
 // adopt takes over the entries a previous run of neighwatch made managed
 // (managed, with its protocol), and no others.
-func (e *Engine) adopt() {
-	entries := e.table.Owned()
+func (m *Manager) adopt() {
+	entries := m.table.Owned()
 	now := time.Now().UnixNano()
-	e.mmu.Lock()
+	m.mu.Lock()
 	for i := range entries {
-		e.setOwned(entries[i].Key, &owned{since: now, mac: entries[i].LLAddr})
+		m.set(entries[i].Key, &owned{since: now, mac: entries[i].LLAddr})
 	}
 	n := len(entries)
-	e.mmu.Unlock()
+	m.mu.Unlock()
 	if n > 0 {
-		e.log.Info("adopted managed entries a previous run made", "entries", n)
+		m.log.Info("adopted managed entries a previous run made", "entries", n)
 	}
 }
 
 // canManage says whether one more entry may be managed and, with
 // reserve, takes its place under the cap (own or disown settle it); a
 // refusal by the cap is counted.
-func (e *Engine) canManage(en *table.Entry, reserve, count bool) bool {
-	if !e.conf().Manage.Supported {
+func (m *Manager) canManage(en *table.Entry, reserve, count bool) bool {
+	if !m.conf().Manage.Supported {
 		return false
 	}
-	e.mmu.Lock()
-	defer e.mmu.Unlock()
-	if _, ok := e.owned[en.Key]; ok {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.owned[en.Key]; ok {
 		return false
 	}
-	if len(e.owned) >= e.conf().Manage.Max {
+	if len(m.owned) >= m.conf().Manage.Max {
 		if count {
-			e.c.manageRefused.Add(1)
+			m.c.manageRefused.Add(1)
 		}
 		return false
 	}
 	if reserve {
-		e.setOwned(en.Key, &owned{since: time.Now().UnixNano(), pending: true})
+		m.set(en.Key, &owned{since: time.Now().UnixNano(), pending: true})
 	}
 	return true
 }
 
 // own settles a reservation: managed now.
-func (e *Engine) own(k table.Key) {
-	cur, _ := e.table.Lookup(k)
-	e.mmu.Lock()
-	e.setOwned(k, &owned{since: time.Now().UnixNano(), mac: cur.LLAddr})
-	e.mmu.Unlock()
+func (m *Manager) own(k table.Key) {
+	cur, _ := m.table.Lookup(k)
+	m.mu.Lock()
+	m.set(k, &owned{since: time.Now().UnixNano(), mac: cur.LLAddr})
+	m.mu.Unlock()
 }
 
 // disown drops a reservation whose manage action did not succeed.
-func (e *Engine) disown(k table.Key) {
-	e.mmu.Lock()
-	if o := e.owned[k]; o != nil && o.pending {
-		e.delOwned(k)
+func (m *Manager) disown(k table.Key) {
+	m.mu.Lock()
+	if o := m.owned[k]; o != nil && o.pending {
+		m.del(k)
 	}
-	e.mmu.Unlock()
+	m.mu.Unlock()
 }
 
-// Managed returns how many entries neighwatch manages.
-func (e *Engine) Managed() int {
-	e.mmu.Lock()
-	defer e.mmu.Unlock()
-	return len(e.owned)
+// Len returns how many entries neighwatch manages.
+func (m *Manager) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.owned)
 }
 
 // release gives one entry back to the kernel's normal life.
-func (e *Engine) release(k table.Key, valid bool, reason string) {
-	err := e.actor.Release(k, valid)
+func (m *Manager) release(k table.Key, valid bool, reason ReleaseReason) {
+	err := m.actor.Release(k, valid)
 	if err != nil && valid {
 		// Not valid after all (it failed meanwhile): delete it.
-		err = e.actor.Release(k, false)
+		err = m.actor.Release(k, false)
 	}
 	lvl := "released managed entry"
 	if err != nil {
-		e.log.Warn("releasing a managed entry failed", "ifindex", k.Ifindex, "ip", k.Addr, "reason", reason, "err", err)
+		m.log.Warn("releasing a managed entry failed", "ifindex", k.Ifindex, "ip", k.Addr, "reason", reason, "err", err)
 		return
 	}
-	e.c.released(reason)
-	e.log.Info(lvl, "interface", e.table.LinkName(k.Ifindex), "ip", k.Addr, "reason", reason)
+	m.c.released(reason)
+	m.log.Info(lvl, "interface", m.table.LinkName(k.Ifindex), "ip", k.Addr, "reason", reason)
 }
 
 // maintain releases what is no longer needed: entries idle, failed past
 // the timeout, or on interfaces no longer watched; everything when
 // remediation is off and ReleaseOnExit is set. It forgets entries that
 // are gone or that someone else took over.
-func (e *Engine) maintain(mode Mode) {
-	if e.actor == nil {
+func (m *Manager) maintain(mode Mode) {
+	if m.actor == nil {
 		return
 	}
 	now := time.Now().UnixNano()
 	type rel struct {
 		k      table.Key
 		valid  bool
-		reason string
+		reason ReleaseReason
 	}
 	var todo []rel
-	e.mmu.Lock()
-	for k, o := range e.owned {
+	m.mu.Lock()
+	for k, o := range m.owned {
 		if o.pending {
 			continue
 		}
-		en, ok := e.table.Lookup(k)
+		en, ok := m.table.Lookup(k)
 		switch {
-		case !ok && e.table.LinkName(k.Ifindex) == "":
+		case !ok && m.table.LinkName(k.Ifindex) == "":
 			// Its interface left the watched set (or is gone: then the
 			// kernel deleted the entry and the release finds nothing).
 			todo = append(todo, rel{k, true, ReleaseUnwatched})
-			e.delOwned(k)
+			m.del(k)
 			continue
 		case !ok || en.Owner() != table.OwnerNeighwatch:
-			e.delOwned(k) // deleted, or someone else changed it
+			m.del(k) // deleted, or someone else changed it
 			continue
-		case mode == ModeOff && e.conf().Manage.ReleaseOnExit:
+		case mode == ModeOff && m.conf().Manage.ReleaseOnExit:
 			todo = append(todo, rel{k, en.State.Valid(), ReleaseOff})
-			e.delOwned(k)
+			m.del(k)
 			continue
 		}
 		if !en.State.Valid() {
 			if o.failedSince == 0 {
 				o.failedSince = now
 			}
-			if now-o.failedSince >= int64(e.conf().Manage.FailedTimeout) {
+			if now-o.failedSince >= int64(m.conf().Manage.FailedTimeout) {
 				todo = append(todo, rel{k, false, ReleaseFailed})
-				e.delOwned(k)
+				m.del(k)
 			}
 			continue
 		}
 		o.failedSince = 0
-		if idle := e.conf().Manage.Idle; idle > 0 && now-max(o.since, en.Observed().LastBypass) >= int64(idle) {
+		if idle := m.conf().Manage.Idle; idle > 0 && now-max(o.since, en.Observed().LastBypass) >= int64(idle) {
 			todo = append(todo, rel{k, true, ReleaseIdle})
-			e.delOwned(k)
+			m.del(k)
 		}
 	}
-	e.mmu.Unlock()
+	m.mu.Unlock()
 	for _, r := range todo {
-		e.release(r.k, r.valid, r.reason)
+		m.release(r.k, r.valid, r.reason)
 	}
 }
 
 // releaseAll gives back every managed entry at shutdown, when configured.
-func (e *Engine) releaseAll() {
-	if e.actor == nil || !e.conf().Manage.ReleaseOnExit {
+func (m *Manager) releaseAll() {
+	if m.actor == nil || !m.conf().Manage.ReleaseOnExit {
 		return
 	}
-	e.mmu.Lock()
-	keys := make([]table.Key, 0, len(e.owned))
-	for k, o := range e.owned {
+	m.mu.Lock()
+	keys := make([]table.Key, 0, len(m.owned))
+	for k, o := range m.owned {
 		if !o.pending {
 			keys = append(keys, k)
 		}
 	}
 	for _, k := range keys {
-		e.delOwned(k)
+		m.del(k)
 	}
-	e.mmu.Unlock()
+	m.mu.Unlock()
 	for _, k := range keys {
-		en, ok := e.table.Lookup(k)
-		e.release(k, !ok || en.State.Valid(), ReleaseExit)
+		en, ok := m.table.Lookup(k)
+		m.release(k, !ok || en.State.Valid(), ReleaseExit)
 	}
 }
 
-// runManaged adopts, then maintains the managed entries until ctx ends.
-func (e *Engine) runManaged(ctx context.Context) {
-	if !e.conf().Manage.Supported {
+// run adopts, then maintains the managed entries until ctx ends.
+func (m *Manager) run(ctx context.Context) {
+	if !m.conf().Manage.Supported {
 		return
 	}
-	e.adopt()
-	go e.trackRecovery(ctx)
-	t := time.NewTicker(e.conf().Manage.Interval)
+	m.adopt()
+	go m.trackRecovery(ctx)
+	t := time.NewTicker(m.conf().Manage.Interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			e.releaseAll()
+			m.releaseAll()
 			return
 		case <-t.C:
-			e.maintain(e.Mode())
+			m.maintain(m.mode())
 		}
 	}
 }
 
-// awaitManaged waits until the table shows the entry managed by
-// neighwatch.
-func (e *Engine) awaitManaged(ctx context.Context, ch <-chan table.Event, k table.Key) Outcome {
-	t := time.NewTimer(e.conf().KernelTimeout)
-	defer t.Stop()
-	for {
-		if cur, ok := e.table.Lookup(k); ok && cur.Owner() == table.OwnerNeighwatch {
-			return OutcomeManaged
-		}
-		select {
-		case <-ctx.Done():
-			return OutcomeNoChange
-		case <-ch:
-		case <-t.C:
-			return OutcomeFailed
-		}
+// holding marks a managed entry pending while fn runs: between the
+// actor's two requests of a repoint the entry is briefly not managed,
+// and maintain must not forget it.
+func (m *Manager) holding(k table.Key, fn func() error) error {
+	m.mu.Lock()
+	o := m.owned[k]
+	if o != nil {
+		o.pending = true
 	}
+	m.mu.Unlock()
+	err := fn()
+	m.mu.Lock()
+	if o != nil {
+		o.pending = false
+	}
+	m.mu.Unlock()
+	return err
 }

@@ -44,8 +44,8 @@ func TestManageFirstAndCapped(t *testing.T) {
 	if !slices.ContainsFunc(fa.Calls(), func(c string) bool { return len(c) > 5 && c[:5] == "probe" }) {
 		t.Errorf("the refused entry got no other strategy: %v", fa.Calls())
 	}
-	if e.Managed() != 2 {
-		t.Errorf("Managed() = %d", e.Managed())
+	if e.managed.Len() != 2 {
+		t.Errorf("Managed() = %d", e.managed.Len())
 	}
 }
 
@@ -74,8 +74,8 @@ func TestManageDefaultOrder(t *testing.T) {
 // TestManageReleases: idle entries, failed ones past the timeout, and
 // everything on remediation off are released, each counted by reason.
 func TestManageReleases(t *testing.T) {
-	for _, reason := range []string{ReleaseIdle, ReleaseFailed, ReleaseOff} {
-		t.Run(reason, func(t *testing.T) {
+	for _, reason := range []ReleaseReason{ReleaseIdle, ReleaseFailed, ReleaseOff} {
+		t.Run(string(reason), func(t *testing.T) {
 			tb := staleTable(1)
 			fa := &fakeActor{t: tb, answerAt: -1}
 			cfg := manageConfig(10)
@@ -89,7 +89,7 @@ func TestManageReleases(t *testing.T) {
 			e := New(cfg, tb, fa, nil)
 			stop := runEngine(t, e)
 			defer stop()
-			lab.WaitFor(t, 5*time.Second, "a managed entry", func() bool { return e.Managed() == 1 })
+			lab.WaitFor(t, 5*time.Second, "a managed entry", func() bool { return e.managed.Len() == 1 })
 			// Do not manage it again once released.
 			e.SetMode(ModeDryRun)
 			k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
@@ -101,7 +101,7 @@ func TestManageReleases(t *testing.T) {
 			case ReleaseOff:
 				e.SetMode(ModeOff)
 			}
-			lab.WaitFor(t, 5*time.Second, "a release for "+reason, func() bool { return e.Stats().Releases[reason] == 1 })
+			lab.WaitFor(t, 5*time.Second, "a release for "+string(reason), func() bool { return e.Stats().Releases[reason] == 1 })
 			if n := owners(tb)[table.OwnerNeighwatch]; n != 0 {
 				t.Errorf("%d entries still managed after the release", n)
 			}
@@ -126,7 +126,7 @@ func TestManageAdoptsOnlyItsOwn(t *testing.T) {
 	cfg.Manage.ReleaseOnExit = true
 	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
-	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.Managed() == 1 })
+	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.managed.Len() == 1 })
 	stop()
 	if got := fa.Calls(); len(got) != 1 || got[0] != "release 10.0.0.1" {
 		t.Fatalf("calls = %v, want only the release of its own entry", got)

@@ -105,27 +105,54 @@ type Filter struct {
 	AllowCIDRs, DenyCIDRs         []netip.Prefix
 }
 
-// Skip reasons: why an entry is not acted on.
+// SkipReason says why the policy leaves an entry alone.
+type SkipReason uint8
+
+// Skip reasons.
 const (
-	SkipNotStale     = "not-stale"
-	SkipNotLong      = "not-stale-long"
-	SkipNoEvidence   = "no-evidence" // stale-long, nothing else known; scope stuck or at-risk
-	SkipAtRisk       = "at-risk"     // at-risk, scope stuck
-	SkipPermanent    = "permanent"
-	SkipNoARP        = "noarp"
-	SkipManaged      = "managed"
-	SkipExternLearn  = "extern-learn"
-	SkipInterface    = "interface-filtered"
-	SkipCIDR         = "cidr-filtered"
-	SkipModeOff      = "mode-off"
-	SkipNoLinkLayer  = "no-lladdr"
-	SkipLoopbackAddr = "special-address"
+	NotSkipped      SkipReason = iota // the policy acts
+	SkipModeOff                       // remediation is off
+	SkipPermanent                     // PERMANENT: the administrator's
+	SkipNoARP                         // NOARP: the kernel's
+	SkipManaged                       // managed by the kernel or another agent, or by neighwatch with its host in place
+	SkipExternLearn                   // extern_learn: another agent's
+	SkipNotStale                      // not STALE
+	SkipNoLinkLayer                   // no link-layer address
+	SkipSpecialAddr                   // not a unicast address (loopback, multicast, unspecified)
+	SkipInterface                     // the interface filters leave it out
+	SkipCIDR                          // the prefix filters leave it out
+	SkipNotLong                       // STALE, not yet stale-long
+	SkipAtRisk                        // at-risk, the scope is stuck
+	SkipNoEvidence                    // stale-long, nothing else known; the scope is stuck or at-risk
+	numSkipReasons
 )
+
+var skipNames = [numSkipReasons]string{"", "mode-off", "permanent", "noarp", "managed", "extern-learn", "not-stale", "no-lladdr",
+	"special-address", "interface-filtered", "cidr-filtered", "not-stale-long", "at-risk", "no-evidence"}
+
+// String returns the reason's label ("not-stale-long").
+func (r SkipReason) String() string {
+	if r < numSkipReasons {
+		return skipNames[r]
+	}
+	return "unknown"
+}
+
+// SkipReasons lists every reason to skip.
+func SkipReasons() []SkipReason {
+	out := make([]SkipReason, 0, numSkipReasons-1)
+	for r := SkipModeOff; r < numSkipReasons; r++ {
+		out = append(out, r)
+	}
+	return out
+}
 
 // Decision is the policy's verdict on one entry.
 type Decision struct {
-	Act    bool
-	Reason string // why it acts (evidence) or why not (a Skip reason)
+	Act bool
+	// Skip says why not, when it does not act; Evidence why it does.
+	Skip     SkipReason
+	Evidence string
 	// Prevent: an at-risk entry outside the repair scope, a candidate for
 	// prevention (the manage strategy) only.
 	Prevent bool
@@ -133,6 +160,14 @@ type Decision struct {
 	// MAC; the kernel would follow only after its reachable time, so a
 	// repair strategy (probe, kick, flush) acts at once.
 	Moved bool
+}
+
+// Reason is the evidence an action rests on, or the reason to skip.
+func (d Decision) Reason() string {
+	if d.Act {
+		return d.Evidence
+	}
+	return d.Skip.String()
 }
 
 // Policy is what Decide weighs an entry against.
@@ -155,50 +190,50 @@ func Decide(e *table.Entry, ifname string, p Policy) Decision {
 	moved := false
 	switch {
 	case p.Mode == ModeOff:
-		return Decision{Reason: SkipModeOff}
+		return Decision{Skip: SkipModeOff}
 	case e.State == table.StatePermanent:
-		return Decision{Reason: SkipPermanent}
+		return Decision{Skip: SkipPermanent}
 	case e.State == table.StateNoARP:
-		return Decision{Reason: SkipNoARP}
+		return Decision{Skip: SkipNoARP}
 	case e.FlagsExt&table.FlagExtManaged != 0:
 		if e.Owner() != table.OwnerNeighwatch || !e.State.Valid() || e.DisputingMAC() == "" {
-			return Decision{Reason: SkipManaged}
+			return Decision{Skip: SkipManaged}
 		}
 		moved = true
 	case e.Flags&table.FlagExtLearned != 0:
-		return Decision{Reason: SkipExternLearn}
+		return Decision{Skip: SkipExternLearn}
 	case e.State != table.StateStale:
-		return Decision{Reason: SkipNotStale}
+		return Decision{Skip: SkipNotStale}
 	}
 	switch {
 	case e.LLAddr == "":
-		return Decision{Reason: SkipNoLinkLayer}
+		return Decision{Skip: SkipNoLinkLayer}
 	case !e.Addr.IsGlobalUnicast() && !e.Addr.IsLinkLocalUnicast():
-		return Decision{Reason: SkipLoopbackAddr}
+		return Decision{Skip: SkipSpecialAddr}
 	}
 	if f := p.Filter; f != nil {
 		if !(table.Selector{Include: f.Interfaces, Exclude: f.ExcludeInterfaces}).Match(ifname) {
-			return Decision{Reason: SkipInterface}
+			return Decision{Skip: SkipInterface}
 		}
 		if !cidrAllowed(e.Addr, f.AllowCIDRs, f.DenyCIDRs) {
-			return Decision{Reason: SkipCIDR}
+			return Decision{Skip: SkipCIDR}
 		}
 	}
 	if moved {
-		return Decision{Act: true, Moved: true, Reason: "managed-moved:" + evidenceList(e)}
+		return Decision{Act: true, Moved: true, Evidence: "managed-moved:" + evidenceList(e)}
 	}
 	c := e.Class()
 	switch {
 	case c == table.ClassOK:
-		return Decision{Reason: SkipNotLong}
+		return Decision{Skip: SkipNotLong}
 	case c >= p.Scope.MinClass():
-		return Decision{Act: true, Reason: reason(e)}
+		return Decision{Act: true, Evidence: reason(e)}
 	case c == table.ClassAtRisk && p.Prevent:
-		return Decision{Act: true, Prevent: true, Reason: reason(e)}
+		return Decision{Act: true, Prevent: true, Evidence: reason(e)}
 	case c == table.ClassAtRisk:
-		return Decision{Reason: SkipAtRisk}
+		return Decision{Skip: SkipAtRisk}
 	}
-	return Decision{Reason: SkipNoEvidence}
+	return Decision{Skip: SkipNoEvidence}
 }
 
 // MinClass is the least harmful class a policy acts on.

@@ -66,7 +66,7 @@ func TestDecide(t *testing.T) {
 		scope   Scope
 		filter  *Filter
 		act     bool
-		reason  string
+		reason  any // the evidence (a string) when it acts, the SkipReason when not
 		prevent bool // the manage strategy is available
 	}{
 		{"stuck by mismatch acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp", false},
@@ -90,7 +90,7 @@ func TestDecide(t *testing.T) {
 		{"cidr not allowed", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}}, false, SkipCIDR, false},
 		{"cidr allowed", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, true, "stuck:arp", false},
 		{"ipv6 stuck", entrySpec{ip: "fd00::2", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp", false},
-		{"multicast never", entrySpec{ip: "ff02::1", state: table.StateStale, bypass: 1}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipLoopbackAddr, false},
+		{"multicast never", entrySpec{ip: "ff02::1", state: table.StateStale, bypass: 1}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipSpecialAddr, false},
 		// Prevention does not depend on the repair scope.
 		{"at-risk, scope stuck, manage available: prevention", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, true, "at-risk:bypass", true},
 		{"stale-long, manage available: nothing to prevent", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeStuck, nil, false, SkipNoEvidence, true},
@@ -105,7 +105,11 @@ func TestDecide(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := entry(t, tt.e)
 			d := Decide(&e, tt.ifname, Policy{Mode: tt.mode, Scope: tt.scope, Prevent: tt.prevent, Filter: tt.filter})
-			if d.Act != tt.act || d.Reason != tt.reason || d.Prevent != (tt.act && tt.prevent && e.Class() == table.ClassAtRisk && tt.scope == ScopeStuck) {
+			got := any(d.Skip)
+			if d.Act {
+				got = d.Evidence
+			}
+			if d.Act != tt.act || got != tt.reason || d.Prevent != (tt.act && tt.prevent && e.Class() == table.ClassAtRisk && tt.scope == ScopeStuck) {
 				t.Fatalf("Decide = %+v, want act=%v reason=%q (class %v)", d, tt.act, tt.reason, e.Class())
 			}
 		})
@@ -160,5 +164,19 @@ func TestInert(t *testing.T) {
 	}
 	if f, w := Inert(Config{Mode: ModeOff, Strategies: []Strategy{StrategySwap}}, false); f != nil || w != nil {
 		t.Errorf("remediation off: %v %v; nothing to say", f, w)
+	}
+}
+
+// TestSkipReasonNames: every reason has its own label.
+func TestSkipReasonNames(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range SkipReasons() {
+		if n := r.String(); n == "" || n == "unknown" || seen[n] {
+			t.Errorf("reason %d: label %q empty, unknown or taken", r, n)
+		}
+		seen[r.String()] = true
+	}
+	if len(seen) != int(numSkipReasons)-1 {
+		t.Errorf("%d labels for %d reasons", len(seen), numSkipReasons-1)
 	}
 }

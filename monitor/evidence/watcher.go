@@ -83,54 +83,6 @@ type HostStats struct {
 	ListenersRunning, Wanted int    // listeners open, and wanted
 }
 
-// host is what was seen of one IP on one interface: the MAC it last
-// answered from, and the one before it.
-type host struct {
-	mac     string
-	at      int64 // last seen at mac
-	prev    string
-	changed int64 // when mac replaced prev
-
-	key          table.Key
-	newer, older *host // in the recency list
-}
-
-// Verdict is what one observation says about its host.
-type Verdict uint8
-
-// Verdicts.
-const (
-	Same     Verdict = iota // the MAC it was last seen at, or the first sighting
-	Move                    // a new MAC: the host moved (one change is a move, not a duplicate)
-	Conflict                // back to the MAC it left within the window: two MACs answering in turn
-)
-
-func (v Verdict) String() string {
-	switch v {
-	case Move:
-		return "move"
-	case Conflict:
-		return "conflict"
-	}
-	return "same"
-}
-
-// observe applies one sighting of mac at now to h. Two MACs that answer in
-// turn within window (A, B, A: arpwatch's "flip flop"), or both keep
-// answering, are a conflict; a single change is a move.
-func (h *host) observe(mac string, now, window int64) Verdict {
-	switch {
-	case h.mac == "" || mac == h.mac:
-		h.mac, h.at = mac, now
-		return Same
-	case mac == h.prev && now-h.changed < window:
-		h.prev, h.mac, h.at, h.changed = h.mac, mac, now, now
-		return Conflict
-	}
-	h.prev, h.mac, h.at, h.changed = h.mac, mac, now, now
-	return Move
-}
-
 type listenerKey struct {
 	ifindex int32
 	ndp     bool
@@ -185,9 +137,7 @@ type Watcher struct {
 	dirty     map[int32]bool        // links whose listeners may not match
 	retries   map[listenerKey]retry // per listener: ARP and NDP fail and recover apart
 	listeners map[listenerKey]*listener
-	hosts     map[table.Key]*host
-	newest    *host // the recency list: newest ... oldest
-	oldest    *host
+	hosts     *hostLRU
 	counters  map[int32]*ifCounters
 	disabled  error
 
@@ -220,7 +170,7 @@ func New(cfg Config, t *table.Table) *Watcher {
 		dirty:     make(map[int32]bool),
 		retries:   make(map[listenerKey]retry),
 		listeners: make(map[listenerKey]*listener),
-		hosts:     make(map[table.Key]*host),
+		hosts:     newHostLRU(cfg.MaxHosts),
 		counters:  make(map[int32]*ifCounters),
 	}
 }
@@ -271,7 +221,7 @@ func (w *Watcher) HostStats() HostStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return HostStats{
-		Hosts: len(w.hosts), EvictedFull: w.evictedFull.Load(), EvictedAged: w.evictedAged.Load(),
+		Hosts: w.hosts.len(), EvictedFull: w.evictedFull.Load(), EvictedAged: w.evictedAged.Load(),
 		ListenerFailures: w.failures.Load(), ListenersRunning: len(w.listeners), Wanted: 2 * len(w.links),
 	}
 }
@@ -294,8 +244,8 @@ func (w *Watcher) Listening(ndp bool) []int32 {
 func (w *Watcher) Seen(ifindex int32, ip netip.Addr) (net.HardwareAddr, time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	h, ok := w.hosts[table.Key{Ifindex: ifindex, Addr: ip}]
-	if !ok {
+	h := w.hosts.lookup(table.Key{Ifindex: ifindex, Addr: ip})
+	if h == nil {
 		return nil, time.Time{}, false
 	}
 	return net.HardwareAddr(h.mac), time.Unix(0, h.at), true
@@ -334,12 +284,7 @@ func (w *Watcher) ForgetLink(ifindex int32) {
 	delete(w.retries, listenerKey{ifindex, false})
 	delete(w.retries, listenerKey{ifindex, true})
 	delete(w.counters, ifindex)
-	for k, h := range w.hosts {
-		if k.Ifindex == ifindex {
-			w.unlinkLocked(h)
-			delete(w.hosts, k)
-		}
-	}
+	w.hosts.forgetLink(ifindex)
 	w.dirty[ifindex] = true
 	w.mu.Unlock()
 	w.poke()
@@ -511,46 +456,11 @@ func (w *Watcher) countersLocked(ifindex int32) *ifCounters {
 	return c
 }
 
-// The recency list of hosts: touch moves h to the newest end.
-func (w *Watcher) unlinkLocked(h *host) {
-	if h.newer != nil {
-		h.newer.older = h.older
-	} else if w.newest == h {
-		w.newest = h.older
-	}
-	if h.older != nil {
-		h.older.newer = h.newer
-	} else if w.oldest == h {
-		w.oldest = h.newer
-	}
-	h.newer, h.older = nil, nil
-}
-
-func (w *Watcher) touchLocked(h *host) {
-	if w.newest == h {
-		return
-	}
-	w.unlinkLocked(h)
-	h.older = w.newest
-	if w.newest != nil {
-		w.newest.newer = h
-	}
-	w.newest = h
-	if w.oldest == nil {
-		w.oldest = h
-	}
-}
-
 // expire forgets the hosts not seen for HostTTL.
 func (w *Watcher) expire(now time.Time) {
-	limit := now.Add(-w.cfg.HostTTL).UnixNano()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for h := w.oldest; h != nil && h.at <= limit; h = w.oldest {
-		w.unlinkLocked(h)
-		delete(w.hosts, h.key)
-		w.evictedAged.Add(1)
-	}
+	w.evictedAged.Add(uint64(w.hosts.expire(now.Add(-w.cfg.HostTTL).UnixNano())))
 }
 
 // Observe records one observation: counts it, detects conflicts and hands
@@ -562,20 +472,12 @@ func (w *Watcher) Observe(ifindex int32, o Observation, now time.Time) {
 	w.mu.Lock()
 	c := w.countersLocked(ifindex)
 	c.packets[o.Kind].Add(1)
-	h := w.hosts[k]
-	if h == nil {
-		if len(w.hosts) >= w.cfg.MaxHosts && w.oldest != nil {
-			old := w.oldest
-			w.unlinkLocked(old)
-			delete(w.hosts, old.key)
-			w.evictedFull.Add(1)
-		}
-		h = &host{key: k}
-		w.hosts[k] = h
+	h, evicted := w.hosts.get(k)
+	if evicted {
+		w.evictedFull.Add(1)
 	}
 	was := h.mac
 	verdict := h.observe(mac, nanos, int64(w.cfg.ConflictWindow))
-	w.touchLocked(h)
 	w.mu.Unlock()
 	switch verdict {
 	case Move:
