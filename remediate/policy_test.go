@@ -66,7 +66,7 @@ func TestDecide(t *testing.T) {
 		scope   Scope
 		filter  *Filter
 		act     bool
-		reason  any // the evidence (a string) when it acts, the SkipReason when not
+		reason  any  // the evidence (a string) when it acts, the SkipReason when not
 		prevent bool // the manage strategy is available
 	}{
 		{"stuck by mismatch acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp", false},
