@@ -140,7 +140,7 @@ func TestImageIsVersion(t *testing.T) {
 	if got, want := ds.Spec.Template.Spec.Containers[0].Image, Image+":"+v; got != want {
 		t.Fatalf("the DaemonSet runs %s, make image builds %s", got, want)
 	}
-	if !bytes.Contains(read(t, "CHANGELOG.md"), []byte("\n## "+v+" ")) {
+	if !bytes.Contains(read(t, "CHANGELOG.md"), []byte("\n## ["+v+"] - ")) {
 		t.Errorf("CHANGELOG.md has no section for %s", v)
 	}
 }
