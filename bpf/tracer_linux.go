@@ -163,7 +163,7 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	t.loaders = append(t.loaders, l)
 
 	t.loadNeighbourHooks(l, spec)
-	t.loadBypass(l, spec, opts)
+	t.loadBypass(l, opts)
 	t.loadSource(l)
 
 	// The per-packet hooks start detached: the caller attaches them
@@ -264,7 +264,7 @@ func joinKeys(m map[string]bool) string {
 // loadBypass loads what counts bypass packets: the fentry programs on the
 // redirect helpers (fentry or auto mode) where the kernel takes them,
 // else the transmit hook. Either needs the state mirror.
-func (t *Tracer) loadBypass(l *progLoader, spec *ebpf.CollectionSpec, opts TracerOptions) {
+func (t *Tracer) loadBypass(l *progLoader, opts TracerOptions) {
 	if t.objs.TrUpdateDone == nil {
 		why := "needs the neighbour state mirror, whose neigh_update_done hook the kernel refused"
 		t.features[FeatureBypass] = FeatureStatus{Feature: FeatureBypass, Why: why}
@@ -551,8 +551,6 @@ func (t *Tracer) SetHooks(bypass, source bool) error {
 	defer t.mu.Unlock()
 	return t.setHooksLocked(bypass, source)
 }
-
-func (t *Tracer) setPerPacketLocked(on bool) error { return t.setHooksLocked(on, on) }
 
 func (t *Tracer) setHooksLocked(on, source bool) error {
 	if any := on || source; any != t.perPacket {

@@ -283,7 +283,7 @@ func cidrAllowed(a netip.Addr, allow, deny []netip.Prefix) bool {
 // all for a reason the configuration alone decides (the kernel's lack of
 // managed neighbours only warns: one configuration serves a fleet of
 // kernels).
-func Inert(c Config, swapPossible bool) (fatal error, warnings []string) {
+func Inert(c Config, swapPossible bool) (warnings []string, fatal error) {
 	if c.Mode == ModeOff {
 		return nil, nil
 	}
@@ -300,9 +300,9 @@ func Inert(c Config, swapPossible bool) (fatal error, warnings []string) {
 	}
 	if usable == 0 {
 		if !slices.Contains(c.Strategies, StrategyManage) {
-			return fmt.Errorf("--remediation.strategies %s can never act: %s", joinStrategies(c.Strategies), strings.Join(warnings, "; ")), nil
+			return nil, fmt.Errorf("--remediation.strategies %s can never act: %s", joinStrategies(c.Strategies), strings.Join(warnings, "; "))
 		}
-		return nil, warnings
+		return warnings, nil
 	}
 	repair := false
 	for _, s := range c.Strategies {
@@ -311,7 +311,7 @@ func Inert(c Config, swapPossible bool) (fatal error, warnings []string) {
 	if !repair {
 		warnings = append(warnings, "--remediation.strategies "+joinStrategies(c.Strategies)+": stuck entries are never repaired (manage only keeps at-risk entries fresh); add probe")
 	}
-	return nil, warnings
+	return warnings, nil
 }
 
 func joinStrategies(ss []Strategy) string {

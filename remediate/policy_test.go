@@ -156,13 +156,13 @@ func TestInert(t *testing.T) {
 		{"swap with datapath auto", []Strategy{StrategySwap}, true, true, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fatal, warns := Inert(Config{Mode: ModeOn, Strategies: tc.strategies, Manage: ManageConfig{Supported: tc.supported}}, tc.swap)
+			warns, fatal := Inert(Config{Mode: ModeOn, Strategies: tc.strategies, Manage: ManageConfig{Supported: tc.supported}}, tc.swap)
 			if (fatal != nil) != tc.fatal || len(warns) != tc.warnings {
 				t.Fatalf("fatal %v, warnings %q; want fatal %v and %d warnings", fatal, warns, tc.fatal, tc.warnings)
 			}
 		})
 	}
-	if f, w := Inert(Config{Mode: ModeOff, Strategies: []Strategy{StrategySwap}}, false); f != nil || w != nil {
+	if w, f := Inert(Config{Mode: ModeOff, Strategies: []Strategy{StrategySwap}}, false); f != nil || w != nil {
 		t.Errorf("remediation off: %v %v; nothing to say", f, w)
 	}
 }

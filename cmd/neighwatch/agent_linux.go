@@ -237,7 +237,7 @@ func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 		},
 		Logger: log,
 	}
-	fatal, inert := remediate.Inert(cfg.Remediation, auto)
+	inert, fatal := remediate.Inert(cfg.Remediation, auto)
 	if fatal != nil {
 		return nil, errUsage{fatal}
 	}

@@ -28,9 +28,8 @@ type options struct {
 	list []*option
 }
 
-func (o *options) add(op *option) *option {
+func (o *options) add(op *option) {
 	o.list = append(o.list, op)
-	return op
 }
 
 // lookup returns the option called name, or nil.

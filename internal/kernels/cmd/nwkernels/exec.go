@@ -25,7 +25,7 @@ func execIn(ctx context.Context, args []string) error {
 		return err
 	}
 	if fs.NArg() < 2 || (fs.NArg() == 2 && fs.Arg(1) == "--") {
-		return errors.New("usage: nwkernels exec [--dir D] SERIES CMD...")
+		return errors.New("usage: nwkernels exec [--dir D] SERIES CMD [ARG]")
 	}
 	k, ok := kernels.Lookup(fs.Arg(0))
 	if !ok {
