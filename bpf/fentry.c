@@ -109,10 +109,37 @@ int BPF_PROG(fe_skb_fib, __u64 skb, __u64 params, __u64 plen, __u64 flags, __u64
 	return 0;
 }
 
+// xdp_source looks at the frame an XDP forwarder asked the FIB about: its
+// source address (as the forwarder filled in the lookup) and its Ethernet
+// source. A frame the forwarder redirects never reaches tc ingress, where
+// tr_source would see it, so for a host whose own packets an XDP program
+// forwards this is where source-MAC evidence comes from.
+static __always_inline void xdp_source(struct xdp_buff *xdp, struct net_device *dev, __u64 params)
+{
+	if (!dev || !in_netns(dev))
+		return;
+	struct bpf_fib_lookup p;
+	if (bpf_probe_read_kernel(&p, sizeof(p), (void *)params))
+		return;
+	struct nkey k = {.ifindex = BPF_CORE_READ(dev, ifindex), .family = p.family};
+	if (p.family == AF_INET)
+		__builtin_memcpy(k.addr, &p.ipv4_src, sizeof(p.ipv4_src));
+	else if (p.family == AF_INET6)
+		__builtin_memcpy(k.addr, p.ipv6_src, sizeof(p.ipv6_src));
+	else
+		return;
+	struct ethhdr eth;
+	if (bpf_probe_read_kernel(&eth, sizeof(eth), BPF_CORE_READ(xdp, data)))
+		return;
+	sight(&k, eth.h_source);
+}
+
 SEC("fexit/bpf_xdp_fib_lookup")
 int BPF_PROG(fe_xdp_fib, __u64 xdp, __u64 params, __u64 plen, __u64 flags, __u64 a5, long ret)
 {
-	after_fib(BPF_CORE_READ((struct xdp_buff *)xdp, rxq, dev), params, ret);
+	struct net_device *dev = BPF_CORE_READ((struct xdp_buff *)xdp, rxq, dev);
+	xdp_source((struct xdp_buff *)xdp, dev, params);
+	after_fib(dev, params, ret);
 	return 0;
 }
 

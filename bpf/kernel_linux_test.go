@@ -1,12 +1,14 @@
 package bpf
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -217,7 +219,9 @@ func attachProject(mode Mode) func(t *testing.T, l *lab.Lab) func() {
 // fentry mode, each redirect helper's calls by the state of the neighbour
 // the lookup before it resolved, and a bypass hit for each packet sent to
 // the STALE entry past the neighbour subsystem; in xmit mode, the same
-// hits for what leaves through the transmit path. On a kernel that
+// hits for what leaves through the transmit path. The packets go in two
+// halves with a new epoch between them, and the hits are announced in
+// each (the agent reads only announced counters). On a kernel that
 // refuses fentry the fallback is named and xmit mode is checked alone.
 func TestTracerCountsEachHelper(t *testing.T) {
 	lab.Require(t)
@@ -270,6 +274,9 @@ type helperLab struct {
 	tr   *Tracer
 	mac  net.HardwareAddr
 	key  HitKey
+
+	mu        sync.Mutex
+	announced int // SRC_HIT announcements of key
 }
 
 func newHelperLab(t *testing.T, mode TracerMode) *helperLab {
@@ -306,7 +313,26 @@ func newHelperLab(t *testing.T, mode TracerMode) *helperLab {
 		t.Fatal(err)
 	}
 	h.key = HitKey{Ifindex: n0, Addr: lab.ClientIP}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = h.tr.ReadTransitions(ctx, func(tr SilentTransition) {
+			if tr.Source == SourceHit && tr.Key == h.key {
+				h.mu.Lock()
+				h.announced++
+				h.mu.Unlock()
+			}
+		}, func(error) {})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
 	return h
+}
+
+func (h *helperLab) announcements() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.announced
 }
 
 // count runs one forwarder and returns what the tracer counted.
@@ -327,9 +353,25 @@ func (h *helperLab) count(t *testing.T, hc helperCase, n int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sent, err := h.Backend.SendUDP(lab.ClientIP, 9, n)
-	if err != nil || sent != n {
-		t.Fatalf("sent %d of %d: %v", sent, n, err)
+	announced0 := h.announcements()
+	for half := range 2 {
+		if half == 1 {
+			if err := h.tr.BumpEpoch(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sent, err := h.Backend.SendUDP(lab.ClientIP, 9, n/2)
+		if err != nil || sent != n/2 {
+			t.Fatalf("sent %d of %d: %v", sent, n/2, err)
+		}
+		if half == 0 {
+			// Every packet of the first half counted (and announced)
+			// before the epoch changes.
+			lab.WaitFor(t, lab.Patience(5*time.Second), "the first half counted", func() bool {
+				hs, err := h.tr.Hits()
+				return err == nil && (hs[h.key] >= hits0[h.key]+uint64(n/2) || !hc.bypass || (h.mode != TracerFentry && !hc.xmitSees))
+			})
+		}
 	}
 	wantHits := 0
 	if hc.bypass && (h.mode == TracerFentry || hc.xmitSees) {
@@ -362,6 +404,10 @@ func (h *helperLab) count(t *testing.T, hc helperCase, n int) string {
 	if hits != uint64(wantHits) {
 		t.Errorf("%d bypass hits for the STALE entry, want %d", hits, wantHits)
 	}
+	if wantHits > 0 {
+		// At least once in each of the two epochs.
+		lab.WaitFor(t, lab.Patience(5*time.Second), "the hits announced in both epochs", func() bool { return h.announcements()-announced0 >= 2 })
+	}
 	if h.mode != TracerFentry {
 		return fmt.Sprintf("hits %d", hits)
 	}
@@ -390,4 +436,84 @@ func (h *helperLab) count(t *testing.T, hc helperCase, n int) string {
 
 func calls(after, before RedirectCounts, h Helper) uint64 {
 	return after[h].Stale + after[h].Other - before[h].Stale - before[h].Other
+}
+
+// TestTracerIgnoresOtherNamespaces: ifindexes and addresses repeat across
+// namespaces, so the tracer counts only packets of the namespace it
+// mirrors. Two labs made alike have the same keys; traffic through a
+// bpf_redirect() forwarder to the STALE entry of the second lab's node is
+// not a hit on the first's, in xmit and (where the kernel allows it)
+// fentry mode.
+func TestTracerIgnoresOtherNamespaces(t *testing.T) {
+	lab.Require(t)
+	modes := []TracerMode{TracerXmit}
+	if !lockedDown(t) {
+		modes = append(modes, TracerFentry)
+	}
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			mirrored := newHelperLab(t, mode) // the tracer mirrors this lab's node
+			other := lab.New(t, "ons")
+			n0, err := other.Node.Ifindex(lab.NodeClientIf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n0 != mirrored.key.Ifindex {
+				t.Fatalf("the labs' client interfaces are %d and %d: the test needs equal keys", mirrored.key.Ifindex, n0)
+			}
+			mac, err := other.Client.MAC(lab.ClientIf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Backend.Ping(lab.NodeBackendIP, 1, 2*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range []struct {
+				l   *lab.Lab
+				mac net.HardwareAddr
+			}{{mirrored.Lab, mirrored.mac}, {other, mac}} {
+				if err := l.l.Node.SetNeigh(lab.NodeClientIf, lab.ClientIP, l.mac, "stale"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !mirrored.tr.Mirrored(mirrored.key) {
+				t.Fatal("the mirrored lab's STALE entry is not in the in-kernel mirror")
+			}
+			detach := attachFwd(fwd.TC, fwd.Options{})(t, other)
+			defer detach()
+			before, err := mirrored.tr.Redirects()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, tx0, err := other.Node.LinkStats(lab.NodeClientIf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 100
+			if sent, err := other.Backend.SendUDP(lab.ClientIP, 9, n); err != nil || sent != n {
+				t.Fatalf("sent %d of %d: %v", sent, n, err)
+			}
+			// Every packet has left the other node (the transmit hook has
+			// run for each) and, in fentry mode, every bpf_redirect() call
+			// was seen (fe_redirects counts them all): the hits are final.
+			lab.WaitFor(t, lab.Patience(5*time.Second), "the packets forwarded", func() bool {
+				_, tx, err := other.Node.LinkStats(lab.NodeClientIf)
+				if err != nil || tx < tx0+n {
+					return false
+				}
+				if mode != TracerFentry {
+					return true
+				}
+				after, err := mirrored.tr.Redirects()
+				return err == nil && calls(after, before, HelperRedirect) >= n
+			})
+			hs, err := mirrored.tr.Hits()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hs[mirrored.key] != 0 {
+				t.Errorf("%d hits on the mirrored lab's entry for another namespace's traffic", hs[mirrored.key])
+			}
+		})
+	}
 }

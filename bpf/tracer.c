@@ -294,18 +294,7 @@ int tr_source(struct __sk_buff *skb)
 	} else {
 		return TC_ACT_UNSPEC;
 	}
-	if (!source_bloom[source_slot(k.ifindex, k.family, (__u32 *)k.addr)])
-		return TC_ACT_UNSPEC;
-	stat_inc(ST_SOURCE_LOOKUPS);
-	struct cand *c = bpf_map_lookup_elem(&source_candidates, &k);
-	if (!c || mac_eq(c->mac, eth->h_source))
-		return TC_ACT_UNSPEC;
-	__builtin_memcpy(c->seen, eth->h_source, ETH_ALEN);
-	__sync_fetch_and_add(&c->packets, 1);
-	if (c->epoch != epoch) {
-		c->epoch = epoch;
-		announce(&k, SRC_SIGHTING, eth->h_source);
-	}
+	sight(&k, eth->h_source);
 	return TC_ACT_UNSPEC; // on to the next program, or the stack
 }
 

@@ -60,6 +60,7 @@ struct xdp_rxq_info {
 } __attribute__((preserve_access_index));
 
 struct xdp_buff {
+	void *data;
 	struct xdp_rxq_info *rxq;
 } __attribute__((preserve_access_index));
 
@@ -303,6 +304,25 @@ static __always_inline void announce(const struct nkey *k, __u8 source, const __
 	if (mac)
 		__builtin_memcpy(ev->mac, mac, 6);
 	bpf_ringbuf_submit(ev, 0);
+}
+
+/* sight records a packet from a candidate's address (k: the interface
+ * it arrived on and its source) sent from src: evidence when src is not
+ * the candidate's MAC. Announced once per epoch. */
+static __always_inline void sight(const struct nkey *k, const __u8 *src)
+{
+	if (!source_bloom[source_slot(k->ifindex, k->family, (const __u32 *)k->addr)])
+		return;
+	stat_inc(ST_SOURCE_LOOKUPS);
+	struct cand *c = bpf_map_lookup_elem(&source_candidates, k);
+	if (!c || mac_eq(c->mac, src))
+		return;
+	__builtin_memcpy(c->seen, src, ETH_ALEN);
+	__sync_fetch_and_add(&c->packets, 1);
+	if (c->epoch != epoch) {
+		c->epoch = epoch;
+		announce(k, SRC_SIGHTING, src);
+	}
 }
 
 static __always_inline void count_hit(struct nkey *k)

@@ -40,6 +40,9 @@ type Tracer struct {
 	// fentry mode: the programs attached per window, and their counters.
 	fentryProgs []*ebpf.Program
 	feRedirects *ebpf.Map
+	// The fentry object's own globals that user space writes while it
+	// runs, kept equal to the tracer object's.
+	feEpoch, feSourceBloom *ebpf.Variable
 	hitBuf      []tracerHitv // HitsOf's per-CPU values
 
 	// fentryKept: on kernels that attach a tracing program only once in
@@ -285,7 +288,7 @@ func (t *Tracer) loadBypass(l *progLoader, opts TracerOptions) {
 		}
 	}
 	if _, ok := t.features[FeatureXDPBypass]; !ok {
-		why := "counted only by fentry on the XDP redirect helpers"
+		why := "counted, with the source MACs of the frames XDP programs redirect, only by fentry on the XDP helpers"
 		if t.fallback != nil {
 			why += ", which this kernel refused: " + oneLine(t.fallback)
 		} else {
@@ -381,6 +384,14 @@ func (t *Tracer) loadFentry(opts TracerOptions) error {
 	spec, err := specFn()
 	if err != nil {
 		return err
+	}
+	// The object's globals are its own: the namespace it mirrors is set
+	// here, and what user space writes while it runs (the epoch, the
+	// source filter) is written to both objects (feEpoch, feSourceBloom).
+	if v := spec.Variables["netns_ino"]; v != nil {
+		if err := v.Set(opts.NetNSIno); err != nil {
+			return err
+		}
 	}
 	// Share every map the two objects have in common: one mirror, one set
 	// of counters, and no second copy of the ring buffer.
@@ -491,6 +502,12 @@ func (t *Tracer) loadFentry(opts TracerOptions) error {
 	t.fentryProgs = slices.Concat(tc, extra, xdp)
 	t.progs = append(t.progs, t.fentryProgs...)
 	t.feRedirects = l.maps["fe_redirects"]
+	t.feEpoch, t.feSourceBloom = l.own.Variables["epoch"], l.own.Variables["source_bloom"]
+	if t.feSourceBloom != nil {
+		if err := t.feSourceBloom.Set(t.sourceBloom()); err != nil {
+			return fmt.Errorf("set the fentry object's source filter: %w", err)
+		}
+	}
 	t.loaders = append(t.loaders, l)
 	if keep {
 		// The XDP programs that did not count are closed; their links
@@ -730,20 +747,31 @@ func (t *Tracer) UpdateCandidates(cs []Candidate) (notWatched int, err error) {
 		errs = append(errs, fmt.Errorf("source-MAC candidates map full (%d entries): %d candidates not watched", t.objs.SourceCandidates.MaxEntries(), notWatched))
 	}
 	if slots {
-		var bloom [16384]uint8
-		for i, n := range t.candSlots {
-			if n > 0 {
-				bloom[i] = 1
-			}
-		}
+		bloom := t.sourceBloom()
 		if err := t.objs.SourceBloom.Set(bloom); err != nil {
 			errs = append(errs, fmt.Errorf("set source filter: %w", err))
+		}
+		if t.feSourceBloom != nil {
+			if err := t.feSourceBloom.Set(bloom); err != nil {
+				errs = append(errs, fmt.Errorf("set the fentry object's source filter: %w", err))
+			}
 		}
 	}
 	if ifaces {
 		errs = append(errs, t.syncSourceLinksLocked())
 	}
 	return notWatched, errors.Join(errs...)
+}
+
+// sourceBloom is the source filter the candidates make: a slot is set
+// while some candidate hashes to it.
+func (t *Tracer) sourceBloom() (bloom [16384]uint8) {
+	for i, n := range t.candSlots {
+		if n > 0 {
+			bloom[i] = 1
+		}
+	}
+	return bloom
 }
 
 // candSlot counts a candidate in or out of its filter slot and reports
@@ -1055,6 +1083,11 @@ func (t *Tracer) BumpEpoch() error {
 	var e uint32
 	if err := t.objs.Epoch.Get(&e); err != nil {
 		return err
+	}
+	if t.feEpoch != nil {
+		if err := t.feEpoch.Set(e + 1); err != nil {
+			return err
+		}
 	}
 	return t.objs.Epoch.Set(e + 1)
 }

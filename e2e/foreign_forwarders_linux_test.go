@@ -29,18 +29,31 @@ import (
 //     keeps sending: its own packets make both entries stuck within the
 //     threshold plus one tracer period.
 //   - `remediation on` at runtime brings the traffic back.
+//
+// In a third lab an XDP forwarder carries both directions, the client's
+// own packets too, so none reaches tc ingress. Where fentry runs, its
+// program on bpf_xdp_fib_lookup sees their source MAC and the moved host
+// is stuck as before. Where it does not, the evidence left is what
+// remediation gathers: the agent says xdp-bypass is blind there, the
+// moved host is never classed stuck, and with the scope all-stale
+// `remediation on` probes the entry's MAC, finds it unanswered and
+// repairs it.
 func TestBypassedHostFoundAndRepaired(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
-	for _, kind := range []fwd.Kind{fwd.TC, fwd.XDP} {
-		t.Run(string(kind), func(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		kind     fwd.Kind
+		bothWays bool
+	}{{"tc", fwd.TC, false}, {"xdp", fwd.XDP, false}, {"xdp-both-ways", fwd.XDP, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			testLoop(t, kind)
+			testLoop(t, tc.kind, tc.bothWays)
 		})
 	}
 }
 
-func testLoop(t *testing.T, kind fwd.Kind) {
+func testLoop(t *testing.T, kind fwd.Kind, bothWays bool) {
 	const (
 		threshold = 2 * time.Second
 		period    = 2 * time.Second
@@ -60,9 +73,18 @@ func testLoop(t *testing.T, kind fwd.Kind) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
+	args := []string{"--stale-threshold", threshold.String(), "--tracer.interval", interval.String(),
+		"--tracer.window", period.String(), "--tracer.period", period.String()}
+	if bothWays {
+		var f2 *fwd.Forwarder
+		if err := m.Node.Do(func() (err error) { f2, err = fwd.Attach(lab.NodeClientIf, kind); return err }); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f2.Close() })
+		args = append(args, "--remediation.scope", "all-stale")
+	}
 	sock := sockPath(t)
-	a := startAgent(t, m.Node, sock, "--stale-threshold", threshold.String(), "--tracer.interval", interval.String(),
-		"--tracer.window", period.String(), "--tracer.period", period.String())
+	a := startAgent(t, m.Node, sock, args...)
 	m.agent = a
 	var tst control.TracerStatus
 	if err := control.NewClient(sock).Get(context.Background(), "/v1/tracer", &tst); err != nil {
@@ -129,6 +151,24 @@ func testLoop(t *testing.T, kind fwd.Kind) {
 	// The move: the client keeps sending, its replies black-hole.
 	m.move(t)
 	moved := time.Now()
+	if bothWays && !xdpCounted {
+		blindOnXDP(t, sock, tst.Mode)
+		// No evidence reaches the agent: over the threshold, a period and
+		// a second, the entries never become stuck.
+		for end := time.Now().Add(threshold + period + time.Second); time.Now().Before(end); {
+			if _, got := echo(1, 300*time.Millisecond); got != 0 {
+				t.Fatalf("%d replies reached the moved client through the stale MAC: the failure does not reproduce", got)
+			}
+			for _, e := range entries() {
+				if e.Class == "stuck" {
+					t.Fatalf("%s stuck with no evidence the agent can see here: %+v", e.IP, e)
+				}
+			}
+		}
+		back := repairOn(t, m, a, sock, fams, entries, echo)
+		t.Logf("no evidence of the move reached the agent; traffic back %v after remediation on (scope all-stale: a probe)", back.Round(10*time.Millisecond))
+		return
+	}
 	for {
 		es = entries()
 		if es[0].Class == "stuck" && es[1].Class == "stuck" {
@@ -148,7 +188,33 @@ func testLoop(t *testing.T, kind fwd.Kind) {
 		t.Errorf("stuck %v after the move, want within %v", took.Round(10*time.Millisecond), bound)
 	}
 
-	// Remediation on, at runtime.
+	back := repairOn(t, m, a, sock, fams, entries, echo)
+	t.Logf("both stuck %v after the move; traffic back %v after remediation on", took.Round(10*time.Millisecond), back.Round(10*time.Millisecond))
+}
+
+// blindOnXDP checks that the agent names xdp-bypass blind on an
+// interface with an XDP program, in a tracer mode that cannot see it.
+func blindOnXDP(t *testing.T, sock, mode string) {
+	t.Helper()
+	var tst control.TracerStatus
+	if err := control.NewClient(sock).Get(context.Background(), "/v1/tracer", &tst); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range tst.Detection {
+		if d.Feature == "xdp-bypass" && d.Interface == lab.NodeClientIf && !d.Working && d.Why != "" {
+			t.Logf("tracer mode %s: xdp-bypass blind on %s: %s", mode, d.Interface, d.Why)
+			return
+		}
+	}
+	t.Fatalf("tracer mode %s, XDP on %s both ways: no blind xdp-bypass named there: %+v", mode, lab.NodeClientIf, tst.Detection)
+}
+
+// repairOn switches remediation on at runtime and waits until traffic is
+// back for both families and the kernel's entries carry the new MAC; it
+// returns how long that took.
+func repairOn(t *testing.T, m *movedClient, a *agentProc, sock string, fams []struct{ client, backend netip.Addr },
+	entries func() [2]control.Entry, echo func(int, time.Duration) (int, int)) time.Duration {
+	t.Helper()
 	var st control.RemediationStatus
 	if err := control.NewClient(sock).Post(context.Background(), "/v1/remediation", control.RemediationRequest{Mode: "on"}, &st); err != nil {
 		t.Fatal(err)
@@ -174,7 +240,7 @@ func testLoop(t *testing.T, kind fwd.Kind) {
 			t.Errorf("kernel entry for %s at %s after the repair, want %s", fam.client, k.LLAddr, m.newMAC)
 		}
 	}
-	t.Logf("both stuck %v after the move; traffic back %v after remediation on", took.Round(10*time.Millisecond), back.Round(10*time.Millisecond))
+	return back
 }
 
 // kernelKeepsManaged asks the kernel whether it keeps managed neighbours:

@@ -28,7 +28,7 @@ func (s Suite) Name() string {
 // gone with a killed agent (tcx or clsact); managed neighbours named as
 // the kernel has them. The rest of the suite runs on the host kernel only.
 var Contract = []Suite{
-	{Package: "./bpf", Run: "^(TestTracerLoadsOnThisKernel|TestTracerDegradesProgramByProgram|TestTracerCountsEachHelper|TestTracerPastCapacity|TestTracerWatchesLargeIfindex)$", Timeout: 8 * time.Minute},
+	{Package: "./bpf", Run: "^(TestTracerLoadsOnThisKernel|TestTracerDegradesProgramByProgram|TestTracerCountsEachHelper|TestTracerPastCapacity|TestTracerWatchesLargeIfindex|TestTracerIgnoresOtherNamespaces)$", Timeout: 8 * time.Minute},
 	{Package: "./monitor/feed", Run: "^(TestCreatedEntriesLookedUp|TestTracerNoFalsePositives)$", Timeout: 5 * time.Minute},
 	{Package: "./e2e", Run: "^(TestBypassedHostFoundAndRepaired|TestDatapathSwapUnderTraffic|TestManagedCapabilityNamed|TestKilledAgentLeavesNoDatapath)$", Timeout: 10 * time.Minute},
 }
