@@ -43,7 +43,7 @@ type Tracer struct {
 	// The fentry object's own globals that user space writes while it
 	// runs, kept equal to the tracer object's.
 	feEpoch, feSourceBloom *ebpf.Variable
-	hitBuf      []tracerHitv // HitsOf's per-CPU values
+	hitBuf                 []tracerHitv // HitsOf's per-CPU values
 
 	// fentryKept: on kernels that attach a tracing program only once in
 	// its life (before 5.11), the fentry programs stay attached from load
