@@ -376,21 +376,22 @@ var (
 	fentryXDP     = []string{"fe_xdp_fib", "fe_xdp_redirect"}
 )
 
-func (t *Tracer) loadFentry(opts TracerOptions) error {
+// fentryLoader prepares the fentry object against the tracer's maps.
+func (t *Tracer) fentryLoader(opts TracerOptions) (*progLoader, error) {
 	specFn := opts.fentrySpec
 	if specFn == nil {
 		specFn = loadFentry
 	}
 	spec, err := specFn()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The object's globals are its own: the namespace it mirrors is set
 	// here, and what user space writes while it runs (the epoch, the
 	// source filter) is written to both objects (feEpoch, feSourceBloom).
 	if v := spec.Variables["netns_ino"]; v != nil {
 		if err := v.Set(opts.NetNSIno); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// Share every map the two objects have in common: one mirror, one set
@@ -409,7 +410,15 @@ func (t *Tracer) loadFentry(opts TracerOptions) error {
 	}
 	l, err := newProgLoader(spec, shared, opts.Refuse)
 	if err != nil {
-		return fmt.Errorf("load fentry maps: %w", err)
+		return nil, fmt.Errorf("load fentry maps: %w", err)
+	}
+	return l, nil
+}
+
+func (t *Tracer) loadFentry(opts TracerOptions) error {
+	l, err := t.fentryLoader(opts)
+	if err != nil {
+		return err
 	}
 	// attach proves at load that the kernel takes each program; where it
 	// cannot attach one again after a detach, the programs stay attached
