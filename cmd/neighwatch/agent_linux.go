@@ -78,7 +78,7 @@ func declareAgent(fs *flag.FlagSet) (*agentFlags, *options) {
 		}
 		return nil
 	}
-	f.maxConns = o.int("web.max-connections", 64, n{1, 65536, false}, restart, "most connections the metrics address holds at once. When all are taken, a new connection takes the slot of a connection that has not completed a request within a second, else (for a client answered with success before, such as an authenticated Prometheus) of any other client's connection not being answered, else of a keep-alive connection idle for a second of a client never answered with success, else of the oldest of the client holding the most; a connection being answered, and a successful client's idle one, are never taken")
+	f.maxConns = o.int("web.max-connections", 64, n{1, 65536, false}, restart, "most connections the metrics address holds at once; when all are taken, a new one takes the slot of a stalled or idle one (README: When the metrics address is full)")
 	f.maxConnsIP = o.int("web.max-connections-per-ip", 8, n{1, 65536, false}, restart, "most connections from one client (an IPv4 address, an IPv6 /64); more are closed at accept")
 	f.controlSocket = o.str("control.socket", DefaultControlSocket, "", restart, "Unix socket for the control API (status, events, the runtime remediation and datapath switches, profiles), mode 0600 from its first moment; the agent does not start without it; empty turns the API off")
 	f.stuckCap = o.int("metrics.stuck-info-limit", 100, n{0, 10000, false}, restart, "most neighwatch_stuck_neighbour_info series per scrape")

@@ -71,7 +71,7 @@ func (s span[T]) text(f func(T) string) string {
 }
 
 func (o *options) duration(name string, def time.Duration, r span[time.Duration], live bool, help string) *time.Duration {
-	p := o.fs.Duration(name, def, help)
+	p := o.fs.Duration(name, def, withRange(help, r.text(fmtDuration)))
 	o.add(&option{name: name, def: "`" + fmtDuration(def) + "`", rng: r.text(fmtDuration), live: live, help: help, check: func() error {
 		if r.zeroOff && *p == 0 {
 			return nil
@@ -85,7 +85,7 @@ func (o *options) duration(name string, def time.Duration, r span[time.Duration]
 }
 
 func (o *options) int(name string, def int, r span[int], live bool, help string) *int {
-	p := o.fs.Int(name, def, help)
+	p := o.fs.Int(name, def, withRange(help, r.text(fmtInt)))
 	shown := "`" + strconv.Itoa(def) + "`"
 	if def >= 10000 {
 		shown = fmtInt(def) // readable; not a value to copy
@@ -100,7 +100,7 @@ func (o *options) int(name string, def int, r span[int], live bool, help string)
 }
 
 func (o *options) float(name string, def float64, r span[float64], live bool, help string) *float64 {
-	p := o.fs.Float64(name, def, help)
+	p := o.fs.Float64(name, def, withRange(help, r.text(fmtFloat)))
 	o.add(&option{name: name, def: "`" + fmtFloat(def) + "`", rng: r.text(fmtFloat), live: live, help: help, check: func() error {
 		if math.IsNaN(*p) || math.IsInf(*p, 0) || *p < r.lo || *p > r.hi {
 			return fmt.Errorf("--%s %v is out of range: want a number from %s", name, *p, r.text(fmtFloat))
@@ -108,6 +108,12 @@ func (o *options) float(name string, def float64, r span[float64], live bool, he
 		return nil
 	}})
 	return p
+}
+
+// withRange is a numeric flag's help for -help: the range follows it, as
+// the README's table shows it in a column of its own.
+func withRange(help, rng string) string {
+	return help + " (" + rng + ")"
 }
 
 // str declares a string option; def shows the default in the README
