@@ -617,10 +617,15 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 		if err != nil {
 			return OutcomeFailed, err
 		}
-		e.log.Debug("broadcast probe answered", "interface", e.table.LinkName(en.Ifindex), "ip", en.Addr, "claimed", claim, "answers", fmt.Sprint(answered))
+		e.log.Debug("broadcast probe answered", "interface", e.table.LinkName(en.Ifindex), "ip", en.Addr, "claimed", claim.String(), "answers", fmt.Sprint(answered))
 		if o, ok := e.judgeAnswers(en, claim, answered); ok {
 			return o, nil
 		}
+		// The entry's MAC did not answer, so only a new MAC repairs it:
+		// the kernel may still confirm it at the old one (a DELAY entry
+		// confirmed within delay_first_probe_time turns REACHABLE without
+		// a probe), and that is neither a repair nor a spoofer.
+		needMove = true
 		// Another MAC answered alone (the kernel took it), or nobody did.
 		do, timeout = func() error { return nil }, e.conf().ProbeGap
 		if len(answered) == 1 && en.Owner() == table.OwnerNeighwatch {
@@ -628,7 +633,7 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 			// address for a managed entry (it follows only its own
 			// re-validation): give it the proven address.
 			to := answered[0]
-			do = func() error { return e.repoint(en, to) }
+			do, timeout = func() error { return e.repoint(en, to) }, e.conf().VerifyTimeout
 		}
 	case s == StrategyProbe:
 		// Unicast first, as the kernel probes a STALE entry that carries

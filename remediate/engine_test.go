@@ -27,6 +27,11 @@ type fakeActor struct {
 	// has its MAC (unless unicastOnly: then only those).
 	spoofer     net.HardwareAddr
 	unicastOnly bool
+	// confirmOld: while the broadcast probe is out the kernel confirms
+	// the entry at the MAC it has (a DELAY entry confirmed shortly before
+	// the host moved turns REACHABLE without a probe) and keeps it there,
+	// as it does for a managed entry whatever the answer.
+	confirmOld bool
 }
 
 func (f *fakeActor) log(s string) {
@@ -47,6 +52,11 @@ func (f *fakeActor) Probe(_ context.Context, e *table.Entry, phase int, listen t
 	}
 	if len(who) == 0 {
 		return nil, nil
+	}
+	if f.confirmOld && listen > 0 {
+		f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyOf(e.Addr), Addr: e.Addr, State: table.StateReachable,
+			LLAddr: []byte(e.LLAddr), FlagsExt: e.FlagsExt, Protocol: e.Protocol})
+		return who, nil
 	}
 	// The kernel takes the first answer.
 	u := table.Update{Ifindex: e.Ifindex, Family: table.FamilyInet, Addr: e.Addr, State: table.StateReachable, LLAddr: who[0]}
@@ -97,9 +107,18 @@ func (f *fakeActor) Release(k table.Key, valid bool) error {
 	return nil
 }
 
-// Repoint plays the kernel: STALE at mac, managed kept.
+// Repoint plays the kernel: STALE at mac, managed kept. With confirmOld
+// the table hears of it a little later, as through the mirror.
 func (f *fakeActor) Repoint(e *table.Entry, mac net.HardwareAddr) error {
 	f.log("repoint " + e.Addr.String() + " " + mac.String())
+	if f.confirmOld {
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyOf(e.Addr), Addr: e.Addr, State: table.StateStale,
+				LLAddr: mac, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+		}()
+		return nil
+	}
 	f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyOf(e.Addr), Addr: e.Addr, State: table.StateStale,
 		LLAddr: mac, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	return nil

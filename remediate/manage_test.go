@@ -151,3 +151,39 @@ func TestManageNotForStuck(t *testing.T) {
 		t.Errorf("a stuck entry was managed: %v", fa.Calls())
 	}
 }
+
+// TestManagedMoveConfirmedAtOldMAC: a managed host moved and its own
+// packets came from the new MAC; only the new MAC answers the broadcast
+// probe, while the kernel confirms the entry at the old one (a DELAY
+// entry confirmed shortly before the move turns REACHABLE without a
+// probe). That is a move to repoint, not a spoofer: the old rule judged
+// REACHABLE at the old MAC a conflict and left the entry where it was.
+func TestManagedMoveConfirmedAtOldMAC(t *testing.T) {
+	tb := table.New(time.Nanosecond, nil)
+	tb.SetLinkName(3, "eth0")
+	ip := netip.MustParseAddr("10.0.0.7")
+	k := table.Key{Ifindex: 3, Addr: ip}
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld,
+		FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+	tb.ObserveSourceMAC(k, macNew, 3, time.Now())
+	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew, confirmOld: true}
+	cfg := manageConfig(10)
+	cfg.VerifyTimeout = 10 * time.Second // the wait for the repoint to show, not an expectation
+	e := New(cfg, tb, fa, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	lab.WaitFor(t, 5*time.Second, "the probe's outcome", func() bool {
+		st := e.Stats().Actions[StrategyProbe]
+		return st[OutcomeMoved]+st[OutcomeConflict] > 0
+	})
+	if n := e.Stats().Actions[StrategyProbe][OutcomeConflict]; n != 0 {
+		t.Errorf("%d conflicts: the old MAC never answered; calls %v", n, fa.Calls())
+	}
+	if !slices.Contains(fa.Calls(), "repoint 10.0.0.7 "+macNew.String()) {
+		t.Errorf("not repointed to the MAC that answered: %v", fa.Calls())
+	}
+	lab.WaitFor(t, 5*time.Second, "the entry at the new MAC", func() bool {
+		en, _ := tb.Lookup(k)
+		return en.LLAddr == string(macNew)
+	})
+}
