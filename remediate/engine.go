@@ -613,7 +613,15 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 		}
 		return e.awaitManaged(ctx, ch, en.Key), nil
 	case s == StrategyProbe && claim != nil:
-		answered, err := e.actor.Probe(ctx, en, 1, e.conf().VerifyTimeout)
+		listen := e.conf().VerifyTimeout
+		if en.Owner() == table.OwnerNeighwatch {
+			// The kernel ignores answers for a managed entry, so the
+			// host's traffic waits for the repoint after the listen: a
+			// short one (the evidence watcher still hears a second MAC
+			// that answers later, as a conflict).
+			listen = min(listen, e.conf().ProbeGap)
+		}
+		answered, err := e.actor.Probe(ctx, en, 1, listen)
 		if err != nil {
 			return OutcomeFailed, err
 		}
