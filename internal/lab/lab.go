@@ -354,13 +354,54 @@ func (l *Lab) MoveClientMAC(mac net.HardwareAddr) error {
 	if err != nil {
 		return err
 	}
-	if err := l.Client.IP("link", "set", "dev", ClientIf, "address", mac.String()); err != nil {
+	// A new address flushes the client's neighbour entries, its pins for
+	// the node too, so traffic it sends before they are back would ask
+	// for the node from the new MAC, and the node would learn the move
+	// from that request: the switch that suppresses ARP in problem.md is
+	// gone for a moment. The client solicits nothing meanwhile.
+	restore, err := l.Client.quiet(ClientIf)
+	if err != nil {
 		return err
+	}
+	if err := l.Client.IP("link", "set", "dev", ClientIf, "address", mac.String()); err != nil {
+		return errors.Join(err, restore())
 	}
 	if err := l.Client.SetNeigh(ClientIf, NodeClientIP, nodeMAC, "permanent"); err != nil {
-		return err
+		return errors.Join(err, restore())
 	}
-	return l.Client.SetNeigh(ClientIf, NodeClientIP6, nodeMAC, "permanent")
+	if err := l.Client.SetNeigh(ClientIf, NodeClientIP6, nodeMAC, "permanent"); err != nil {
+		return errors.Join(err, restore())
+	}
+	return restore()
+}
+
+// quiet stops dev from sending ARP requests and neighbour solicitations
+// (answers still go out) until restore puts the settings back.
+func (n NS) quiet(dev string) (restore func() error, err error) {
+	var keys, was []string
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		for _, k := range []string{"mcast_solicit", "ucast_solicit"} {
+			key := "net." + fam + ".neigh." + dev + "." + k
+			out, err := n.Exec("sysctl", "-n", key)
+			if err != nil {
+				return nil, err
+			}
+			keys, was = append(keys, key), append(was, strings.TrimSpace(out))
+		}
+	}
+	restore = func() error {
+		var errs []error
+		for i, k := range keys {
+			errs = append(errs, n.Sysctl(k, was[i]))
+		}
+		return errors.Join(errs...)
+	}
+	for _, k := range keys {
+		if err := n.Sysctl(k, "0"); err != nil {
+			return nil, errors.Join(err, restore())
+		}
+	}
+	return restore, nil
 }
 
 // PinClientToNode makes the client's entries for the node static, so the
