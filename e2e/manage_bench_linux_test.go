@@ -94,7 +94,7 @@ func benchRecovery(b *testing.B, short bool) {
 	slices.Sort(ratios)
 	b.ReportMetric((ratios[rounds/2-1]+ratios[rounds/2])/2, "manage/probe-median-ratio")
 	b.Logf("per-round manage/probe ratios: %s", fmt.Sprint(ratios))
-	b.Logf("probe actions by the manage side: %d", probeActions(b, sides[0].a))
+	b.Logf("probe actions by the manage side: %d", probeActions(sides[0].a.metrics(b)))
 }
 
 // BenchmarkManagedProbeTraffic counts what managed entries cost the
