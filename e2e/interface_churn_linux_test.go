@@ -270,6 +270,16 @@ func TestARPFloodThenConflict(t *testing.T) {
 	start := time.Now()
 	floodARP(t, l.Client, lab.ClientIf, frames)
 	took := time.Since(start)
+	// Every flood frame read or dropped first: announcements sent while
+	// the socket's buffer is still full of the flood would be dropped too.
+	lab.WaitFor(t, 60*time.Second, "the flood read or dropped", func() bool {
+		body := a.metrics(t)
+		n := atoiOr(metricValue(body, `neighwatch_arp_socket_drops_total{interface="n0"}`))
+		for _, k := range []string{"request", "reply", "gratuitous"} {
+			n += atoiOr(metricValue(body, `neighwatch_arp_packets_total{interface="n0",kind="`+k+`"}`))
+		}
+		return n >= frames
+	})
 	// The real conflict: the client's IP answered from two MACs in turn.
 	macA, macB := lab.HostMAC(1, 0x31), lab.HostMAC(2, 0x31)
 	for _, mac := range []net.HardwareAddr{macA, macB, macA} {
