@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -108,19 +109,35 @@ func startWatcher(t *testing.T, dir, path string) func() watchReport {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(exe) })
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), helperEnv+"=watch", "WATCH_DIR="+dir, "WATCH_PATH="+path)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	var (
+		cmd    *exec.Cmd
+		stdin  io.WriteCloser
+		stdout io.ReadCloser
+	)
+	// A process another test forks while the copy is being written
+	// holds its descriptor open for writing until it execs, and the
+	// kernel refuses to run a file open for writing (ETXTBSY, Go issue
+	// 22315): try again once that child has moved on.
+	for try := 0; ; try++ {
+		cmd = exec.Command(exe)
+		cmd.Env = append(os.Environ(), helperEnv+"=watch", "WATCH_DIR="+dir, "WATCH_PATH="+path)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+		if stdout, err = cmd.StdoutPipe(); err != nil {
+			t.Fatal(err)
+		}
+		err = cmd.Start()
+		if err == nil {
+			break
+		}
+		stdin.Close()
+		stdout.Close()
+		if !errors.Is(err, syscall.ETXTBSY) || try == 100 {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	r := bufio.NewReader(stdout)
 	line, err := r.ReadString('\n')
