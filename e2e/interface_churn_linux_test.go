@@ -274,11 +274,7 @@ func TestARPFloodThenConflict(t *testing.T) {
 	// the socket's buffer is still full of the flood would be dropped too.
 	lab.WaitFor(t, 60*time.Second, "the flood read or dropped", func() bool {
 		body := a.metrics(t)
-		n := atoiOr(metricValue(body, `neighwatch_arp_socket_drops_total{interface="n0"}`))
-		for _, k := range []string{"request", "reply", "gratuitous"} {
-			n += atoiOr(metricValue(body, `neighwatch_arp_packets_total{interface="n0",kind="`+k+`"}`))
-		}
-		return n >= frames
+		return arpCounted(body)+atoiOr(metricValue(body, `neighwatch_arp_socket_drops_total{interface="n0"}`)) >= frames
 	})
 	// The real conflict: the client's IP answered from two MACs in turn.
 	macA, macB := lab.HostMAC(1, 0x31), lab.HostMAC(2, 0x31)
@@ -294,13 +290,19 @@ func TestARPFloodThenConflict(t *testing.T) {
 	evicted := atoiOr(metricValue(body, `neighwatch_arp_hosts_evicted_total{reason="full"}`))
 	hosts := metricValue(body, "neighwatch_arp_hosts")
 	drops := metricValue(body, `neighwatch_arp_socket_drops_total{interface="n0"}`)
-	counted := 0
-	for _, k := range []string{"request", "reply", "gratuitous"} {
-		counted += atoiOr(metricValue(body, `neighwatch_arp_packets_total{interface="n0",kind="`+k+`"}`))
-	}
+	counted := arpCounted(body)
 	if evicted == 0 || drops == "" || hosts != "65536" {
 		t.Errorf("evicted %d, hosts %s, socket drops %q: want evictions, a full map and the drops series\n%s", evicted, hosts, drops, grep(body, "neighwatch_arp_"))
 	}
 	t.Logf("%d frames sent in %v (%.0f/s); counted %d, dropped by the kernel (socket buffer full) %s; %d hosts evicted, %s kept; agent RSS %d kB",
 		frames, took.Round(time.Millisecond), frames/took.Seconds(), counted, drops, evicted, hosts, procRSS(t, a.pid()))
+}
+
+// arpCounted is the ARP frames the agent read on n0, of every kind.
+func arpCounted(body string) int {
+	n := 0
+	for _, k := range []string{"request", "reply", "gratuitous"} {
+		n += atoiOr(metricValue(body, `neighwatch_arp_packets_total{interface="n0",kind="`+k+`"}`))
+	}
+	return n
 }

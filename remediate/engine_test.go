@@ -111,16 +111,16 @@ func (f *fakeActor) Release(k table.Key, valid bool) error {
 // the table hears of it a little later, as through the mirror.
 func (f *fakeActor) Repoint(e *table.Entry, mac net.HardwareAddr) error {
 	f.log("repoint " + e.Addr.String() + " " + mac.String())
+	u := table.Update{Ifindex: e.Ifindex, Family: table.FamilyOf(e.Addr), Addr: e.Addr, State: table.StateStale,
+		LLAddr: mac, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch}
 	if f.confirmOld {
 		go func() {
 			time.Sleep(20 * time.Millisecond)
-			f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyOf(e.Addr), Addr: e.Addr, State: table.StateStale,
-				LLAddr: mac, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+			f.t.Apply(table.CauseNetlink, u)
 		}()
 		return nil
 	}
-	f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyOf(e.Addr), Addr: e.Addr, State: table.StateStale,
-		LLAddr: mac, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+	f.t.Apply(table.CauseNetlink, u)
 	return nil
 }
 

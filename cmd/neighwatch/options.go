@@ -71,13 +71,14 @@ func (s span[T]) text(f func(T) string) string {
 }
 
 func (o *options) duration(name string, def time.Duration, r span[time.Duration], live bool, help string) *time.Duration {
-	p := o.fs.Duration(name, def, withRange(help, r.text(fmtDuration)))
-	o.add(&option{name: name, def: "`" + fmtDuration(def) + "`", rng: r.text(fmtDuration), live: live, help: help, check: func() error {
+	rng := r.text(fmtDuration)
+	p := o.fs.Duration(name, def, withRange(help, rng))
+	o.add(&option{name: name, def: "`" + fmtDuration(def) + "`", rng: rng, live: live, help: help, check: func() error {
 		if r.zeroOff && *p == 0 {
 			return nil
 		}
 		if *p < r.lo || *p > r.hi {
-			return fmt.Errorf("--%s %v is out of range: want %s", name, *p, r.text(fmtDuration))
+			return fmt.Errorf("--%s %v is out of range: want %s", name, *p, rng)
 		}
 		return nil
 	}})
@@ -85,14 +86,15 @@ func (o *options) duration(name string, def time.Duration, r span[time.Duration]
 }
 
 func (o *options) int(name string, def int, r span[int], live bool, help string) *int {
-	p := o.fs.Int(name, def, withRange(help, r.text(fmtInt)))
+	rng := r.text(fmtInt)
+	p := o.fs.Int(name, def, withRange(help, rng))
 	shown := "`" + strconv.Itoa(def) + "`"
 	if def >= 10000 {
 		shown = fmtInt(def) // readable; not a value to copy
 	}
-	o.add(&option{name: name, def: shown, rng: r.text(fmtInt), live: live, help: help, check: func() error {
+	o.add(&option{name: name, def: shown, rng: rng, live: live, help: help, check: func() error {
 		if *p < r.lo || *p > r.hi {
-			return fmt.Errorf("--%s %d is out of range: want %s", name, *p, r.text(fmtInt))
+			return fmt.Errorf("--%s %d is out of range: want %s", name, *p, rng)
 		}
 		return nil
 	}})
@@ -100,10 +102,11 @@ func (o *options) int(name string, def int, r span[int], live bool, help string)
 }
 
 func (o *options) float(name string, def float64, r span[float64], live bool, help string) *float64 {
-	p := o.fs.Float64(name, def, withRange(help, r.text(fmtFloat)))
-	o.add(&option{name: name, def: "`" + fmtFloat(def) + "`", rng: r.text(fmtFloat), live: live, help: help, check: func() error {
+	rng := r.text(fmtFloat)
+	p := o.fs.Float64(name, def, withRange(help, rng))
+	o.add(&option{name: name, def: "`" + fmtFloat(def) + "`", rng: rng, live: live, help: help, check: func() error {
 		if math.IsNaN(*p) || math.IsInf(*p, 0) || *p < r.lo || *p > r.hi {
-			return fmt.Errorf("--%s %v is out of range: want a number from %s", name, *p, r.text(fmtFloat))
+			return fmt.Errorf("--%s %v is out of range: want a number from %s", name, *p, rng)
 		}
 		return nil
 	}})

@@ -224,7 +224,8 @@ func bootOne(ctx context.Context, img kernels.Image, dir string, bins binaries, 
 	st := steps(bins, only, img.Kernel.Name, results)
 	start := time.Now()
 	fmt.Fprintf(os.Stderr, "nwkernels: booting %s (%s %s)\n", img.Release, img.Package, img.Version)
-	err := kernels.Boot{Image: img, Results: results, Steps: st, Timeout: timeout}.Run(ctx)
+	boot := kernels.Boot{Image: img, Results: results, Steps: st, Timeout: timeout}
+	err := boot.Run(ctx)
 	if err != nil && strayInt3(filepath.Join(results, "console.log")) {
 		// Seen once on 6.12 with the host overloaded: the guest died of
 		// the int3 that static-key patching leaves in place for a moment
@@ -233,7 +234,7 @@ func bootOne(ctx context.Context, img kernels.Image, dir string, bins binaries, 
 		// second death fails the kernel.
 		fmt.Fprintf(os.Stderr, "nwkernels: %s: the guest kernel died of a stray int3 (static-key patching under TCG); booting it once more\n", img.Release)
 		_ = os.RemoveAll(results)
-		err = kernels.Boot{Image: img, Results: results, Steps: st, Timeout: timeout}.Run(ctx)
+		err = boot.Run(ctx)
 	}
 	row := collect(img.Kernel.Name, img.Release, results, st)
 	row.Took = time.Since(start)
