@@ -12,10 +12,11 @@ import (
 
 // BenchmarkRecoveryAfterMove measures, on the lab with the project's
 // legacy datapath, how long traffic stays black-holed after the client
-// moves with no ARP reaching the node: with the manage strategy (the
-// entry managed before the move) against the probe strategy (scope
-// stuck: it acts once the entry is stuck), ten moves each, interleaved
-// round by round, with the kernel's default timers and with short ones.
+// moves with no ARP reaching the node: on the default strategies (the
+// entry managed before the move, repaired on evidence after it) against
+// the probe strategy alone (scope stuck: it acts once the entry is
+// stuck), ten moves each, interleaved round by round, with the kernel's
+// default timers and with short ones.
 // Run it alone: go test -run '^$' -bench RecoveryAfterMove -benchtime 1x.
 func BenchmarkRecoveryAfterMove(b *testing.B) {
 	lab.Require(b)
@@ -44,9 +45,11 @@ func benchRecovery(b *testing.B, short bool) {
 	var sides []*side
 	for _, strategy := range []string{"manage", "probe"} {
 		m, args := newManagedLabTimers(b, "bm"+strategy[:1], "project", false, short)
-		args = append(args, "--remediation.strategies", strategy)
+		// Scope stuck, the default, on both sides; the manage side keeps
+		// the default strategies (manage first).
+		args = append(args, "--remediation.scope", "stuck")
 		if strategy == "probe" {
-			args = append(args, "--remediation.scope", "stuck")
+			args = append(args, "--remediation.strategies", strategy)
 		}
 		sock := sockPath(b)
 		sides = append(sides, &side{name: strategy, m: m, a: startAgent(b, m.Node, sock, args...), sock: sock})
