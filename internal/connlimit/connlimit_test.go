@@ -316,6 +316,7 @@ func TestGoodClientGetsIn(t *testing.T) {
 	if code := get(t, from(t, "127.0.0.7", addr)); code != http.StatusOK {
 		t.Fatalf("first request: %d", code)
 	}
+	waitGood(t, l, "127.0.0.7")
 	lab := func() { // fill the slots with silent connections
 		for i := range 4 {
 			from(t, fmt.Sprintf("127.0.0.%d", 20+i), addr)
@@ -345,6 +346,7 @@ func TestServingAndGoodIdleKept(t *testing.T) {
 	if code := get(t, idle); code != http.StatusOK {
 		t.Fatalf("first request: %d", code)
 	}
+	waitGood(t, l, "127.0.0.7")
 	slow := from(t, "127.0.0.7", addr)
 	_ = slow.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := slow.Write([]byte("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
@@ -364,6 +366,24 @@ func TestServingAndGoodIdleKept(t *testing.T) {
 	}
 	if code := get(t, idle); code != http.StatusOK {
 		t.Fatalf("the idle keep-alive connection: %d", code)
+	}
+}
+
+// waitGood waits until the listener counts key's client as answered
+// with success: the server marks it when the connection turns idle, which
+// may come after the client has read the answer.
+func waitGood(t *testing.T, l *Listener, key string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		l.mu.Lock()
+		good := l.isGood(key, l.now())
+		l.mu.Unlock()
+		if good {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not counted as answered with success", key)
+		}
 	}
 }
 
