@@ -570,3 +570,32 @@ func BenchmarkForwardingFentry(b *testing.B) {
 	}
 	writeReport(b, out.String())
 }
+
+// BenchmarkTracerScrapeReads measures what a scrape of the tracer's
+// metrics reads from the kernel, part by part, on a loaded xmit tracer:
+// program run counts, the STALE counts per interface, the counters, and
+// the program list.
+func BenchmarkTracerScrapeReads(b *testing.B) {
+	lab.Require(b)
+	tr, err := LoadTracer(TracerOptions{Mode: TracerXmit})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	for _, c := range []struct {
+		name string
+		read func()
+	}{
+		{"ProgramRuns", func() { tr.ProgramRuns() }},
+		{"StaleCounted", func() { _, _ = tr.StaleCounted() }},
+		{"Stats", func() { _, _ = tr.Stats() }},
+		{"Programs", func() { tr.Programs() }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				c.read()
+			}
+		})
+	}
+}

@@ -37,6 +37,9 @@ type Tracer struct {
 	features map[Feature]FeatureStatus
 	progs    []*ebpf.Program // every program that loaded, for run counts
 
+	namesMu   sync.Mutex
+	progNames []string // the kernel's names of progs, read once
+
 	// fentry mode: the programs attached per window, and their counters.
 	fentryProgs []*ebpf.Program
 	feRedirects *ebpf.Map
@@ -885,19 +888,18 @@ func (t *Tracer) SightingsOf(keys []HitKey, out map[HitKey]Sighting) error {
 // process holding BPF_ENABLE_STATS (which the sysctl does not show), so
 // ok is true when the sysctl reads 1 or any program has a count.
 func (t *Tracer) ProgramRuns() (runs map[string]uint64, ok bool) {
-	runs = make(map[string]uint64)
+	names, ok := t.programNames()
+	if !ok {
+		return nil, false
+	}
+	runs = make(map[string]uint64, len(names))
 	counted := false
-	progs := t.progs
-	for _, p := range progs {
+	for i, p := range t.progs {
 		st, err := p.Stats()
 		if err != nil {
 			return nil, false
 		}
-		info, err := p.Info()
-		if err != nil {
-			return nil, false
-		}
-		runs[info.Name] = st.RunCount
+		runs[names[i]] = st.RunCount
 		if st.RunCount > 0 {
 			counted = true
 		}
@@ -909,6 +911,26 @@ func (t *Tracer) ProgramRuns() (runs map[string]uint64, ok bool) {
 		return runs, false
 	}
 	return runs, true
+}
+
+// programNames returns the kernel's names of t.progs. They are read once:
+// Info also parses /proc/self/fdinfo, which cost every scrape about
+// 0.4 ms and 120 kB for the tracer's programs.
+func (t *Tracer) programNames() ([]string, bool) {
+	t.namesMu.Lock()
+	defer t.namesMu.Unlock()
+	if t.progNames == nil {
+		names := make([]string, len(t.progs))
+		for i, p := range t.progs {
+			info, err := p.Info()
+			if err != nil {
+				return nil, false
+			}
+			names[i] = info.Name
+		}
+		t.progNames = names
+	}
+	return t.progNames, true
 }
 
 // NetNSInode returns the inode number of a network namespace file
