@@ -68,7 +68,7 @@ func (b Boot) Run(ctx context.Context) error {
 		"-accel", "tcg,thread=multi", "-cpu", "max", "-smp", strconv.Itoa(cpus), "-m", strconv.Itoa(mem),
 		"-display", "none", "-monitor", "none", "-serial", "file:" + console, "-no-reboot", "-nic", "none",
 		"-kernel", b.Image.Vmlinuz, "-initrd", b.Image.Initramfs,
-		"-append", "console=ttyS0 panic=-1 mitigations=off loglevel=4 nw.init=" + script,
+		"-append", "console=ttyS0 panic=-1 mitigations=off loglevel=5 nw.init=" + script,
 		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
 		"-virtfs", "local,path=" + b.Results + ",mount_tag=results,security_model=none,multidevs=remap",
 	}
@@ -78,8 +78,15 @@ func (b Boot) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	hung := make(chan struct{})
+	go watchHung(ctx, console, hung, cancel)
 	cmd := exec.CommandContext(ctx, qemu, args...)
 	out, err := cmd.CombinedOutput()
+	select {
+	case <-hung:
+		return fmt.Errorf("kernel %s hung (soft lockups on its console), stopped: %s", b.Image.Release, console)
+	default:
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("kernel %s did not finish within %v (console: %s)", b.Image.Release, timeout, console)
 	}
@@ -95,6 +102,26 @@ func (b Boot) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// watchHung reads the console every few seconds and stops the guest
+// (closes hung, then cancels) once its kernel is hung: it would never
+// finish, and the timeout is many minutes away.
+func watchHung(ctx context.Context, console string, hung chan<- struct{}, cancel func()) {
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if b, err := os.ReadFile(console); err == nil && Hung(b) {
+			close(hung)
+			cancel()
+			return
+		}
+	}
 }
 
 // script is the guest's init after the switch to the shared root.
