@@ -151,6 +151,13 @@ mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
 mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
 ip link set lo up
+# Keep the tc ingress and egress static keys on for the whole run. The
+# tests add and remove hooks all the time, and each first hook on or last
+# hook off patches the kernel's text, which multi-threaded TCG has raced
+# (a stray int3 in __netif_receive_skb_core). The tests run in their own
+# namespaces and never see this device.
+{ ip link add nwkeys type dummy && tc qdisc add dev nwkeys clsact; } >/dev/null 2>&1 ||
+	echo 'nwkernels: could not hold the tc static keys on (dummy, clsact)'
 hostname nwkernel-%[4]s
 uname -r > %[3]q/booted
 `, b.Image.Release, filepath.Dir(filepath.Dir(filepath.Dir(b.Image.Modules))), r, strings.ReplaceAll(b.Image.Kernel.Name, ".", "-"))

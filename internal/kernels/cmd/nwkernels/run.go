@@ -232,7 +232,9 @@ func bootOne(ctx context.Context, img kernels.Image, dir string, bins binaries, 
 		// overloaded), and 5.10 hung with soft lockups on both vCPUs in
 		// the e2e tests (the host not loaded). One more boot; a second
 		// fault fails the kernel.
-		fmt.Fprintf(os.Stderr, "nwkernels: %s: the guest kernel %s; booting it once more\n", img.Release, fault)
+		kept := results + "-console-1.log" // beside results, which goes
+		_ = os.Rename(filepath.Join(results, "console.log"), kept)
+		fmt.Fprintf(os.Stderr, "nwkernels: %s: the guest kernel %s (console: %s); booting it once more\n", img.Release, fault, kept)
 		_ = os.RemoveAll(results)
 		err = boot.Run(ctx)
 	}
