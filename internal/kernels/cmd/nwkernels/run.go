@@ -226,12 +226,11 @@ func bootOne(ctx context.Context, img kernels.Image, dir string, bins binaries, 
 	boot := kernels.Boot{Image: img, Results: results, Steps: st, Timeout: timeout}
 	err := boot.Run(ctx)
 	if fault := consoleFault(results); err != nil && fault != "" {
-		// Seen once each, never twice in a row: 6.12 died of the int3
-		// that static-key patching leaves in place for a moment
-		// (__netif_receive_skb_core, as tc hooks came and went; the host
-		// overloaded), and 5.10 hung with soft lockups on both vCPUs in
-		// the e2e tests (the host not loaded). One more boot; a second
-		// fault fails the kernel.
+		// Never seen twice in a row: 6.12 died twice of the int3 that
+		// static-key patching leaves in place for a moment (once in
+		// __netif_receive_skb_core, as tc hooks came and went), and 5.10
+		// hung once with soft lockups on both vCPUs in the e2e tests.
+		// One more boot; a second fault fails the kernel.
 		kept := results + "-console-1.log" // beside results, which goes
 		_ = os.Rename(filepath.Join(results, "console.log"), kept)
 		fmt.Fprintf(os.Stderr, "nwkernels: %s: the guest kernel %s (console: %s); booting it once more\n", img.Release, fault, kept)
