@@ -166,8 +166,9 @@ func build(cfg Config) (a *agent, err error) {
 		OnLink:         linksToEvidence(ev),
 		Logger:         log.With("component", "mirror"),
 	}, a.table)
+	var ml memlock
 	if (cfg.Tracer != bpf.TracerOff || len(cfg.DatapathInterfaces) > 0) && c.bpf() {
-		raiseMemlock(log)
+		ml = raiseMemlock(log)
 	}
 	if c.has(unix.CAP_NET_ADMIN) {
 		// Before 6.6 the programs hang on clsact filters, which outlive a
@@ -178,13 +179,13 @@ func build(cfg Config) (a *agent, err error) {
 			log.Info("removed an earlier agent's clsact filters", "filters", n)
 		}
 	}
-	dp, err := attachDatapath(cfg.DatapathInterfaces, cfg.DatapathMode, cfg.DatapathAuto, c, log)
+	dp, err := attachDatapath(cfg.DatapathInterfaces, cfg.DatapathMode, cfg.DatapathAuto, c, ml, log)
 	if err != nil {
 		return a, err
 	}
 	a.closers = append(a.closers, func() { _ = dp.Close() })
 	tlog := log.With("component", "tracer")
-	tp := &tracerPart{mode: cfg.Tracer, refuse: cfg.RefusePrograms, maxMap: cfg.TracerMaxMap, table: a.table, links: mir, log: tlog, ready: make(chan struct{}),
+	tp := &tracerPart{mode: cfg.Tracer, refuse: cfg.RefusePrograms, memlock: ml, maxMap: cfg.TracerMaxMap, table: a.table, links: mir, log: tlog, ready: make(chan struct{}),
 		cfg: feed.Config{Interval: cfg.TracerInterval, Window: cfg.TracerWindow, Period: cfg.TracerPeriod, Logger: tlog}}
 	runTracer := tracerWanted(cfg.Tracer, c, log)
 

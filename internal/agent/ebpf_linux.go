@@ -26,14 +26,15 @@ import (
 // mirror's first dump, and then feeds the table from it. Until it is
 // loaded, and if it cannot be, the tracer counts as off.
 type tracerPart struct {
-	mode   bpf.TracerMode
-	maxMap int      // --tracer.max-map-entries
-	refuse []string // programs not to load (--debug.refuse-programs)
-	table  *table.Table
-	links  feed.Links
-	cfg    feed.Config
-	log    *slog.Logger
-	ready  chan struct{}
+	mode    bpf.TracerMode
+	memlock memlock  // what became of RLIMIT_MEMLOCK, for refusals
+	maxMap  int      // --tracer.max-map-entries
+	refuse  []string // programs not to load (--debug.refuse-programs)
+	table   *table.Table
+	links   feed.Links
+	cfg     feed.Config
+	log     *slog.Logger
+	ready   chan struct{}
 
 	readyOnce sync.Once
 
@@ -58,7 +59,7 @@ func (t *tracerPart) Disabled() error {
 func (t *tracerPart) Run(ctx context.Context) error {
 	for {
 		size := t.mapSize()
-		tr, err := loadTracer(t.mode, t.refuse, size, t.log)
+		tr, err := loadTracer(t.mode, t.refuse, size, t.memlock, t.log)
 		if err != nil {
 			t.mu.Lock()
 			t.disabled = err
@@ -256,7 +257,7 @@ func tracerWanted(mode bpf.TracerMode, c caps, log *slog.Logger) bool {
 // loadTracer loads the tracer. It is optional: if it cannot run, the
 // agent says why in one line and goes on without. A program the kernel
 // refuses costs only its feature, said in one line each.
-func loadTracer(mode bpf.TracerMode, refuse []string, size int, log *slog.Logger) (*bpf.Tracer, error) {
+func loadTracer(mode bpf.TracerMode, refuse []string, size int, ml memlock, log *slog.Logger) (*bpf.Tracer, error) {
 	start := time.Now()
 	tr, err := bpf.LoadTracer(bpf.TracerOptions{Mode: mode, Refuse: refuse,
 		MirrorSize: size, StaleMACsSize: size, HitsSize: size, CandidatesSize: size})
@@ -265,7 +266,7 @@ func loadTracer(mode bpf.TracerMode, refuse []string, size int, log *slog.Logger
 		log.Warn("tracer disabled: " + err.Error())
 		return nil, err
 	case err != nil:
-		if line, ok := bpfRefusal(err, effectiveCaps()); ok {
+		if line, ok := bpfRefusal(err, effectiveCaps(), ml); ok {
 			log.Warn("tracer disabled: " + line)
 			return nil, errors.New(line)
 		}
@@ -327,11 +328,21 @@ func featureSummary(fs []bpf.FeatureStatus) string {
 }
 
 // raiseMemlock lets kernels before 5.11, which charge BPF memory to
-// RLIMIT_MEMLOCK, load the programs.
-func raiseMemlock(log *slog.Logger) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		log.Debug("raising RLIMIT_MEMLOCK failed", "err", err)
+// RLIMIT_MEMLOCK, load the programs. On such a kernel, a limit it cannot
+// lift (no CAP_SYS_RESOURCE, a container's 64 KiB) is said in one line:
+// it makes bpf(2) refuse with EPERM and nothing else.
+func raiseMemlock(log *slog.Logger) memlock {
+	var ml memlock
+	ml.err = rlimit.RemoveMemlock()
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r); err == nil {
+		ml.cur = r.Cur
 	}
+	if ml.stuck() {
+		log.Warn("RLIMIT_MEMLOCK is " + ml.String() + " and could not be raised (" + ml.err.Error() +
+			"): this kernel (before 5.11) charges BPF maps to it, so the tracer and datapath may be refused; grant CAP_SYS_RESOURCE or raise the memlock limit")
+	}
+	return ml
 }
 
 // datapathPart is the forwarding datapath on the interfaces the
@@ -349,7 +360,7 @@ var _ metrics.DatapathSource = (*datapathPart)(nil)
 
 // attachDatapath loads the datapath and attaches it. It was asked for
 // explicitly, so failing is an error.
-func attachDatapath(ifaces []string, mode bpf.Mode, auto bool, c caps, log *slog.Logger) (*datapathPart, error) {
+func attachDatapath(ifaces []string, mode bpf.Mode, auto bool, c caps, ml memlock, log *slog.Logger) (*datapathPart, error) {
 	d := &datapathPart{auto: auto, log: log, names: make(map[int]string)}
 	if len(ifaces) == 0 {
 		return d, nil
@@ -358,7 +369,7 @@ func attachDatapath(ifaces []string, mode bpf.Mode, auto bool, c caps, log *slog
 		return nil, errors.New("--datapath.interfaces needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN (or root)")
 	}
 	dp, err := bpf.LoadDatapath()
-	if line, ok := bpfRefusal(err, c); ok {
+	if line, ok := bpfRefusal(err, c, ml); ok {
 		return nil, errors.New("datapath: " + line)
 	}
 	if err != nil {

@@ -3,6 +3,7 @@ package agent
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 
@@ -15,10 +16,32 @@ import (
 // only points away from the real cause.
 const memlockHint = " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)"
 
+// memlock is what the agent made of RLIMIT_MEMLOCK at start.
+type memlock struct {
+	// err: the kernel charges BPF memory to RLIMIT_MEMLOCK (before 5.11)
+	// and raising the limit failed; nil when it was raised or is not
+	// charged.
+	err error
+	// cur is the limit in force, in bytes (RLIM_INFINITY when unlimited).
+	cur uint64
+}
+
+// stuck reports whether BPF maps are charged to a limit the agent could
+// not lift.
+func (m memlock) stuck() bool { return m.err != nil }
+
+// String names the limit for an operator: "64 KiB".
+func (m memlock) String() string {
+	if m.cur == unix.RLIM_INFINITY {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%d KiB", m.cur/1024)
+}
+
 // bpfRefusal explains an EPERM from bpf(2) in one line: what was refused
 // and the suspects, with what this process can see of each. ok is false
 // for any other error.
-func bpfRefusal(err error, c caps) (line string, ok bool) {
+func bpfRefusal(err error, c caps, ml memlock) (line string, ok bool) {
 	if !errors.Is(err, unix.EPERM) {
 		return "", false
 	}
@@ -27,6 +50,12 @@ func bpfRefusal(err error, c caps) (line string, ok bool) {
 	b.WriteString(strings.ReplaceAll(err.Error(), memlockHint, ""))
 	b.WriteString("); the usual causes: ")
 	var suspects []string
+	if ml.stuck() {
+		// First: on such a kernel it is the likeliest cause, and the one
+		// that gives no other sign.
+		suspects = append(suspects, "RLIMIT_MEMLOCK is "+ml.String()+" and could not be raised ("+ml.err.Error()+
+			"): this kernel (before 5.11) charges BPF maps to it; grant CAP_SYS_RESOURCE (the DaemonSet and the systemd unit do) or raise the container's memlock limit")
+	}
 	switch seccompMode() {
 	case "2":
 		suspects = append(suspects, "a seccomp filter is on (Seccomp: 2 in /proc/self/status): container runtimes' default profiles block bpf(2) without CAP_SYS_ADMIN, so run the container with the DaemonSet's seccomp profile (Unconfined) or one that allows bpf")
@@ -42,7 +71,9 @@ func bpfRefusal(err error, c caps) (line string, ok bool) {
 	}
 	suspects = append(suspects, "kernel lockdown ("+lockdownMode()+")")
 	b.WriteString(strings.Join(suspects, "; "))
-	b.WriteString("; not RLIMIT_MEMLOCK, which the agent lifts")
+	if !ml.stuck() {
+		b.WriteString("; not RLIMIT_MEMLOCK (" + ml.String() + ": lifted, or not charged on this kernel)")
+	}
 	return b.String(), true
 }
 
