@@ -81,16 +81,46 @@ const metricsAddr = "127.0.0.1:9947" // each namespace has its own loopback
 
 // startAgent runs the agent in ns and waits for /readyz and, when the
 // agent runs a tracer, for the tracer too: tests then see bypass traffic
-// counted from their first packet.
+// counted from their first packet. Under NEIGHWATCH_AS=daemonset or
+// systemd (the kernel matrix sets it), the agent runs with only what that
+// deployment gives it (deployedAs).
 func startAgent(t testing.TB, ns lab.NS, sock string, args ...string) *agentProc {
 	t.Helper()
-	full := append([]string{"agent", "--metrics.listen", metricsAddr, "--control.socket", sock, "--log.level", "debug"}, args...)
-	a := runAgentCmd(t, ns, sock, ns.Command(binPath, full...))
+	argv := append([]string{binPath, "agent", "--metrics.listen", metricsAddr, "--control.socket", sock, "--log.level", "debug"}, args...)
+	if p, ok := deployedAs(t); ok {
+		argv = p.Wrap(argv...)
+	}
+	a := runAgentCmd(t, ns, sock, ns.Command(argv[0], argv[1:]...))
 	waitReady(t, a)
 	if code, _, err := ns.HTTPGet("http://" + metricsAddr + "/readyz/tracer"); err == nil && code != http.StatusNotFound {
 		a.waitPart(t, "tracer")
 	}
 	return a
+}
+
+// deployedAs returns the deployment NEIGHWATCH_AS names (daemonset or
+// systemd), read from the repository's own manifests; ok is false when it
+// is not set (the agent runs as root).
+func deployedAs(t testing.TB) (manifests.Privileges, bool) {
+	t.Helper()
+	var (
+		p   manifests.Privileges
+		err error
+	)
+	switch as := os.Getenv("NEIGHWATCH_AS"); as {
+	case "", "root":
+		return p, false
+	case "daemonset":
+		p, err = manifests.DaemonSetPrivileges("..")
+	case "systemd":
+		p, err = manifests.SystemdPrivileges("..")
+	default:
+		t.Fatalf("NEIGHWATCH_AS=%q: want daemonset, systemd or root", as)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, true
 }
 
 // waitPart waits until the agent reports one part ready (/readyz/PART).

@@ -181,3 +181,32 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 		t.Fatal("no alerts read")
 	}
 }
+
+// TestPrivileges: the DaemonSet's and the systemd unit's privileges read
+// from the files themselves, and what the kernel matrix runs the agent
+// under.
+func TestPrivileges(t *testing.T) {
+	ds, err := DaemonSetPrivileges("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd, err := SystemdPrivileges("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []Privileges{ds, sd} {
+		for _, c := range []string{"NET_ADMIN", "NET_RAW", "BPF", "PERFMON", "SYS_RESOURCE"} {
+			if !slices.Contains(p.Caps, c) {
+				t.Errorf("%s lacks %s", p, c)
+			}
+		}
+		if !p.NoNewPrivs || p.MemlockBytes != 64<<10 {
+			t.Errorf("%s: want no_new_privs and memlock 64 KiB", p)
+		}
+	}
+	want := []string{"prlimit", "--memlock=65536:65536", "--", "setpriv",
+		"--bounding-set=-all,+net_admin,+net_raw,+bpf,+perfmon,+sys_resource", "--no-new-privs", "--", "neighwatch", "agent"}
+	if got := ds.Wrap("neighwatch", "agent"); !slices.Equal(got, want) {
+		t.Errorf("Wrap:\n%q\nwant\n%q", got, want)
+	}
+}
