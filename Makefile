@@ -68,11 +68,13 @@ test: deps vet lint cross fmt-check check-generate checkrules
 	$(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory test-kernels HOST=probe
 
-# The kernel-contract tests on Debian's 5.10, 6.1 and 6.12 (fetched from
-# the Debian archive this machine uses, booted under qemu) and on this
-# machine's kernel; prints a table of what each kernel gives (as root).
-# KERNELS=6.1 to boot fewer; kernels and results stay in .kernels/.
-KERNELS ?= 5.10,6.1,6.12
+# The kernel-contract tests on Debian's 5.10, 6.1 and 6.12 and the newest
+# kernel of trixie-backports (fetched from the Debian archive this machine
+# uses, booted under qemu) and on this machine's kernel; prints a table of
+# what each kernel gives, as root and as the DaemonSet and the systemd
+# unit run the agent. KERNELS=6.1 to boot fewer; kernels and results stay
+# in .kernels/.
+KERNELS ?= 5.10,6.1,6.12,newest
 HOST    ?= full
 test-kernels: deps
 	$(GO) run ./internal/kernels/cmd/nwkernels run --kernels $(KERNELS) --host $(HOST) --readme README.md

@@ -3,8 +3,11 @@ package kernels
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +23,7 @@ type Image struct {
 	Package   string // the linux-image package, e.g. linux-image-6.1.0-50-amd64
 	Version   string // its Debian version
 	Release   string // what uname -r says
+	Root      string // where the packages were unpacked
 	Vmlinuz   string
 	Modules   string // the directory that is /lib/modules/RELEASE in the guest
 	Initramfs string
@@ -52,6 +56,17 @@ func (f *Fetcher) Fetch(ctx context.Context, ks []Kernel) ([]Image, error) {
 			missing = append(missing, i)
 			continue
 		}
+		// An initramfs of an older init script is made again, not the
+		// kernel fetched again.
+		if want := initramfsPath(img.Root); img.Initramfs != want {
+			img.Initramfs = want
+			if err := f.initramfs(ctx, img); err != nil {
+				return nil, fmt.Errorf("kernel %s: %w", k.Name, err)
+			}
+			if err := f.save(img); err != nil {
+				return nil, err
+			}
+		}
 		out[i] = img
 	}
 	if len(missing) == 0 {
@@ -82,13 +97,35 @@ func (f *Fetcher) cached(k Kernel) (Image, error) {
 	if err := json.Unmarshal(b, &img); err != nil {
 		return Image{}, err
 	}
-	for _, p := range []string{img.Vmlinuz, img.Modules, img.Initramfs} {
+	for _, p := range []string{img.Root, img.Vmlinuz, img.Modules} {
+		if p == "" {
+			return Image{}, errors.New("an index of an older run")
+		}
 		if _, err := os.Stat(p); err != nil {
 			return Image{}, err
 		}
 	}
+	if _, err := os.Stat(img.Initramfs); err != nil {
+		img.Initramfs = "" // made again by Fetch
+	}
 	img.Kernel = k
 	return img, nil
+}
+
+// save writes the image's index, for the next run.
+func (f *Fetcher) save(img Image) error {
+	b, err := json.MarshalIndent(img, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(f.indexPath(img.Kernel), b, 0o644)
+}
+
+// initramfsPath names the initramfs after its init script, so a changed
+// script makes a new one.
+func initramfsPath(root string) string {
+	sum := sha256.Sum256([]byte(initScript))
+	return filepath.Join(root, "initramfs-"+hex.EncodeToString(sum[:4])+".gz")
 }
 
 // aptArgs points APT at a private sources list, lists and cache, so the
@@ -136,7 +173,14 @@ func suites(ks []Kernel) string {
 	return strings.Join(s, ", ")
 }
 
-var dependsRE = regexp.MustCompile(`(?m)^Depends: (linux-image-[^ ,]+) \(= ([^)]+)\)`)
+// imageRE finds the kernel package a metapackage installs: the
+// linux-image-RELEASE it depends on, with its version.
+var imageRE = regexp.MustCompile(`(?m)^Depends: .*?\b(linux-image-[0-9][^ ,]*) \(= ([^)]+)\)`)
+
+// partsRE finds the packages a kernel package of Debian's 7.x packaging
+// depends on for the kernel itself and its modules: its linux-image
+// package holds neither.
+var partsRE = regexp.MustCompile(`\b(linux-(?:binary|modules)-[0-9][^ ,]*) \(= ([^)]+)\)`)
 
 func (f *Fetcher) fetch(ctx context.Context, k Kernel) (Image, error) {
 	// The suite's linux-image-amd64 names the kernel package it installs.
@@ -144,62 +188,107 @@ func (f *Fetcher) fetch(ctx context.Context, k Kernel) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	m := dependsRE.FindStringSubmatch(show)
+	m := imageRE.FindStringSubmatch(show)
 	if m == nil {
 		return Image{}, fmt.Errorf("linux-image-amd64/%s names no kernel package:\n%s", k.Suite, show)
 	}
 	img := Image{Kernel: k, Package: m[1], Version: m[2]}
+	pkgs := []string{img.Package}
+	// Debian's 7.x packaging: the image package is empty but for its
+	// dependencies, the kernel (linux-binary) and its modules
+	// (linux-modules).
+	detail, err := f.run(ctx, "", "apt-cache", append(f.aptArgs(), "show", img.Package+"="+img.Version)...)
+	if err != nil {
+		return Image{}, err
+	}
+	for _, dep := range partsRE.FindAllStringSubmatch(firstStanzaDepends(detail), -1) {
+		if dep[2] == img.Version {
+			pkgs = append(pkgs, dep[1])
+		}
+	}
 	debs := filepath.Join(f.Dir, "debs")
 	if err := os.MkdirAll(debs, 0o755); err != nil {
 		return Image{}, err
-	}
-	f.logf("kernel %s: downloading %s %s", k.Name, img.Package, img.Version)
-	if _, err := f.run(ctx, debs, "apt-get", append(f.aptArgs(), "-qq", "download", img.Package+"="+img.Version)...); err != nil {
-		return Image{}, err
-	}
-	debsFound, _ := filepath.Glob(filepath.Join(debs, img.Package+"_*.deb"))
-	var deb string
-	for _, d := range debsFound {
-		if strings.Contains(filepath.Base(d), "_"+strings.ReplaceAll(img.Version, ":", "%3a")+"_") {
-			deb = d
-		}
-	}
-	if deb == "" {
-		return Image{}, fmt.Errorf("apt-get download left no %s %s in %s", img.Package, img.Version, debs)
 	}
 	root := filepath.Join(f.Dir, "root", img.Package+"_"+img.Version)
 	_ = os.RemoveAll(root)
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return Image{}, err
 	}
-	if _, err := f.run(ctx, "", "dpkg", "-x", deb, root); err != nil {
-		return Image{}, err
+	img.Root = root
+	for _, pkg := range pkgs {
+		f.logf("kernel %s: downloading %s %s", k.Name, pkg, img.Version)
+		deb, err := f.download(ctx, debs, pkg, img.Version)
+		if err != nil {
+			return Image{}, err
+		}
+		if _, err := f.run(ctx, "", "dpkg", "-x", deb, root); err != nil {
+			return Image{}, err
+		}
+		_ = os.Remove(deb) // unpacked: the package itself is not needed again
 	}
-	kernels, _ := filepath.Glob(filepath.Join(root, "boot", "vmlinuz-*"))
-	if len(kernels) != 1 {
-		return Image{}, fmt.Errorf("%s holds %d kernels, want 1", deb, len(kernels))
+	if err := img.locate(); err != nil {
+		return Image{}, fmt.Errorf("%s: %w", strings.Join(pkgs, ", "), err)
 	}
-	img.Vmlinuz = kernels[0]
-	img.Release = strings.TrimPrefix(filepath.Base(kernels[0]), "vmlinuz-")
-	// Debian 13 moved the modules under /usr.
-	base := root
-	if _, err := os.Stat(filepath.Join(root, "usr", "lib", "modules", img.Release)); err == nil {
-		base = filepath.Join(root, "usr")
-	}
-	img.Modules = filepath.Join(base, "lib", "modules", img.Release)
+	base := filepath.Dir(filepath.Dir(filepath.Dir(img.Modules)))
 	if _, err := f.run(ctx, "", "depmod", "-b", base, img.Release); err != nil {
 		return Image{}, err
 	}
-	img.Initramfs = filepath.Join(root, "initramfs.gz")
+	img.Initramfs = initramfsPath(root)
 	if err := f.initramfs(ctx, img); err != nil {
 		return Image{}, err
 	}
-	b, err := json.MarshalIndent(img, "", "  ")
-	if err != nil {
-		return Image{}, err
+	return img, f.save(img)
+}
+
+// firstStanzaDepends is the Depends line of the first stanza apt-cache
+// printed.
+func firstStanzaDepends(show string) string {
+	stanza, _, _ := strings.Cut(show, "\n\n")
+	for _, l := range strings.Split(stanza, "\n") {
+		if strings.HasPrefix(l, "Depends: ") {
+			return l
+		}
 	}
-	_ = os.Remove(deb) // unpacked: the package itself is not needed again
-	return img, os.WriteFile(f.indexPath(k), b, 0o644)
+	return ""
+}
+
+// download fetches one package of one version into dir and returns its
+// path.
+func (f *Fetcher) download(ctx context.Context, dir, pkg, version string) (string, error) {
+	if _, err := f.run(ctx, dir, "apt-get", append(f.aptArgs(), "-qq", "download", pkg+"="+version)...); err != nil {
+		return "", err
+	}
+	found, _ := filepath.Glob(filepath.Join(dir, pkg+"_*.deb"))
+	for _, d := range found {
+		if strings.Contains(filepath.Base(d), "_"+strings.ReplaceAll(version, ":", "%3a")+"_") {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("apt-get download left no %s %s in %s", pkg, version, dir)
+}
+
+// locate finds the kernel and its modules in the unpacked packages: the
+// kernel in /boot (Debian up to 6.x) or beside its modules (7.x), the
+// modules under /lib or /usr/lib (Debian 13 moved them).
+func (img *Image) locate() error {
+	var mods []string
+	for _, g := range []string{"lib/modules/*", "usr/lib/modules/*"} {
+		m, _ := filepath.Glob(filepath.Join(img.Root, g))
+		mods = append(mods, m...)
+	}
+	if len(mods) != 1 {
+		return fmt.Errorf("%d module trees, want 1: %v", len(mods), mods)
+	}
+	img.Modules = mods[0]
+	img.Release = filepath.Base(mods[0])
+	for _, p := range []string{filepath.Join(img.Root, "boot", "vmlinuz-"+img.Release), filepath.Join(img.Modules, "vmlinuz")} {
+		if _, err := os.Stat(p); err == nil {
+			img.Vmlinuz = p
+			return nil
+		}
+	}
+	return fmt.Errorf("no kernel for %s in /boot or beside its modules", img.Release)
 }
 
 // initModules are what the initramfs loads to mount the shared root.
@@ -213,15 +302,20 @@ const initScript = `#!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t devtmpfs dev /dev
 for m in $(/bin/busybox cat /modules/order); do /bin/busybox insmod /modules/$m || echo "nwinit: insmod $m failed"; done
-init=
-for a in $(/bin/busybox cat /proc/cmdline); do case $a in nw.init=*) init=${a#nw.init=};; esac; done
-if ! /bin/busybox mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=524288,cache=loose hostroot /newroot; then
-	echo "nwinit: mounting the host root failed"
-	echo o > /proc/sysrq-trigger
-fi
+shares=
+for a in $(/bin/busybox cat /proc/cmdline); do case $a in nw.shares=*) shares=${a#nw.shares=};; esac; done
+fail() { echo "nwinit: $1"; echo o > /proc/sysrq-trigger; /bin/busybox sleep 60; }
+/bin/busybox mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=524288,cache=loose hostroot /newroot || fail "mounting the host root failed"
+# The shares, each at a fixed path under a tmpfs over the host's /mnt:
+# results, the kernel's modules, the checkout, the test binaries.
+/bin/busybox mount -t tmpfs tmpfs /newroot/mnt || fail "no /mnt on the host's root to mount the shares under"
+for tag in $(echo "$shares" | /bin/busybox tr , ' '); do
+	/bin/busybox mkdir -p /newroot/mnt/nw/$tag
+	/bin/busybox mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 $tag /newroot/mnt/nw/$tag || fail "mounting share $tag failed"
+done
 /bin/busybox umount /proc
 /bin/busybox umount /dev
-exec /bin/busybox switch_root /newroot /bin/bash "$init"
+exec /bin/busybox switch_root /newroot /bin/bash /mnt/nw/results/guest.sh
 `
 
 func (f *Fetcher) initramfs(ctx context.Context, img Image) error {

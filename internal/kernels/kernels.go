@@ -9,16 +9,46 @@ import (
 
 // A Kernel is one row of the matrix: a Debian release's kernel series.
 type Kernel struct {
-	Name  string // the series, as operators say it: "6.1"
+	Name  string // the series, as operators say it: "6.1"; "newest" for the newest the archive serves
 	Suite string // the Debian suite whose linux-image-amd64 it is
 	Who   string // who runs it
 }
+
+// Newest names the kernel of the archive's newest suite, whatever series
+// that is today.
+const Newest = "newest"
 
 // Debian lists the kernels the matrix boots, oldest first.
 var Debian = []Kernel{
 	{Name: "5.10", Suite: "bullseye", Who: "Debian 11"},
 	{Name: "6.1", Suite: "bookworm", Who: "Debian 12, Amazon Linux 2023"},
 	{Name: "6.12", Suite: "trixie", Who: "Debian 13"},
+	// The newest series: what rolling distributions and the next LTS
+	// releases run, and where changes to tracepoint arguments, BTF and
+	// the tracing attach types show first.
+	{Name: Newest, Suite: "trixie-backports", Who: "rolling distributions, Fedora, the next LTS releases"},
+}
+
+// Names lists the series the matrix knows, for flags and messages.
+func Names() []string {
+	var out []string
+	for _, k := range Debian {
+		out = append(out, k.Name)
+	}
+	return out
+}
+
+// Series is what a release's row is called: "7.3" of "7.3.4+deb13-amd64".
+func Series(release string) string {
+	parts := strings.SplitN(release, ".", 3)
+	if len(parts) < 2 {
+		return release
+	}
+	minor := parts[1]
+	if i := strings.IndexFunc(minor, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		minor = minor[:i]
+	}
+	return parts[0] + "." + minor
 }
 
 // Lookup returns the kernel of a series name.

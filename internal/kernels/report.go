@@ -35,13 +35,102 @@ type TestResult struct {
 // Row is one kernel's line in the matrix.
 type Row struct {
 	Name, Release string
-	Caps          Caps
-	Tests         []TestResult
-	Took          time.Duration
-	Err           error
+	Caps          Caps // as root
+	// Deployed are the probes as the agent runs in each deployment
+	// (daemonset, systemd): what it gets there.
+	Deployed map[string]Caps
+	Tests    []TestResult
+	Took     time.Duration
+	Boot     time.Duration // from qemu's start to the first step
+	Steps    []StepTime
+	Err      error
 	// TestsElsewhere: the contract tests ran in the same make test's go
 	// test ./..., not here.
 	TestsElsewhere bool
+}
+
+// StepTime is how long one step took in one kernel.
+type StepTime struct {
+	Name string
+	Took time.Duration
+}
+
+// ProbeAs are the privileges the matrix probes each kernel with: root,
+// then as the DaemonSet and the systemd unit run the agent.
+var ProbeAs = []string{"root", "daemonset", "systemd"}
+
+// ProbeStep names the probe step of one privilege set.
+func ProbeStep(as string) string {
+	if as == "root" {
+		return "probe"
+	}
+	return "probe-" + as
+}
+
+// ProbeOf says whether a step is a probe, and as whom.
+func ProbeOf(step string) (string, bool) {
+	for _, as := range ProbeAs {
+		if ProbeStep(as) == step {
+			return as, true
+		}
+	}
+	return "", false
+}
+
+// CapsDiff says what a deployment's probe got that differs from root's,
+// or "" when it got the same: every capability's value, and the same
+// programs refused.
+func CapsDiff(root, deployed Caps) string {
+	got := map[string]Capability{}
+	for _, c := range deployed.Capabilities {
+		got[c.Name] = c
+	}
+	var diffs []string
+	for _, c := range root.Capabilities {
+		d, ok := got[c.Name]
+		switch {
+		case !ok:
+			diffs = append(diffs, c.Name+" missing")
+		case d.Value != c.Value:
+			diffs = append(diffs, fmt.Sprintf("%s %s instead of %s (%s)", c.Name, d.Value, c.Value, d.Detail))
+		}
+	}
+	for _, c := range deployed.Capabilities {
+		if !hasCap(root, c.Name) {
+			diffs = append(diffs, fmt.Sprintf("%s %s (%s), not there as root", c.Name, c.Value, c.Detail))
+		}
+	}
+	if strings.Join(root.Refused, "\n") != strings.Join(deployed.Refused, "\n") {
+		diffs = append(diffs, fmt.Sprintf("refused %v instead of %v", deployed.Refused, root.Refused))
+	}
+	return strings.Join(diffs, "; ")
+}
+
+func hasCap(c Caps, name string) bool {
+	for _, x := range c.Capabilities {
+		if x.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Timings renders where the matrix spent its time: building, then per
+// kernel the boot, each step and the whole run.
+func Timings(rows []Row, built time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "where the time went (building the binaries: %v)\n", built.Round(time.Second))
+	for _, r := range rows {
+		fmt.Fprintf(&b, "- %s: %v in all", r.Name, r.Took.Round(time.Second))
+		if r.Boot > 0 {
+			fmt.Fprintf(&b, "; boot %v", r.Boot)
+		}
+		for _, st := range r.Steps {
+			fmt.Fprintf(&b, "; %s %v", st.Name, st.Took.Round(100*time.Millisecond))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 var resultRE = regexp.MustCompile(`^(\s*)--- (PASS|FAIL|SKIP): (\S+) \(([0-9.]+)s\)`)
@@ -81,7 +170,7 @@ func Table(rows []Row, took bool) string {
 	for _, c := range cols {
 		b.WriteString(" " + c + " |")
 	}
-	b.WriteString(" contract tests |")
+	b.WriteString(" as deployed | contract tests |")
 	if took {
 		b.WriteString(" took |")
 	}
@@ -89,7 +178,7 @@ func Table(rows []Row, took bool) string {
 	for range cols {
 		b.WriteString("---|")
 	}
-	b.WriteString("---|")
+	b.WriteString("---|---|")
 	if took {
 		b.WriteString("---|")
 	}
@@ -111,6 +200,7 @@ func Table(rows []Row, took bool) string {
 				notes = append(notes, fmt.Sprintf("%s, %s: %s", r.Name, c, v.Detail))
 			}
 		}
+		fmt.Fprintf(&b, " %s |", deployedCell(r))
 		pass, total := 0, 0
 		var failed []string
 		for _, t := range r.Tests {
@@ -157,6 +247,30 @@ func Table(rows []Row, took bool) string {
 		}
 	}
 	return b.String()
+}
+
+// deployedCell says whether the agent gets under each deployment's
+// privileges what it gets as root.
+func deployedCell(r Row) string {
+	var same, less []string
+	for _, as := range ProbeAs[1:] {
+		caps, ok := r.Deployed[as]
+		switch {
+		case !ok:
+			continue
+		case CapsDiff(r.Caps, caps) == "":
+			same = append(same, as)
+		default:
+			less = append(less, as)
+		}
+	}
+	switch {
+	case len(same) == 0 && len(less) == 0:
+		return "?"
+	case len(less) == 0:
+		return "same as root (" + strings.Join(same, ", ") + ")"
+	}
+	return "less as " + strings.Join(less, ", ")
 }
 
 // Block markers of the README's kernel table.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,7 +13,10 @@ import (
 )
 
 // A Step is one command the guest runs, from Dir, with its output in
-// RESULTS/Name.out and its exit status in RESULTS/Name.rc.
+// RESULTS/Name.out, its exit status in RESULTS/Name.rc and its start and
+// end (seconds since the epoch, by the guest's clock) in
+// RESULTS/Name.time. Dir, Argv and Env name host paths: Boot maps those
+// under a share to the share's path in the guest.
 type Step struct {
 	Name string
 	Dir  string
@@ -20,15 +24,33 @@ type Step struct {
 	Argv []string
 }
 
+// GuestRoot is where the guest mounts the shares: GuestRoot/TAG for each.
+// It is a tmpfs over the host's /mnt, so no path of the host's root is
+// hidden that a share does not replace.
+const GuestRoot = "/mnt/nw"
+
+// A Share is a host directory the guest sees at GuestRoot/Tag, read-only
+// (the results are the one writable share).
+type Share struct {
+	Tag  string // virtfs mount tag: letters only
+	Host string // absolute host path
+}
+
+// hiddenInGuest are the directories of the host's root that the guest
+// covers with a tmpfs: nothing under them is seen there but through a
+// share.
+var hiddenInGuest = []string{"/tmp", "/run", "/var/tmp", "/root", "/mnt"}
+
 // Boot is one run of a kernel under qemu. The guest sees the host's root
-// read-only at /, with tmpfs on /tmp, /run, /var/tmp and /root, the
-// kernel's own modules at /lib/modules/RELEASE, and Results (a host
-// directory outside /tmp) writable at the same path. Host paths therefore
-// mean the same in the guest: test binaries built on the host run there
-// as they are.
+// read-only at /, with tmpfs on the directories of hiddenInGuest, and
+// each of its shares through a virtfs mount of its own under GuestRoot:
+// the results (writable), the unpacked kernel (its modules), and Shares
+// (the checkout, the test binaries). Where the checkout lives on the host
+// does not matter: under /tmp or /root as anywhere else.
 type Boot struct {
 	Image   Image
 	Results string
+	Shares  []Share
 	Steps   []Step
 	CPUs    int
 	Memory  int // MiB
@@ -37,18 +59,61 @@ type Boot struct {
 	Qemu string
 }
 
+// shares lists every share of the boot: results first.
+func (b Boot) shares() []Share {
+	out := []Share{{Tag: "results", Host: b.Results}}
+	if b.Image.Root != "" {
+		out = append(out, Share{Tag: "kernel", Host: b.Image.Root})
+	}
+	return append(out, b.Shares...)
+}
+
+// Guest returns where a host path is in the guest: under the share that
+// holds it (the deepest one), or the same path on the shared root. It
+// fails for a path the guest cannot see: under a directory the guest
+// covers with a tmpfs and in no share.
+func (b Boot) Guest(host string) (string, error) {
+	best, rest := Share{}, ""
+	for _, sh := range b.shares() {
+		if r, ok := under(host, sh.Host); ok && len(sh.Host) > len(best.Host) {
+			best, rest = sh, r
+		}
+	}
+	if best.Tag != "" {
+		return path.Join(GuestRoot, best.Tag, rest), nil
+	}
+	for _, d := range hiddenInGuest {
+		if _, ok := under(host, d); ok {
+			return "", fmt.Errorf("%s is hidden in the guest (a tmpfs covers %s) and in no share", host, d)
+		}
+	}
+	return host, nil
+}
+
+// under reports whether p is dir or below it, and the rest of p.
+func under(p, dir string) (string, bool) {
+	p, dir = filepath.Clean(p), filepath.Clean(dir)
+	if p == dir {
+		return "", true
+	}
+	if strings.HasPrefix(p, dir+"/") {
+		return p[len(dir)+1:], true
+	}
+	return "", false
+}
+
 // Run boots the kernel, runs the steps and powers off. It fails when the
 // kernel does not boot, the guest does not finish in time, or a step did
 // not leave its exit status; the steps' own results are in Results.
 func (b Boot) Run(ctx context.Context) error {
-	if strings.HasPrefix(b.Results, "/tmp/") {
-		return fmt.Errorf("results directory %s: the guest mounts a tmpfs on /tmp, choose one outside it", b.Results)
+	script, err := b.script()
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(b.Results, 0o755); err != nil {
 		return err
 	}
-	script := filepath.Join(b.Results, "guest.sh")
-	if err := os.WriteFile(script, []byte(b.script()), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(b.Results, "guest.sh"), []byte(script), 0o755); err != nil {
 		return err
 	}
 	console := filepath.Join(b.Results, "console.log")
@@ -63,14 +128,24 @@ func (b Boot) Run(ctx context.Context) error {
 	if mem == 0 {
 		mem = 2048
 	}
+	var tags []string
+	for _, sh := range b.shares() {
+		tags = append(tags, sh.Tag)
+	}
 	// TCG: /dev/kvm on these machines cannot run a standard guest.
 	args := []string{
 		"-accel", "tcg,thread=multi", "-cpu", "max", "-smp", strconv.Itoa(cpus), "-m", strconv.Itoa(mem),
 		"-display", "none", "-monitor", "none", "-serial", "file:" + console, "-no-reboot", "-nic", "none",
 		"-kernel", b.Image.Vmlinuz, "-initrd", b.Image.Initramfs,
-		"-append", "console=ttyS0 panic=-1 mitigations=off loglevel=5 nw.init=" + script,
+		"-append", "console=ttyS0 panic=-1 mitigations=off loglevel=5 nw.shares=" + strings.Join(tags, ","),
 		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
-		"-virtfs", "local,path=" + b.Results + ",mount_tag=results,security_model=none,multidevs=remap",
+	}
+	for _, sh := range b.shares() {
+		ro := ",readonly=on"
+		if sh.Tag == "results" {
+			ro = ""
+		}
+		args = append(args, "-virtfs", "local,path="+sh.Host+",mount_tag="+sh.Tag+",security_model=none"+ro+",multidevs=remap")
 	}
 	timeout := b.Timeout
 	if timeout == 0 {
@@ -124,10 +199,20 @@ func watchHung(ctx context.Context, console string, hung chan<- struct{}, cancel
 	}
 }
 
-// script is the guest's init after the switch to the shared root.
-func (b Boot) script() string {
+// script is the guest's init after the switch to the shared root, which
+// the initramfs made with the shares mounted under GuestRoot.
+func (b Boot) script() (string, error) {
 	var s strings.Builder
-	r := b.Results
+	r := path.Join(GuestRoot, "results")
+	modBase := ""
+	if b.Image.Modules != "" {
+		// modprobe -d takes the directory holding lib/modules/RELEASE.
+		g, err := b.Guest(filepath.Dir(filepath.Dir(filepath.Dir(b.Image.Modules))))
+		if err != nil {
+			return "", fmt.Errorf("the kernel's modules: %w", err)
+		}
+		modBase = g
+	}
 	fmt.Fprintf(&s, `#!/bin/bash
 # Written by nwkernels: the guest's init on the host's read-only root.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TMPDIR=/tmp
@@ -138,13 +223,12 @@ mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 for d in /tmp /run /var/tmp /root; do mount -t tmpfs tmpfs "$d"; done
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 results %[3]q
 # The host has no /lib/modules/%[1]s and its root is read-only: the
 # kernel's module loader calls a modprobe that looks where the package
 # was unpacked.
-printf '#!/bin/sh\nexec /sbin/modprobe -d %%s "$@"\n' %[2]q > %[3]q/modprobe
-chmod +x %[3]q/modprobe
-echo %[3]q/modprobe > /proc/sys/kernel/modprobe
+printf '#!/bin/sh\nexec /sbin/modprobe -d %%s "$@"\n' %[2]q > /run/nw-modprobe
+chmod +x /run/nw-modprobe
+echo /run/nw-modprobe > /proc/sys/kernel/modprobe
 mount -t bpf bpf /sys/fs/bpf
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
@@ -160,21 +244,40 @@ ip link set lo up
 	echo 'nwkernels: could not hold the tc static keys on (dummy, clsact)'
 hostname nwkernel-%[4]s
 uname -r > %[3]q/booted
-`, b.Image.Release, filepath.Dir(filepath.Dir(filepath.Dir(b.Image.Modules))), r, strings.ReplaceAll(b.Image.Kernel.Name, ".", "-"))
+`, b.Image.Release, modBase, r, strings.ReplaceAll(b.Image.Kernel.Name, ".", "-"))
 	for _, st := range b.Steps {
+		dir, err := b.Guest(st.Dir)
+		if err != nil {
+			return "", fmt.Errorf("step %s: %w", st.Name, err)
+		}
 		fmt.Fprintf(&s, "echo 'nwkernels: step %s'\n", st.Name)
-		fmt.Fprintf(&s, "(cd %q && env", st.Dir)
+		fmt.Fprintf(&s, "date +%%s.%%N > %q\n", path.Join(r, st.Name+".time"))
+		fmt.Fprintf(&s, "(cd %q && env", dir)
 		for _, e := range st.Env {
-			fmt.Fprintf(&s, " %q", e)
+			k, v, _ := strings.Cut(e, "=")
+			if g, err := b.Guest(v); err == nil && strings.HasPrefix(v, "/") {
+				v = g
+			} else if err != nil {
+				return "", fmt.Errorf("step %s: %s: %w", st.Name, k, err)
+			}
+			fmt.Fprintf(&s, " %q", k+"="+v)
 		}
 		for _, a := range st.Argv {
+			if strings.HasPrefix(a, "/") {
+				g, err := b.Guest(a)
+				if err != nil {
+					return "", fmt.Errorf("step %s: %w", st.Name, err)
+				}
+				a = g
+			}
 			fmt.Fprintf(&s, " %q", a)
 		}
-		fmt.Fprintf(&s, ") > %q 2>&1 </dev/null\n", filepath.Join(r, st.Name+".out"))
-		fmt.Fprintf(&s, "echo $? > %q\n", filepath.Join(r, st.Name+".rc"))
+		fmt.Fprintf(&s, ") > %q 2>&1 </dev/null\n", path.Join(r, st.Name+".out"))
+		fmt.Fprintf(&s, "echo $? > %q\n", path.Join(r, st.Name+".rc"))
+		fmt.Fprintf(&s, "date +%%s.%%N >> %q\n", path.Join(r, st.Name+".time"))
 	}
-	fmt.Fprintf(&s, "dmesg > %q 2>&1\nsync\necho o > /proc/sysrq-trigger\nsleep 60\n", filepath.Join(r, "dmesg.txt"))
-	return s.String()
+	fmt.Fprintf(&s, "dmesg > %q 2>&1\nsync\necho o > /proc/sysrq-trigger\nsleep 60\n", path.Join(r, "dmesg.txt"))
+	return s.String(), nil
 }
 
 func tail(path string, n int) string {

@@ -19,7 +19,7 @@ import (
 // printed: for looking at a kernel by hand (nwkernels exec 6.1 -- CMD).
 func execIn(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("nwkernels exec", flag.ContinueOnError)
-	dir := fs.String("dir", ".kernels", "where run left the kernels (not under /tmp)")
+	dir := fs.String("dir", ".kernels", "where run left the kernels")
 	timeout := fs.Duration("timeout", 10*time.Minute, "limit for the boot and the command")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -52,7 +52,8 @@ func execIn(ctx context.Context, args []string) error {
 		cmd = cmd[1:]
 	}
 	st := kernels.Step{Name: "exec", Dir: wd, Argv: []string{"/bin/bash", "-c", strings.Join(cmd, " ")}}
-	runErr := kernels.Boot{Image: imgs[0], Results: results, Steps: []kernels.Step{st}, Timeout: *timeout}.Run(ctx)
+	runErr := kernels.Boot{Image: imgs[0], Results: results, Steps: []kernels.Step{st}, Timeout: *timeout,
+		Shares: []kernels.Share{{Tag: "src", Host: wd}}}.Run(ctx)
 	out, _ := os.ReadFile(filepath.Join(results, "exec.out"))
 	rc, _ := os.ReadFile(filepath.Join(results, "exec.rc"))
 	fmt.Print(string(out))

@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/internal/kernels"
+	"github.com/neighwatch/neighwatch/internal/manifests"
 	"github.com/neighwatch/neighwatch/remediate"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -33,19 +34,20 @@ func unameRelease() string {
 // probe reports what the running kernel gives neighwatch: the tracer as
 // the agent loads it (program by program), how TC programs attach, and
 // managed entries, asked of the kernel itself. It works in a namespace of
-// its own.
+// its own. With --as daemonset or systemd it asks as the agent runs in
+// that deployment, with only its capabilities, no_new_privs and memlock
+// limit (read from deploy/, so run it from the repository's root): it
+// makes the namespace, then runs itself there under those privileges.
 func probe(args []string) error {
 	fs := flag.NewFlagSet("nwkernels probe", flag.ContinueOnError)
 	out := fs.String("out", "", "write the capabilities there (default: standard output)")
+	as := fs.String("as", "root", "probe as root, or as the agent runs under the daemonset's or the systemd unit's privileges")
+	here := fs.Bool("here", false, "probe in this namespace, with this process's privileges (what --as runs)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return err
-	}
-	c := kernels.Caps{Release: unameRelease()}
-	add := func(name, value, detail string) {
-		c.Capabilities = append(c.Capabilities, kernels.Capability{Name: name, Value: value, Detail: detail})
+	if *here {
+		return probeHere(*out)
 	}
 	ns := fmt.Sprintf("nwprobe%d", os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
@@ -61,7 +63,51 @@ func probe(args []string) error {
 			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
-	err := inNS(ns, func() error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	argv := []string{self, "probe", "--here", "--out", *out}
+	switch *as {
+	case "root":
+	case "daemonset", "systemd":
+		p, err := privileges(*as)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "probing as %s\n", p)
+		argv = p.Wrap(argv...)
+	default:
+		return fmt.Errorf("--as %q: want root, daemonset or systemd", *as)
+	}
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	return cmd.Run()
+}
+
+// privileges reads a deployment's privileges from the repository at the
+// working directory.
+func privileges(as string) (manifests.Privileges, error) {
+	if as == "systemd" {
+		return manifests.SystemdPrivileges(".")
+	}
+	return manifests.DaemonSetPrivileges(".")
+}
+
+// probeHere is the probe itself, in the current namespace, with the
+// process's own privileges: it lifts RLIMIT_MEMLOCK as the agent does,
+// and says so when it cannot.
+func probeHere(out string) error {
+	c := kernels.Caps{Release: unameRelease()}
+	add := func(name, value, detail string) {
+		c.Capabilities = append(c.Capabilities, kernels.Capability{Name: name, Value: value, Detail: detail})
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		// What follows shows what it costs (the tracer refused); the
+		// matrix holds it against the probe as root.
+		fmt.Fprintf(os.Stderr, "RLIMIT_MEMLOCK not lifted: %v\n", err)
+	}
+	err := func() error {
 		start := time.Now()
 		tr, err := bpf.LoadTracer(bpf.TracerOptions{Mode: bpf.TracerAuto})
 		fmt.Fprintf(os.Stderr, "tracer loaded in %v\n", time.Since(start))
@@ -77,12 +123,12 @@ func probe(args []string) error {
 			}
 			add(string(f.Feature), v, f.Why)
 		}
-		fe := "yes"
-		if fb := tr.Fallback(); fb != nil {
-			fe = "no"
-			add("fentry", fe, oneLine(fb))
-		} else {
-			add("fentry", fe, "")
+		// Asked of the kernel with a program of the probe's own, then
+		// held against what the tracer made of it.
+		fe, why := kernels.FentryAllowed()
+		add("fentry", yesNo(fe), why)
+		if fb := tr.Fallback(); (fb == nil) != fe {
+			return fmt.Errorf("the kernel allows fentry: %v (%s); the tracer's fallback from fentry: %v", fe, why, fb)
 		}
 		for _, p := range tr.Programs() {
 			if !p.Loaded && p.Refusal != bpf.RefusedDisabled {
@@ -121,7 +167,7 @@ func probe(args []string) error {
 			return fmt.Errorf("remediate.ManagedSupported says %v (%s), the kernel says %v", ok, why, managed)
 		}
 		return nil
-	})
+	}()
 	if err != nil {
 		return err
 	}
@@ -129,11 +175,11 @@ func probe(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *out == "" {
+	if out == "" {
 		_, err = os.Stdout.Write(append(b, '\n'))
 		return err
 	}
-	return os.WriteFile(*out, b, 0o644)
+	return os.WriteFile(out, b, 0o644)
 }
 
 // probeManaged adds a managed entry (NTF_EXT_MANAGED) and reads it back:

@@ -21,9 +21,9 @@ import (
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("nwkernels run", flag.ContinueOnError)
 	var (
-		names    = fs.String("kernels", "5.10,6.1,6.12", "Debian kernel series to boot (comma-separated; empty for none)")
+		names    = fs.String("kernels", strings.Join(kernels.Names(), ","), "Debian kernel series to boot (comma-separated; empty for none)")
 		host     = fs.String("host", "full", "the machine's own kernel: full (probe and contract tests), probe (the probe only: make test has run the whole suite on it already) or none")
-		dir      = fs.String("dir", ".kernels", "where kernels, test binaries and results go (not under /tmp)")
+		dir      = fs.String("dir", ".kernels", "where kernels, test binaries and results go (anywhere: the guests see them through shares of their own)")
 		refresh  = fs.Bool("refresh", false, "fetch the kernels again even if a previous run left them")
 		parallel = fs.Int("parallel", 1, "kernels booted at once")
 		only     = fs.String("run", "", "run only the contract tests matching this regexp (go test -run)")
@@ -44,7 +44,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		k, ok := kernels.Lookup(n)
 		if !ok {
-			return fmt.Errorf("--kernels: unknown series %q (known: 5.10, 6.1, 6.12)", n)
+			return fmt.Errorf("--kernels: unknown series %q (known: %s)", n, strings.Join(kernels.Names(), ", "))
 		}
 		ks = append(ks, k)
 	}
@@ -53,6 +53,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	built := time.Since(start)
 	var images []kernels.Image
 	if len(ks) > 0 {
 		archive, err := machineArchive()
@@ -67,7 +68,7 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	fmt.Fprintf(os.Stderr, "nwkernels: built and fetched in %v\n", time.Since(start).Round(time.Second))
+	fmt.Fprintf(os.Stderr, "nwkernels: built in %v, fetched in %v\n", built.Round(time.Second), (time.Since(start) - built).Round(time.Second))
 
 	rows := make([]kernels.Row, len(images))
 	var wg sync.WaitGroup
@@ -91,6 +92,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	table := kernels.Table(rows, true)
 	fmt.Print(table)
+	fmt.Print("\n" + kernels.Timings(rows, built))
 	if err := os.WriteFile(filepath.Join(abs, "matrix.md"), []byte(table), 0o644); err != nil {
 		return err
 	}
@@ -194,23 +196,28 @@ func globs(patterns ...string) []string {
 	return out
 }
 
-// steps are what every kernel runs: the capability probe, then each
-// package's contract tests.
-func steps(bins binaries, only, kernel, results string) []kernels.Step {
-	wd, _ := os.Getwd()
-	env := []string{"CI=true", "NEIGHWATCH_BIN=" + bins.neighwatch, "NEIGHWATCH_KERNEL=" + kernel}
+// steps are what every kernel runs: the capability probe as root, as
+// the DaemonSet and as the systemd unit run the agent, then each
+// package's contract tests, with the agent of the e2e tests under the
+// DaemonSet's privileges. Paths are the host's: a guest's Boot maps them.
+func steps(bins binaries, only, kernel, results, src string) []kernels.Step {
+	env := []string{"CI=true", "NEIGHWATCH_BIN=" + bins.neighwatch, "NEIGHWATCH_KERNEL=" + kernel, "NEIGHWATCH_AS=daemonset"}
 	if kernel != "host" {
 		// Emulated (TCG): everything takes several times longer.
 		env = append(env, "NEIGHWATCH_TIME_SCALE=4")
 	}
-	out := []kernels.Step{{Name: "probe", Dir: wd, Env: env, Argv: []string{bins.nwkernels, "probe", "--out", filepath.Join(results, "caps.json")}}}
+	var out []kernels.Step
+	for _, as := range kernels.ProbeAs {
+		out = append(out, kernels.Step{Name: kernels.ProbeStep(as), Dir: src, Env: env,
+			Argv: []string{bins.nwkernels, "probe", "--as", as, "--out", filepath.Join(results, kernels.ProbeStep(as)+".json")}})
+	}
 	for _, s := range kernels.Contract {
 		run := s.Run
 		if only != "" {
 			run = only
 		}
 		out = append(out, kernels.Step{
-			Name: s.Name(), Dir: filepath.Join(wd, s.Package), Env: env,
+			Name: s.Name(), Dir: filepath.Join(src, s.Package), Env: env,
 			Argv: []string{bins.tests[s.Package], "-test.run", run, "-test.v", "-test.count=1", "-test.timeout", s.Timeout.String()},
 		})
 	}
@@ -220,10 +227,14 @@ func steps(bins binaries, only, kernel, results string) []kernels.Step {
 func bootOne(ctx context.Context, img kernels.Image, dir string, bins binaries, only string, timeout time.Duration) kernels.Row {
 	results := filepath.Join(dir, "results", img.Kernel.Name)
 	_ = os.RemoveAll(results)
-	st := steps(bins, only, img.Kernel.Name, results)
+	src, _ := os.Getwd()
+	st := steps(bins, only, img.Kernel.Name, results, src)
 	start := time.Now()
 	fmt.Fprintf(os.Stderr, "nwkernels: booting %s (%s %s)\n", img.Release, img.Package, img.Version)
-	boot := kernels.Boot{Image: img, Results: results, Steps: st, Timeout: timeout}
+	// The guest reads the checkout and the binaries through shares of
+	// their own, wherever they are on the host.
+	boot := kernels.Boot{Image: img, Results: results, Timeout: timeout, Steps: st,
+		Shares: []kernels.Share{{Tag: "src", Host: src}, {Tag: "bin", Host: bins.dir}}}
 	err := boot.Run(ctx)
 	if fault := consoleFault(results); err != nil && fault != "" {
 		// Never seen twice in a row: 6.12 died twice of the int3 that
@@ -237,8 +248,13 @@ func bootOne(ctx context.Context, img kernels.Image, dir string, bins binaries, 
 		_ = os.RemoveAll(results)
 		err = boot.Run(ctx)
 	}
-	row := collect(img.Kernel.Name, img.Release, results, st)
+	name := img.Kernel.Name
+	if name == kernels.Newest {
+		name = kernels.Series(img.Release) + " (newest)"
+	}
+	row := collect(name, img.Release, results, st)
 	row.Took = time.Since(start)
+	row.Boot = bootTime(start, results, st)
 	if err != nil {
 		row.Err = err
 	}
@@ -253,9 +269,10 @@ func hostRow(ctx context.Context, dir string, bins binaries, only string, probeO
 		return kernels.Row{Name: "host", Err: err}
 	}
 	rel := unameRelease()
-	st := steps(bins, only, "host", results)
+	src, _ := os.Getwd()
+	st := steps(bins, only, "host", results, src)
 	if probeOnly {
-		st = st[:1]
+		st = st[:len(kernels.ProbeAs)]
 	}
 	start := time.Now()
 	for _, s := range st {
@@ -265,8 +282,11 @@ func hostRow(ctx context.Context, dir string, bins binaries, only string, probeO
 		}
 		cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
 		cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = s.Dir, append(os.Environ(), s.Env...), out, out
+		began := time.Now()
 		err = cmd.Run()
 		out.Close()
+		_ = os.WriteFile(filepath.Join(results, s.Name+".time"), []byte(fmt.Sprintf("%.3f\n%.3f\n",
+			float64(began.UnixNano())/1e9, float64(time.Now().UnixNano())/1e9)), 0o644)
 		code := 0
 		if err != nil {
 			code = 1
@@ -283,25 +303,34 @@ func hostRow(ctx context.Context, dir string, bins binaries, only string, probeO
 	return row
 }
 
-// collect reads a kernel's results: the probe's capabilities and every
-// step's outcome.
+// collect reads a kernel's results: the probes' capabilities (as root
+// and as deployed) and every step's outcome, with how long each took.
 func collect(name, release, results string, st []kernels.Step) kernels.Row {
-	row := kernels.Row{Name: name, Release: release}
+	row := kernels.Row{Name: name, Release: release, Deployed: map[string]kernels.Caps{}}
 	var errs []error
 	for _, s := range st {
 		rcb, err := os.ReadFile(filepath.Join(results, s.Name+".rc"))
 		out, _ := os.ReadFile(filepath.Join(results, s.Name+".out"))
-		switch {
+		if d, ok := stepTime(filepath.Join(results, s.Name+".time")); ok {
+			row.Steps = append(row.Steps, kernels.StepTime{Name: s.Name, Took: d})
+		}
+		switch as, probe := kernels.ProbeOf(s.Name); {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("%s did not run", s.Name))
 			continue
-		case s.Name == "probe":
-			caps, err := os.ReadFile(filepath.Join(results, "caps.json"))
+		case probe:
+			var caps kernels.Caps
+			b, err := os.ReadFile(filepath.Join(results, s.Name+".json"))
 			if err == nil {
-				err = json.Unmarshal(caps, &row.Caps)
+				err = json.Unmarshal(b, &caps)
 			}
 			if err != nil {
-				errs = append(errs, fmt.Errorf("probe: %w: %s", err, out))
+				errs = append(errs, fmt.Errorf("%s: %w: %s", s.Name, err, out))
+			}
+			if as == "root" {
+				row.Caps = caps
+			} else {
+				row.Deployed[as] = caps
 			}
 		default:
 			res := kernels.ParseTestOutput(string(out))
@@ -311,8 +340,46 @@ func collect(name, release, results string, st []kernels.Step) kernels.Row {
 			errs = append(errs, fmt.Errorf("%s failed (exit %s); output in %s", s.Name, strings.TrimSpace(string(rcb)), filepath.Join(results, s.Name+".out")))
 		}
 	}
+	// As deployed, the agent must get what it gets as root.
+	for _, as := range kernels.ProbeAs[1:] {
+		if caps, ok := row.Deployed[as]; ok && row.Caps.Release != "" {
+			if diff := kernels.CapsDiff(row.Caps, caps); diff != "" {
+				errs = append(errs, fmt.Errorf("as the %s runs it, the agent gets less than as root: %s", as, diff))
+			}
+		}
+	}
 	row.Err = errors.Join(errs...)
 	return row
+}
+
+// stepTime reads a step's start and end, written one per line.
+func stepTime(path string) (time.Duration, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	var a, z float64
+	if n, _ := fmt.Sscanf(string(b), "%f\n%f", &a, &z); n != 2 || z < a {
+		return 0, false
+	}
+	return time.Duration((z - a) * float64(time.Second)), true
+}
+
+// bootTime is how long a guest took from qemu's start to its first step
+// (the guest's clock follows the host's).
+func bootTime(start time.Time, results string, st []kernels.Step) time.Duration {
+	if len(st) == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(filepath.Join(results, st[0].Name+".time"))
+	if err != nil {
+		return 0
+	}
+	var a float64
+	if _, err := fmt.Sscanf(string(b), "%f", &a); err != nil {
+		return 0
+	}
+	return time.Unix(0, int64(a*1e9)).Sub(start).Round(100 * time.Millisecond)
 }
 
 // consoleFault says how the guest's kernel failed, from its console in
