@@ -125,7 +125,15 @@ func TestConfigReload(t *testing.T) {
 	if st := remediationStatus(t, sock); st.Mode != "off" || st.ModeSource != "file" || class() != "ok" {
 		t.Errorf("after the fix: %s from %s, class %s", st.Mode, st.ModeSource, class())
 	}
-	_ = exec.Command(binPath, "remediation", "on", "--control.socket", sock).Run()
+	// A runtime switch holds until the next reload; the file does not
+	// change again, so only SIGHUP can bring its mode back.
+	if out, err := exec.Command(binPath, "remediation", "on", "--control.socket", sock).CombinedOutput(); err != nil {
+		t.Fatalf("remediation on: %v\n%s", err, out)
+	}
+	if st := remediationStatus(t, sock); st.Mode != "on" || st.ModeSource != "runtime" {
+		t.Fatalf("after the runtime switch to on: %s from %s", st.Mode, st.ModeSource)
+	}
+	reloads := reloadCount(t, a)
 	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -133,4 +141,19 @@ func TestConfigReload(t *testing.T) {
 		st := remediationStatus(t, sock)
 		return st.Mode == "off" && st.ModeSource == "file"
 	})
+	if n := reloadCount(t, a); n != reloads+1 {
+		t.Errorf("one SIGHUP logged %d reloads, want 1", n-reloads)
+	}
+}
+
+// reloadCount counts the reloads SIGHUP made, as the agent logged them.
+func reloadCount(t *testing.T, a *agentProc) int {
+	t.Helper()
+	n := 0
+	for _, l := range strings.Split(a.logs(), "\n") {
+		if strings.Contains(l, "configuration reloaded") && strings.Contains(l, "trigger=SIGHUP") {
+			n++
+		}
+	}
+	return n
 }

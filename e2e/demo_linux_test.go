@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,11 +59,34 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nwdemo: %v", err)
 	}
-	for _, want := range []string{"5 of 5 echo replies came back", "at-risk", "0 of 5 echo replies came back", "stuck",
+	for _, want := range []string{"5 of 5 echo replies came back", "0 of 5 echo replies came back",
 		`neighwatch_stuck_neighbour_info{family="inet",interface="n0",ip="10.0.1.2"`, "Traffic is back", "mode on"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the demo's output lacks %q", want)
 		}
+	}
+	// The classes as neighwatch status printed them (the client's row),
+	// not the narration around them: at-risk before the move, stuck
+	// after it.
+	atRisk, stuck, moved := -1, -1, strings.Index(s, "The client moves to a new MAC")
+	at := 0
+	for _, line := range strings.SplitAfter(s, "\n") {
+		f := strings.Fields(line)
+		if slices.Contains(f, "10.0.1.2") {
+			switch {
+			case slices.Contains(f, "at-risk") && atRisk < 0:
+				atRisk = at
+			case slices.Contains(f, "stuck") && stuck < 0:
+				stuck = at
+			}
+		}
+		at += len(line)
+	}
+	if atRisk < 0 || moved < 0 || atRisk > moved {
+		t.Errorf("no status row of 10.0.1.2 at-risk before the move (row at %d, move at %d)", atRisk, moved)
+	}
+	if stuck < moved {
+		t.Errorf("no status row of 10.0.1.2 stuck after the move (row at %d, move at %d)", stuck, moved)
 	}
 	if strings.LastIndex(s, "5 of 5 echo replies came back") < strings.Index(s, "Traffic is back") {
 		t.Errorf("traffic is not shown flowing after the repair")

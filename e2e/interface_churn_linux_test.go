@@ -7,12 +7,14 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/monitor/evidence"
 	"golang.org/x/sys/unix"
 )
 
@@ -291,7 +293,7 @@ func TestARPFloodThenConflict(t *testing.T) {
 	hosts := metricValue(body, "neighwatch_arp_hosts")
 	drops := metricValue(body, `neighwatch_arp_socket_drops_total{interface="n0"}`)
 	counted := arpCounted(body)
-	if evicted == 0 || drops == "" || hosts != "65536" {
+	if evicted == 0 || drops == "" || hosts != strconv.Itoa(evidence.DefaultMaxHosts) {
 		t.Errorf("evicted %d, hosts %s, socket drops %q: want evictions, a full map and the drops series\n%s", evicted, hosts, drops, grep(body, "neighwatch_arp_"))
 	}
 	t.Logf("%d frames sent in %v (%.0f/s); counted %d, dropped by the kernel (socket buffer full) %s; %d hosts evicted, %s kept; agent RSS %d kB",

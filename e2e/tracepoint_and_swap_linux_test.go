@@ -110,18 +110,31 @@ func TestDatapathSwapUnderTraffic(t *testing.T) {
 
 	// Healthy traffic: swaps lose nothing.
 	for _, mode := range []string{"neigh", "legacy"} {
-		done := make(chan [2]int, 1)
-		go func() {
-			s, r := echo(t, l.Client, lab.BackendIP, 300, 10*time.Millisecond)
-			done <- [2]int{s, r}
-		}()
-		time.Sleep(1 * time.Second)
-		swap(mode)
-		res := <-done
-		if res[0] != res[1] {
-			t.Errorf("swap to %s under traffic: %d of %d pings lost", mode, res[0]-res[1], res[0])
+		type result struct {
+			sent, got int
+			err       error
 		}
-		t.Logf("swap to %s under traffic: %d/%d pings answered", mode, res[1], res[0])
+		done := make(chan result, 1)
+		go func() { // no t.Fatal here: it would not stop the test
+			s, r, err := l.Client.Echo(lab.BackendIP, 600, 10*time.Millisecond, time.Second)
+			done <- result{s, r, err}
+		}()
+		time.Sleep(time.Second)
+		swap(mode)
+		var res result
+		select {
+		case res = <-done:
+			t.Fatalf("the echo run (6 s) ended before the swap to %s did: the swap was not under traffic", mode)
+		default:
+			res = <-done
+		}
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		if res.sent != res.got {
+			t.Errorf("swap to %s under traffic: %d of %d pings lost", mode, res.sent-res.got, res.sent)
+		}
+		t.Logf("swap to %s under traffic: %d/%d pings answered", mode, res.got, res.sent)
 	}
 	body := a.metrics(t)
 	for _, want := range []string{`neighwatch_datapath_mode{interface="n1",mode="legacy"} 1`, `neighwatch_datapath_decisions_total{decision="redirect"}`} {
@@ -142,29 +155,24 @@ func TestDatapathSwapUnderTraffic(t *testing.T) {
 	if s, r := echo(t, l.Client, lab.BackendIP, 20, 100*time.Millisecond); r != 0 {
 		t.Fatalf("%d of %d pings answered through a stuck entry: the failure did not reproduce", r, s)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		e, _ := findEntry(statusJSON(t, sock), lab.NodeClientIf, lab.ClientIP.String())
+	var e control.Entry
+	lab.WaitFor(t, 10*time.Second, "the entry stuck with bypass packets", func() bool {
+		e, _ = findEntry(statusJSON(t, sock), lab.NodeClientIf, lab.ClientIP.String())
 		if e.Class == "stuck" && e.BypassPackets > 0 {
-			t.Logf("stuck with %d bypass packets, evidence %+v", e.BypassPackets, e.Evidence)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("entry not stuck with bypass packets: %+v", e)
+			return true
 		}
 		_ = l.Client.Ping(lab.BackendIP, 1, 1*time.Second)
-	}
+		return false
+	})
+	t.Logf("stuck with %d bypass packets, evidence %+v", e.BypassPackets, e.Evidence)
 	swap("neigh")
 	start := time.Now()
-	for {
+	// The kernel re-resolves it through DELAY and PROBE (quick timers
+	// here: a second or two); 20 s (WaitFor stretches it under emulation).
+	lab.WaitFor(t, 20*time.Second, "recovery after swapping to neigh", func() bool {
 		_, r := echo(t, l.Client, lab.BackendIP, 5, 200*time.Millisecond)
-		e, _ := findEntry(statusJSON(t, sock), lab.NodeClientIf, lab.ClientIP.String())
-		if r == 5 && e.LLAddr == newMAC.String() && e.Class == "ok" {
-			t.Logf("recovered %v after the swap: %s %s", time.Since(start).Round(100*time.Millisecond), e.State, e.LLAddr)
-			break
-		}
-		if time.Since(start) > 20*time.Second {
-			t.Fatalf("no recovery 20s after swapping to neigh: %+v\n%s", e, a.logs())
-		}
-	}
+		e, _ = findEntry(statusJSON(t, sock), lab.NodeClientIf, lab.ClientIP.String())
+		return r == 5 && e.LLAddr == newMAC.String() && e.Class == "ok"
+	})
+	t.Logf("recovered %v after the swap: %s %s", time.Since(start).Round(100*time.Millisecond), e.State, e.LLAddr)
 }

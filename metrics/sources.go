@@ -25,7 +25,7 @@ func NewEvidenceCollector(src EvidenceSource, names func(ifindex int32) string, 
 	var (
 		arpPackets = s.counter("arp_packets_total", "ARP packets seen by the listeners.", "interface", "kind")
 		ndpPackets = s.counter("ndp_packets_total", "Neighbor Solicitations and Advertisements seen by the NDP listeners.", "interface", "kind")
-		mismatches = s.counter("arp_mismatches_total", "Times an ARP or NDP packet showed an entry's IP at a MAC other than the kernel's lladdr.", "interface")
+		mismatches = s.counter("arp_mismatches_total", "Times an entry became mismatched: an ARP or NDP packet showed its IP at a MAC other than the kernel's lladdr, where it had not been mismatched (packets that keep showing it count in arp_packets_total, not here).", "interface")
 		moves      = s.counter("arp_moves_total", "Times an IP was seen (ARP or NDP) at a new MAC: a host that moved.", "interface")
 		conflicts  = s.counter("arp_conflicts_total", "Times two MACs answered for one IP in turn within the conflict window (ARP or NDP): a duplicate IP or a spoofer.", "interface")
 		drops      = s.counter("arp_socket_drops_total", "Frames the kernel dropped before the ARP and NDP listeners read them (PACKET_STATISTICS: the socket buffer was full).", "interface")

@@ -219,12 +219,21 @@ func TestOnDrain(t *testing.T) {
 		for _, c := range cs[:6] {
 			c.Close()
 		}
+		// The hook runs in its own goroutine, but the listener decides to
+		// run it under its lock, in Close: ask that decision, not the
+		// goroutine, which may not have run yet.
+		if !l.stillFull() {
+			t.Fatalf("round %d: drained with 2 of 8 open, want at 1", round)
+		}
 		select {
 		case <-drained:
 			t.Fatalf("round %d: drain hook ran with 2 of 8 open, want at 1", round)
 		default:
 		}
 		cs[6].Close()
+		if l.stillFull() {
+			t.Fatalf("round %d: not drained with 1 of 8 open", round)
+		}
 		select {
 		case <-drained:
 		case <-time.After(5 * time.Second):
@@ -394,4 +403,12 @@ func waitOpen(t *testing.T, l *Listener, n int) {
 			t.Fatalf("%d open, want %d", l.Stats().Open, n)
 		}
 	}
+}
+
+// stillFull reports whether the listener has not drained since it was
+// last full.
+func (l *Listener) stillFull() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.full
 }

@@ -71,19 +71,21 @@ func Privileged() (bool, string) {
 }
 
 // Require skips the test under -short (make unit) and where a lab cannot
-// be built, except in CI (CI=true), where a missing privilege is a
-// failure: privileged tests must run there.
+// be built, except in CI (CI=true), where it never skips: a missing
+// privilege is a failure there, -short or not.
 func Require(tb testing.TB) {
 	tb.Helper()
-	if testing.Short() {
-		// make unit: the pure tests only, whoever runs them.
-		tb.Skip("privileged lab test skipped under -short")
-	}
-	if ok, why := Privileged(); !ok {
-		if os.Getenv("CI") == "true" {
+	ok, why := Privileged()
+	switch {
+	case os.Getenv("CI") == "true":
+		if !ok {
 			tb.Fatalf("privileged test cannot run in CI: %s", why)
 		}
-		tb.Skipf("skipping privileged test: %s", why)
+	case testing.Short():
+		// make unit: the pure tests only, whoever runs them.
+		tb.Skip("privileged lab test skipped under -short (CI=true runs it)")
+	case !ok:
+		tb.Skipf("skipping privileged test: %s (CI=true fails instead)", why)
 	}
 	// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK, as the agent
 	// knows (it raises the limit); tests that load programs themselves
@@ -103,6 +105,22 @@ func Patience(d time.Duration) time.Duration {
 		return time.Duration(float64(d) * f)
 	}
 	return d
+}
+
+// KernelAtLeast reports whether the running kernel's release is at least
+// major.minor, and the release, from uname(2): for tests that must know
+// what the kernel gives independently of what the agent says.
+func KernelAtLeast(major, minor int) (bool, string) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return false, "unknown: " + err.Error()
+	}
+	rel := unix.ByteSliceToString(u.Release[:])
+	var ma, mi int
+	if _, err := fmt.Sscanf(rel, "%d.%d", &ma, &mi); err != nil {
+		return false, rel
+	}
+	return ma > major || (ma == major && mi >= minor), rel
 }
 
 // Unique returns prefix plus a random suffix, for names that must not

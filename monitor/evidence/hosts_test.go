@@ -2,6 +2,9 @@ package evidence
 
 import (
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/neighwatch/neighwatch/table"
@@ -79,5 +82,19 @@ func TestHostObserve(t *testing.T) {
 		if got := h.observe(tc.mac, tc.at, 10); got != tc.want {
 			t.Fatalf("step %d (%s at %d): %v, want %v", i, tc.mac, tc.at, got, tc.want)
 		}
+	}
+}
+
+// TestREADMENamesMaxHosts: the bound of the evidence map is where users
+// read about it.
+func TestREADMENamesMaxHosts(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := strconv.Itoa(DefaultMaxHosts)
+	want := n[:len(n)-3] + "," + n[len(n)-3:] + " hosts" // 65,536
+	if !strings.Contains(string(b), want) {
+		t.Errorf("README.md does not say the evidence map keeps at most %q", want)
 	}
 }

@@ -34,6 +34,10 @@ type Config struct {
 	Logger  *slog.Logger
 }
 
+// DefaultMaxHosts is how many hosts (IP and interface) the evidence map
+// keeps when Config.MaxHosts is not set; the README names it.
+const DefaultMaxHosts = 65536
+
 // Link is an interface to listen on.
 type Link struct {
 	Name         string
@@ -152,7 +156,7 @@ func New(cfg Config, t *table.Table) *Watcher {
 		cfg.ConflictWindow = 5 * time.Second
 	}
 	if cfg.MaxHosts <= 0 {
-		cfg.MaxHosts = 65536
+		cfg.MaxHosts = DefaultMaxHosts
 	}
 	if cfg.HostTTL <= 0 {
 		cfg.HostTTL = time.Hour

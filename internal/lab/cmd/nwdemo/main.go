@@ -167,13 +167,14 @@ func run(ctx context.Context, bin string) error {
 
 	say("Traffic flows: the client pings the backend")
 	fmt.Printf("    %d of 5 echo replies came back\n", ping(5))
-	say("After 5 s STALE (--stale-threshold) the client's entry is at-risk: its replies bypass the neighbour subsystem, nothing will re-validate it")
+	say("Waiting for the client's entry to stay STALE for 5 s (--stale-threshold) while the replies keep flowing")
 	if err := until(ctx, 60*time.Second, "at-risk entry", func() bool {
 		ping(2)
 		return strings.Contains(grepLine(nw("status", "--interface", lab.NodeClientIf), lab.ClientIP.String()), "at-risk")
 	}); err != nil {
 		return err
 	}
+	say("neighwatch classes the entry at-risk: its replies bypass the neighbour subsystem, nothing will re-validate it")
 	fmt.Print(indent(nw("status", "--interface", lab.NodeClientIf)))
 
 	newMAC := lab.HostMAC(42, 42)
@@ -183,13 +184,14 @@ func run(ctx context.Context, bin string) error {
 	}
 	say("The black hole: the node keeps sending the replies to the old MAC")
 	fmt.Printf("    %d of 5 echo replies came back\n", ping(5))
-	say("neighwatch sees the client's packets arrive from the new MAC: the entry is stuck")
+	say("The client keeps sending, from its new MAC; waiting for neighwatch's verdict")
 	if err := until(ctx, 60*time.Second, "stuck entry", func() bool {
 		ping(1)
 		return strings.Contains(grepLine(nw("status", "--interface", lab.NodeClientIf), lab.ClientIP.String()), "stuck")
 	}); err != nil {
 		return err
 	}
+	say("neighwatch saw the client's packets arrive from the new MAC, and nothing answer at the old one: the entry is stuck")
 	fmt.Print(indent(nw("status", "--interface", lab.NodeClientIf)))
 	say("The alert NeighbourEntryStuck fires on this series in /metrics (its expression: neighwatch_stuck_neighbour_info == 1)")
 	_, body, err := l.Node.HTTPGet("http://" + metricsAddr + "/metrics")
