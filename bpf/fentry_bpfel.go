@@ -14,13 +14,13 @@ import (
 )
 
 type fentryCand struct {
-	_       structs.HostLayout
-	Mac     [6]uint8
-	Seen    [6]uint8
-	Epoch   uint32
-	Pad     uint32
-	_       [4]byte
-	Packets uint64
+	_        structs.HostLayout
+	Mac      [6]uint8
+	Seen     [6]uint8
+	Epoch    uint32
+	OwnEpoch uint32
+	_        [4]byte
+	Packets  uint64
 }
 
 type fentryFeHelper uint32

@@ -116,6 +116,7 @@ enum tp_source {
 	SRC_HIT = 5,	     /* an entry got bypass packets (once per epoch per CPU) */
 	SRC_SIGHTING = 6,    /* a candidate's address came from another MAC (once per epoch) */
 	SRC_UNMIRRORED = 7,  /* an entry did not fit in the mirror or the STALE-MAC map */
+	SRC_OWN = 8,	     /* a candidate seen at another MAC sent from its own (once per epoch) */
 };
 
 /* Counters in tr_stats. */
@@ -213,7 +214,7 @@ struct cand {
 	__u8 mac[6];	/* the entry's lladdr, written by user space */
 	__u8 seen[6];	/* the last other source MAC seen */
 	__u32 epoch;	/* the epoch the sighting was last announced in */
-	__u32 pad;
+	__u32 own_epoch; /* the epoch its own MAC was last announced in */
 	__u64 packets;	/* packets from the address at another MAC */
 };
 
@@ -307,16 +308,26 @@ static __always_inline void announce(const struct nkey *k, __u8 source, const __
 }
 
 /* sight records a packet from a candidate's address (k: the interface
- * it arrived on and its source) sent from src: evidence when src is not
- * the candidate's MAC. Announced once per epoch. */
+ * it arrived on and its source) sent from src: a suspicion when src is
+ * not the candidate's MAC, announced once per epoch. From its own MAC it
+ * is news only once the address was seen at another (the suspicion's
+ * answer: a host that sends from two MACs), also once per epoch: an
+ * address never seen elsewhere costs a lookup and nothing more. */
 static __always_inline void sight(const struct nkey *k, const __u8 *src)
 {
 	if (!source_bloom[source_slot(k->ifindex, k->family, (const __u32 *)k->addr)])
 		return;
 	stat_inc(ST_SOURCE_LOOKUPS);
 	struct cand *c = bpf_map_lookup_elem(&source_candidates, k);
-	if (!c || mac_eq(c->mac, src))
+	if (!c)
 		return;
+	if (mac_eq(c->mac, src)) {
+		if (c->packets && c->own_epoch != epoch) {
+			c->own_epoch = epoch;
+			announce(k, SRC_OWN, src);
+		}
+		return;
+	}
 	__builtin_memcpy(c->seen, src, ETH_ALEN);
 	__sync_fetch_and_add(&c->packets, 1);
 	if (c->epoch != epoch) {

@@ -14,13 +14,13 @@ import (
 )
 
 type tracerCand struct {
-	_       structs.HostLayout
-	Mac     [6]uint8
-	Seen    [6]uint8
-	Epoch   uint32
-	Pad     uint32
-	_       [4]byte
-	Packets uint64
+	_        structs.HostLayout
+	Mac      [6]uint8
+	Seen     [6]uint8
+	Epoch    uint32
+	OwnEpoch uint32
+	_        [4]byte
+	Packets  uint64
 }
 
 type tracerHitv struct {
@@ -81,6 +81,7 @@ const (
 	tracerTpSourceSRC_HIT        tracerTpSource = 5
 	tracerTpSourceSRC_SIGHTING   tracerTpSource = 6
 	tracerTpSourceSRC_UNMIRRORED tracerTpSource = 7
+	tracerTpSourceSRC_OWN        tracerTpSource = 8
 )
 
 type tracerTrStat uint32

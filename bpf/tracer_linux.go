@@ -1257,6 +1257,7 @@ var sources = map[tracerTpSource]string{
 	tracerTpSourceSRC_HIT:        SourceHit,
 	tracerTpSourceSRC_SIGHTING:   SourceSighting,
 	tracerTpSourceSRC_UNMIRRORED: SourceUnmirrored,
+	tracerTpSourceSRC_OWN:        SourceOwn,
 }
 
 // ReadTransitions calls fn for each silent transition the tracepoints

@@ -157,12 +157,14 @@ type SeedEntry struct {
 
 // Announcements on the transition stream that are not transitions: an
 // entry got bypass packets, a candidate was seen at another MAC, an entry
-// did not fit in the in-kernel maps. Their SilentTransition has only the
-// key (and, for a sighting or a miss, the MAC).
+// did not fit in the in-kernel maps, a candidate seen at another MAC sent
+// from its own. Their SilentTransition has only the key (and, for a
+// sighting, a miss or its own MAC, the MAC).
 const (
 	SourceHit        = "hit"
 	SourceSighting   = "sighting"
 	SourceUnmirrored = "unmirrored"
+	SourceOwn        = "own"
 )
 
 // SilentTransition is a transition the tracepoints saw and netlink never

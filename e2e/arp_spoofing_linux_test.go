@@ -12,9 +12,13 @@ import (
 // TestARPPoisoningIsConflict: on one Ethernet segment a spoofer claims the
 // victim's IP and the node's kernel takes its MAC; the victim announces
 // itself (seen by the listener; the node drops gratuitous ARP, so its
-// kernel keeps the spoofer's MAC). With remediation on, the engine probes
-// by broadcast, both answer, and the outcome is conflict: never fixed,
-// and the entry stays stuck with the conflict as evidence.
+// kernel keeps the spoofer's MAC). The victim at another MAC is a
+// suspicion; its confirmation asks the entry's MAC, the spoofer answers,
+// and two MACs answer for the IP: a conflict, a warning class of its own.
+// With remediation on, nothing acts on it: no strategy can tell which
+// MAC is right, and a flush or a repoint might hand the IP to the
+// spoofer. It is never fixed, never stuck, and the kernel's entry is left
+// as it is.
 func TestARPPoisoningIsConflict(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
@@ -64,24 +68,26 @@ func TestARPPoisoningIsConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	lab.WaitFor(t, 30*time.Second, "a remediation outcome of conflict", func() bool {
-		return strings.Contains(events(), "outcome=conflict")
+	var e control.Entry
+	lab.WaitFor(t, 30*time.Second, "the entry a conflict", func() bool {
+		e, _ = findEntry(statusJSON(t, sock), lab.SegmentBridge, victimIP.String())
+		return e.Class == "conflict"
 	})
-	// Give the engine time to do whatever else it would (other strategies,
-	// later rounds), then look.
+	// Give the engine time to do whatever else it would (later sweeps,
+	// other strategies), then look.
 	time.Sleep(3 * time.Second)
 	evs := events()
-	if strings.Contains(evs, "outcome=fixed") {
-		t.Errorf("a remediation outcome was fixed with a spoofer answering:\n%s", grep(evs, "remediation"))
+	for _, o := range []string{"outcome=fixed", "outcome=moved", "outcome=flushed"} {
+		if strings.Contains(evs, o) {
+			t.Errorf("remediation acted on a conflict (%s):\n%s", o, grep(evs, "remediation"))
+		}
 	}
 	body := a.metrics(t)
-	if v := metricValue(body, `neighwatch_remediation_actions_total{outcome="conflict",strategy="probe"}`); v == "" || v == "0" {
-		t.Errorf("probe conflict actions %q\n%s", v, grep(body, "remediation_actions_total"))
+	if v := metricValue(body, `neighwatch_remediation_confirmations_total{outcome="answered"}`); v == "" || v == "0" {
+		t.Errorf("answered confirmations %q: the conflict came from elsewhere\n%s", v, grep(body, "confirmations_total"))
 	}
-	for _, s := range []string{"probe", "kick", "flush"} {
-		if v := metricValue(body, `neighwatch_remediation_actions_total{outcome="fixed",strategy="`+s+`"}`); v != "0" {
-			t.Errorf("%s fixed = %q, want 0", s, v)
-		}
+	if v := metricValue(body, `neighwatch_neighbours_conflict{family="inet",interface="`+lab.SegmentBridge+`"}`); v != "1" {
+		t.Errorf("neighwatch_neighbours_conflict = %q, want 1", v)
 	}
 	e, ok := findEntry(statusJSON(t, sock), lab.SegmentBridge, victimIP.String())
 	if !ok {
@@ -94,9 +100,12 @@ func TestARPPoisoningIsConflict(t *testing.T) {
 		}
 	}
 	macs := map[string]bool{victimMAC.String(): true, sp.MAC().String(): true}
-	if e.Class != "stuck" || conflict == nil || !macs[conflict.MAC] || !macs[e.LLAddr] || conflict.MAC == e.LLAddr {
-		t.Fatalf("entry %+v, want stuck with conflict evidence naming the other of %v", e, macs)
+	if e.Class != "conflict" || conflict == nil || !macs[conflict.MAC] || !macs[e.LLAddr] || conflict.MAC == e.LLAddr {
+		t.Fatalf("entry %+v, want a conflict with evidence naming the other of %v", e, macs)
+	}
+	if k, err := seg.Node.Entry(lab.SegmentBridge, victimIP); err != nil || !strings.EqualFold(k.LLAddr, sp.MAC().String()) {
+		t.Errorf("the kernel's entry moved (%v, %v): remediation must leave a conflict alone", k.LLAddr, err)
 	}
 	t.Logf("kernel at %s, conflict with %s; spoofer answered %d requests; %s", e.LLAddr, conflict.MAC, sp.Stop(),
-		grep(body, `remediation_actions_total{outcome="conflict"`))
+		grep(body, "confirmations_total"))
 }

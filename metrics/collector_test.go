@@ -95,8 +95,8 @@ func (fakeDatapath) Counts() (map[bpf.Decision]uint64, error) {
 }
 func (fakeDatapath) Modes() map[string]bpf.Mode { return map[string]bpf.Mode{"eth1": bpf.ModeNeigh} }
 
-// newTable holds one stuck entry (ARP saw it at another MAC) and one
-// reachable entry on eth0.
+// newTable holds one stuck entry (ARP saw it at another MAC, a probe to
+// its own went unanswered) and one reachable entry on eth0.
 func newTable(t *testing.T) *table.Table {
 	t.Helper()
 	tb := table.New(time.Nanosecond, nil) // every STALE entry is stale-long at once
@@ -108,6 +108,7 @@ func newTable(t *testing.T) *table.Table {
 	)
 	time.Sleep(time.Millisecond)
 	tb.ObserveMAC(3, netip.MustParseAddr("10.0.0.1"), net.HardwareAddr{2, 0, 0, 0, 0, 2}, time.Now())
+	tb.ProbeUnanswered(table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.1")}, string(mac), time.Now())
 	return tb
 }
 
@@ -158,7 +159,7 @@ neighwatch_neighbours{family="inet",interface="eth0",state="permanent"} 0
 neighwatch_neighbours{family="inet",interface="eth0",state="probe"} 0
 neighwatch_neighbours{family="inet",interface="eth0",state="reachable"} 1
 neighwatch_neighbours{family="inet",interface="eth0",state="stale"} 1
-# HELP neighwatch_neighbours_stuck Stale-long entries with evidence that the host is not at the entry's MAC (seen elsewhere in ARP/NDP or its own packets, an unanswered probe), and entries whose MAC is one of two answering for their IP.
+# HELP neighwatch_neighbours_stuck Stale-long entries whose host is not at the entry's MAC: seen at another MAC while the entry's MAC stayed silent, confirmed by an unanswered unicast probe or by silence for the window.
 # TYPE neighwatch_neighbours_stuck gauge
 neighwatch_neighbours_stuck{family="inet",interface="eth0"} 1
 # HELP neighwatch_neighbours_stale_long Entries STALE for at least the stale threshold, whatever their class.
@@ -341,6 +342,7 @@ func TestGhostLinksShareSeries(t *testing.T) {
 	for _, idx := range []int32{5, 6} {
 		tb.Apply(table.CauseNetlink, table.Update{Ifindex: idx, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: mac})
 		tb.ObserveMAC(idx, ip, net.HardwareAddr{2, 0, 0, 0, 0, 2}, time.Now())
+		tb.ProbeUnanswered(table.Key{Ifindex: idx, Addr: ip}, string(mac), time.Now())
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewTableCollector(tb, 10, slog.New(slog.DiscardHandler)), NewEvidenceCollector(ghostEvidence{}, tb.LinkName, slog.New(slog.DiscardHandler)))
@@ -350,7 +352,7 @@ func TestGhostLinksShareSeries(t *testing.T) {
 neighwatch_arp_packets_total{interface="va",kind="gratuitous"} 0
 neighwatch_arp_packets_total{interface="va",kind="reply"} 0
 neighwatch_arp_packets_total{interface="va",kind="request"} 5
-# HELP neighwatch_neighbours_stuck Stale-long entries with evidence that the host is not at the entry's MAC (seen elsewhere in ARP/NDP or its own packets, an unanswered probe), and entries whose MAC is one of two answering for their IP.
+# HELP neighwatch_neighbours_stuck Stale-long entries whose host is not at the entry's MAC: seen at another MAC while the entry's MAC stayed silent, confirmed by an unanswered unicast probe or by silence for the window.
 # TYPE neighwatch_neighbours_stuck gauge
 neighwatch_neighbours_stuck{family="inet",interface="va"} 2
 # HELP neighwatch_stuck_neighbour_info One series per stuck entry (capped), naming it for alerts.

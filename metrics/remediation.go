@@ -23,6 +23,7 @@ func NewRemediationCollector(e *remediate.Engine, log *slog.Logger) prometheus.C
 		owned       = s.gauge("manage_entries", "Entries the manage strategy keeps managed now (capped by --manage.max).")
 		refused     = s.counter("manage_refused_total", "Entries the manage strategy left to the next strategy because --manage.max was reached.")
 		releases    = s.counter("manage_releases_total", "Managed entries given back to the kernel's normal life, by reason.", "reason")
+		confirms    = s.counter("remediation_confirmations_total", "Confirmations of suspicions (a host seen at another MAC): unicast probes to the entry's own MAC, in dry-run too, by outcome: answered (a host with two MACs), unanswered (stuck), failed (not sent).", "outcome")
 		recovery    = s.histogram("manage_recovery_seconds", "Managed entries whose host moved: time from the first doubt about the old MAC (evidence of another, or the kernel re-validating) to REACHABLE at the new one.")
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
@@ -50,6 +51,9 @@ func NewRemediationCollector(e *remediate.Engine, log *slog.Logger) prometheus.C
 		ch <- prometheus.MustNewConstHistogram(recovery, st.RecoveryCount, st.RecoverySum, st.RecoveryBuckets)
 		for reason, n := range st.Releases {
 			ch <- releases.with(float64(n), string(reason))
+		}
+		for o, n := range st.Confirmations {
+			ch <- confirms.with(float64(n), string(o))
 		}
 		return nil
 	}

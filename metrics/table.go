@@ -18,8 +18,10 @@ func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheu
 		neighbours    = s.gauge("neighbours", "Neighbour entries by interface, family and NUD state.", "interface", "family", "state")
 		staleLong     = s.gauge("neighbours_stale_long", "Entries STALE for at least the stale threshold, whatever their class.", "interface", "family")
 		atRisk        = s.gauge("neighbours_at_risk", "Stale-long entries that traffic reaches without the neighbour subsystem, so the kernel never re-validates them; nothing says their host is gone.", "interface", "family")
-		stuck         = s.gauge("neighbours_stuck", "Stale-long entries with evidence that the host is not at the entry's MAC (seen elsewhere in ARP/NDP or its own packets, an unanswered probe), and entries whose MAC is one of two answering for their IP.", "interface", "family")
-		mismatched    = s.gauge("neighbours_mismatched", "Entries whose IP was last seen (ARP, NDP or its own packets) at a MAC other than the kernel's lladdr.", "interface", "family")
+		stuck         = s.gauge("neighbours_stuck", "Stale-long entries whose host is not at the entry's MAC: seen at another MAC while the entry's MAC stayed silent, confirmed by an unanswered unicast probe or by silence for the window.", "interface", "family")
+		conflict      = s.gauge("neighbours_conflict", "Entries whose MAC is one of two answering for their IP in turn (a duplicate address or a spoofer), in any dynamic state: a warning, not a black hole.", "interface", "family")
+		multiMAC      = s.gauge("neighbours_multi_mac", "Entries whose host is known at other MACs than the entry's: seen there while the entry's MAC kept answering (a bond, ARP flux, a router relaying it).", "interface", "family")
+		mismatched    = s.gauge("neighbours_mismatched", "Entries whose host was seen (ARP, NDP or its own packets) at a MAC other than the kernel's lladdr, unexplained: the entry's MAC not heard since.", "interface", "family")
 		oldestStale   = s.gauge("neighbour_oldest_stale_age_seconds", "Age of the oldest STALE entry; absent when none is STALE.", "interface", "family")
 		transitions   = s.counter("neighbour_transitions_total", "NUD state transitions seen; from or to is \"absent\" for creation and deletion.", "family", "from", "to")
 		lladdrChanges = s.counter("neighbour_lladdr_changes_total", "Changes of an entry's link-layer address.", "interface", "family")
@@ -51,6 +53,8 @@ func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheu
 				ch <- staleLong.with(float64(fs.StaleLong), is.Name, fam)
 				ch <- atRisk.with(float64(fs.AtRisk), is.Name, fam)
 				ch <- stuck.with(float64(fs.Stuck), is.Name, fam)
+				ch <- conflict.with(float64(fs.Conflict), is.Name, fam)
+				ch <- multiMAC.with(float64(fs.MultiMAC), is.Name, fam)
 				ch <- mismatched.with(float64(fs.Mismatched), is.Name, fam)
 				ch <- lladdrChanges.with(float64(fs.LLAddrChanges), is.Name, fam)
 				ch <- bypass.with(float64(fs.Bypass), is.Name, fam)
@@ -108,6 +112,8 @@ func byName(in []table.InterfaceStats) []table.InterfaceStats {
 			a.StaleLong += b.StaleLong
 			a.AtRisk += b.AtRisk
 			a.Stuck += b.Stuck
+			a.Conflict += b.Conflict
+			a.MultiMAC += b.MultiMAC
 			a.Mismatched += b.Mismatched
 			a.LLAddrChanges += b.LLAddrChanges
 			a.Bypass += b.Bypass

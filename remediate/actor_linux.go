@@ -3,6 +3,7 @@ package remediate
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -164,9 +165,10 @@ func probeNDP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int
 	// The link-local address, as the kernel would use; while it is still
 	// tentative (a new interface), any other address of the interface.
 	var conn *ndp.Conn
+	var src netip.Addr
 	var err error
 	for _, a := range []ndp.Addr{ndp.LinkLocal, ndp.UniqueLocal, ndp.Global} {
-		if conn, _, err = ndp.Listen(ifi, a); err == nil {
+		if conn, src, err = ndp.Listen(ifi, a); err == nil {
 			break
 		}
 	}
@@ -174,17 +176,24 @@ func probeNDP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int
 		return nil, fmt.Errorf("open NDP socket on %s: %w", ifi.Name, err)
 	}
 	defer conn.Close()
-	dst := e.Addr
-	if phase == 1 {
-		if dst, err = ndp.SolicitedNodeMulticast(e.Addr); err != nil {
-			return nil, err
-		}
-	}
 	m := &ndp.NeighborSolicitation{
 		TargetAddress: e.Addr,
 		Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: ifi.HardwareAddr}},
 	}
-	if err := conn.WriteTo(m, nil, dst.WithZone(ifi.Name)); err != nil {
+	if phase == 0 {
+		// Unicast to the entry's MAC, framed here: sent through the
+		// kernel's IPv6 output, the solicitation would use the entry
+		// itself and start its re-validation (STALE -> DELAY), which a
+		// confirmation in dry-run must not.
+		err = sendUnicastNS(ifi, e, src.WithZone(""), m)
+	} else {
+		var dst netip.Addr
+		if dst, err = ndp.SolicitedNodeMulticast(e.Addr); err != nil {
+			return nil, err
+		}
+		err = conn.WriteTo(m, nil, dst.WithZone(ifi.Name))
+	}
+	if err != nil {
 		return nil, fmt.Errorf("send Neighbor Solicitation for %s on %s: %w", e.Addr, ifi.Name, err)
 	}
 	if listen <= 0 {
@@ -215,6 +224,37 @@ func probeNDP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int
 		}
 	}
 	return got, nil
+}
+
+// sendUnicastNS sends a Neighbor Solicitation for the entry's address in
+// an Ethernet frame to the entry's MAC, from src, on a packet socket: the
+// probe the kernel sends to a STALE entry in PROBE, without the kernel's
+// neighbour entry.
+func sendUnicastNS(ifi *net.Interface, e *table.Entry, src netip.Addr, m *ndp.NeighborSolicitation) error {
+	icmp, err := ndp.MarshalMessageChecksum(m, src, e.Addr)
+	if err != nil {
+		return err
+	}
+	pc, err := packet.Listen(ifi, packet.Raw, unix.ETH_P_IPV6, nil)
+	if err != nil {
+		return err
+	}
+	defer pc.Close()
+	frame := make([]byte, 14+40+len(icmp))
+	copy(frame[0:6], e.HardwareAddr())
+	copy(frame[6:12], ifi.HardwareAddr)
+	binary.BigEndian.PutUint16(frame[12:14], unix.ETH_P_IPV6)
+	ip := frame[14:54]
+	ip[0] = 6 << 4
+	binary.BigEndian.PutUint16(ip[4:6], uint16(len(icmp)))
+	ip[6] = unix.IPPROTO_ICMPV6
+	ip[7] = 255 // NDP's hop limit: a solicitation from further away is ignored
+	s16, d16 := src.As16(), e.Addr.As16()
+	copy(ip[8:24], s16[:])
+	copy(ip[24:40], d16[:])
+	copy(frame[54:], icmp)
+	_, err = pc.WriteTo(frame, &packet.Addr{HardwareAddr: e.HardwareAddr()})
+	return err
 }
 
 func (a *NetActor) neigh(e *table.Entry) *netlink.Neigh {

@@ -28,13 +28,15 @@ type Stats struct {
 	Managed       int
 	ManageRefused uint64
 	Releases      map[ReleaseReason]uint64
+	// Confirmations counts confirmations of suspicions by outcome.
+	Confirmations map[ConfirmOutcome]uint64
 }
 
 // FixBuckets are the upper bounds of the detection-to-fix histogram.
 var FixBuckets = []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600}
 
 // Sizes of Strategies() and Outcomes(); TestCounterSizes keeps them true.
-const numStrategies, numOutcomes = 5, 8
+const numStrategies, numOutcomes = 5, 9
 
 // counters is the live form of Stats.
 type counters struct {
@@ -44,6 +46,7 @@ type counters struct {
 	swaps       atomic.Uint64
 	// manageRefused counts entries the manage cap turned away.
 	manageRefused atomic.Uint64
+	confirms      [3]atomic.Uint64 // by ConfirmOutcomes()
 
 	mu       sync.Mutex
 	releases map[ReleaseReason]uint64
@@ -106,6 +109,14 @@ func outcomeIdx(o Outcome) int {
 
 func (c *counters) action(s Strategy, o Outcome) { c.actions[strategyIdx(s)][outcomeIdx(o)].Add(1) }
 
+func (c *counters) confirmed(o ConfirmOutcome) {
+	for i, x := range ConfirmOutcomes() {
+		if x == o {
+			c.confirms[i].Add(1)
+		}
+	}
+}
+
 func (c *counters) released(reason ReleaseReason) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -146,6 +157,10 @@ func (c *counters) stats() Stats {
 		s.Actions[st] = m
 	}
 	s.ManageRefused = c.manageRefused.Load()
+	s.Confirmations = make(map[ConfirmOutcome]uint64, len(c.confirms))
+	for i, o := range ConfirmOutcomes() {
+		s.Confirmations[o] = c.confirms[i].Load()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s.Releases = make(map[ReleaseReason]uint64, len(ReleaseReasons()))

@@ -33,11 +33,15 @@ const (
 	// OutcomeManaged: the entry is managed by neighwatch now; the kernel
 	// re-validates it from here on.
 	OutcomeManaged Outcome = "managed"
+	// OutcomeConfirmed: the entry's MAC answered a probe, and no other:
+	// the host is there, and the MAC it was seen at is another of its
+	// own (a bond, ARP flux, a router relaying it). Nothing to repair.
+	OutcomeConfirmed Outcome = "confirmed"
 )
 
 // Outcomes lists them, for pre-created metric series.
 func Outcomes() []Outcome {
-	return []Outcome{OutcomeFixed, OutcomeMoved, OutcomeFlushed, OutcomeFailed, OutcomeNoChange, OutcomeDryRun, OutcomeConflict, OutcomeManaged}
+	return []Outcome{OutcomeFixed, OutcomeMoved, OutcomeFlushed, OutcomeFailed, OutcomeNoChange, OutcomeDryRun, OutcomeConflict, OutcomeManaged, OutcomeConfirmed}
 }
 
 // Strategies lists every strategy.
@@ -99,8 +103,12 @@ type Config struct {
 	ProbeGap               time.Duration
 	BackoffMin, BackoffMax time.Duration
 	SweepInterval          time.Duration
-	Manage                 ManageConfig
-	Logger                 *slog.Logger
+	// NoConfirm turns off the confirmation of suspicions (confirm.go):
+	// then only silence for the table's silence window makes a suspect
+	// entry stuck.
+	NoConfirm bool
+	Manage    ManageConfig
+	Logger    *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -166,14 +174,19 @@ type Engine struct {
 	log     *slog.Logger
 	c       counters
 
-	queue  chan table.Key
+	queue    chan table.Key
+	confirmQ chan table.Key // suspects to confirm (confirm.go)
+	// soon asks for a sweep now: a suspicion began, or a confirmation
+	// went unanswered (the entry is stuck: repair it without waiting).
+	soon   chan struct{}
 	global *rate.Limiter
 
 	sweeps uint32 // only the Run goroutine touches it
 
-	mu    sync.Mutex
-	cands map[table.Key]*candidate // every candidate seen, one lookup per sweep
-	perIf map[int32]*rate.Limiter
+	mu       sync.Mutex
+	cands    map[table.Key]*candidate // every candidate seen, one lookup per sweep
+	confirms map[table.Key]*confirmation
+	perIf    map[int32]*rate.Limiter
 
 	managed *Manager // the entries neighwatch manages
 }
@@ -192,15 +205,27 @@ func New(cfg Config, t *table.Table, actor Actor, swapper Swapper) *Engine {
 	cfg.defaults()
 	e := &Engine{
 		table: t, actor: actor, swapper: swapper, log: cfg.Logger,
-		queue:  make(chan table.Key, cfg.QueueSize),
-		global: rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
-		cands:  make(map[table.Key]*candidate),
-		perIf:  make(map[int32]*rate.Limiter),
+		queue:    make(chan table.Key, cfg.QueueSize),
+		confirmQ: make(chan table.Key, cfg.QueueSize),
+		soon:     make(chan struct{}, 1),
+		global:   rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
+		cands:    make(map[table.Key]*candidate),
+		confirms: make(map[table.Key]*confirmation),
+		perIf:    make(map[int32]*rate.Limiter),
 	}
 	e.cfg.Store(&cfg)
 	e.mode.Store(cfg.Mode)
 	e.managed = newManager(e)
+	t.OnSuspect(e.sweepSoon)
 	return e
+}
+
+// sweepSoon asks for a sweep now, without waiting.
+func (e *Engine) sweepSoon() {
+	select {
+	case e.soon <- struct{}{}:
+	default:
+	}
 }
 
 // ModeSource says where the mode in force came from (flag, file,
@@ -277,6 +302,8 @@ func (e *Engine) Run(ctx context.Context) error {
 				select {
 				case <-ctx.Done():
 					return
+				case k := <-e.confirmQ:
+					e.confirm(ctx, k)
 				case k := <-e.queue:
 					e.handle(ctx, k)
 					e.mu.Lock()
@@ -302,6 +329,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 			e.sweep()
+		case <-e.soon:
+			e.sweep()
 		}
 	}
 }
@@ -313,13 +342,19 @@ func (e *Engine) Run(ctx context.Context) error {
 // there is nothing to sweep for.
 func (e *Engine) sweep() {
 	mode := e.Mode()
+	if mode == ModeOff {
+		return
+	}
+	e.sweeps++
+	sweep := e.sweeps
+	e.mu.Lock()
+	e.queueConfirmations(e.policy(mode), sweep)
+	e.mu.Unlock()
 	room := cap(e.queue) - len(e.queue)
-	if mode == ModeOff || room == 0 {
+	if room == 0 {
 		return
 	}
 	now := time.Now().UnixNano()
-	e.sweeps++
-	sweep := e.sweeps
 	var skipped [numSkipReasons]int
 	var dropped uint64
 	pol := e.policy(mode)
@@ -518,9 +553,10 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		}
 		e.record(&cur, s, out, d.Reason(), err)
 		switch out {
-		case OutcomeConflict:
+		case OutcomeConflict, OutcomeConfirmed:
 			// Another strategy would only ask the same hosts again, or
-			// (flush) let the fastest answer win.
+			// (flush) let the fastest answer win; a confirmed host needs
+			// nothing.
 			e.backOff(k)
 			return
 		case OutcomeManaged:
@@ -602,7 +638,11 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 	// An entry that was valid and not STALE (one neighwatch manages,
 	// REACHABLE at the old MAC) proves nothing by being REACHABLE: only a
 	// new MAC repairs it.
-	needMove := en.State != table.StateStale
+	// Nor does an entry whose host was seen at another MAC, unless its own
+	// MAC answers the probe (judged apart): the kernel may confirm it at
+	// the old MAC from the moved host's own traffic (TCP's
+	// acknowledgements confirm the neighbour of their route).
+	needMove := en.State != table.StateStale || claim != nil
 	var do func() error
 	timeout := e.conf().KernelTimeout // kick and swap wait for the kernel's timers
 	unicastUnanswered := false
@@ -626,7 +666,7 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 			return OutcomeFailed, err
 		}
 		e.log.Debug("broadcast probe answered", "interface", e.table.LinkName(en.Ifindex), "ip", en.Addr, "claimed", claim.String(), "answers", fmt.Sprint(answered))
-		if o, ok := e.judgeAnswers(en, claim, answered); ok {
+		if o, ok := e.judgeAnswers(en, answered); ok {
 			return o, nil
 		}
 		// The entry's MAC did not answer, so only a new MAC repairs it:
@@ -675,11 +715,6 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 		return OutcomeFailed, err
 	}
 	o, _ := e.await(ctx, ch, en.Key, oldMAC, needMove, timeout, true)
-	if o == OutcomeFixed && claim != nil {
-		// REACHABLE at the disputed MAC: whoever holds it answered.
-		e.table.ObserveConflict(en.Key, en.HardwareAddr(), claim, time.Now())
-		return OutcomeConflict, nil
-	}
 	if unicastUnanswered && o != OutcomeFixed && ctx.Err() == nil {
 		// Nobody answered at the entry's MAC: evidence that the host is
 		// not there (the table keeps it while the entry keeps that MAC).
@@ -689,11 +724,12 @@ func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome,
 }
 
 // judgeAnswers reads the answers to a broadcast probe of a disputed entry:
-// the entry's MAC and another (answering too, or the claim) is a
-// conflict, and so are two other MACs. ok is false when the table must
-// tell: one other MAC answered (the kernel takes it: moved), or none did
-// (recorded: nobody at the entry's MAC).
-func (e *Engine) judgeAnswers(en *table.Entry, claim net.HardwareAddr, answered []net.HardwareAddr) (Outcome, bool) {
+// the entry's MAC and another answering is a conflict, and so are two
+// other MACs; the entry's MAC alone is the host where the entry says,
+// the MAC it was seen at another of its own (confirmed). ok is false
+// when the table must tell: one other MAC answered (the kernel takes it:
+// moved), or none did (recorded: nobody at the entry's MAC).
+func (e *Engine) judgeAnswers(en *table.Entry, answered []net.HardwareAddr) (Outcome, bool) {
 	now := time.Now()
 	mine := en.HardwareAddr()
 	var others []net.HardwareAddr
@@ -707,11 +743,14 @@ func (e *Engine) judgeAnswers(en *table.Entry, claim net.HardwareAddr, answered 
 	}
 	switch {
 	case fromMine && len(others) > 0:
+		e.table.Heard(en.Key, mine, now)
 		e.table.ObserveConflict(en.Key, mine, others[0], now)
 		return OutcomeConflict, true
 	case fromMine:
-		e.table.ObserveConflict(en.Key, mine, claim, now)
-		return OutcomeConflict, true
+		// The claim did not answer: it sends from that MAC, it does not
+		// answer for the IP there.
+		e.table.Heard(en.Key, mine, now)
+		return OutcomeConfirmed, true
 	case len(others) >= 2:
 		e.table.ObserveConflict(en.Key, others[0], others[1], now)
 		return OutcomeConflict, true
@@ -810,4 +849,12 @@ func (e *Engine) record(en *table.Entry, s Strategy, o Outcome, reason string, e
 		From: en.State, To: cur.State, OldLLAddr: net.HardwareAddr(en.LLAddr), LLAddr: net.HardwareAddr(cur.LLAddr),
 		Cause: table.CauseRemediate, Kind: "remediation", Class: cur.Class(), Detail: detail,
 	})
+}
+
+// macString prints raw MAC bytes, "" for none.
+func macString(s string) string {
+	if s == "" {
+		return ""
+	}
+	return net.HardwareAddr(s).String()
 }

@@ -124,11 +124,15 @@ const (
 	SkipNotLong                       // STALE, not yet stale-long
 	SkipAtRisk                        // at-risk, the scope is stuck
 	SkipNoEvidence                    // stale-long, nothing else known; the scope is stuck or at-risk
+	// SkipConflict: two MACs answer for the IP, the entry's one of them
+	// (a duplicate address or a spoofer): no strategy can tell which is
+	// right, and a flush or a repoint might hand the IP to a spoofer.
+	SkipConflict
 	numSkipReasons
 )
 
 var skipNames = [numSkipReasons]string{"", "mode-off", "permanent", "noarp", "managed", "extern-learn", "not-stale", "no-lladdr",
-	"special-address", "interface-filtered", "cidr-filtered", "not-stale-long", "at-risk", "no-evidence"}
+	"special-address", "interface-filtered", "cidr-filtered", "not-stale-long", "at-risk", "no-evidence", "conflict"}
 
 // String returns the reason's label ("not-stale-long").
 func (r SkipReason) String() string {
@@ -226,6 +230,8 @@ func Decide(e *table.Entry, ifname string, p Policy) Decision {
 	switch {
 	case c == table.ClassOK:
 		return Decision{Skip: SkipNotLong}
+	case c == table.ClassConflict:
+		return Decision{Skip: SkipConflict}
 	case c >= p.Scope.MinClass():
 		return Decision{Act: true, Evidence: reason(e)}
 	case c == table.ClassAtRisk && p.Prevent:
@@ -234,6 +240,31 @@ func Decide(e *table.Entry, ifname string, p Policy) Decision {
 		return Decision{Skip: SkipAtRisk}
 	}
 	return Decision{Skip: SkipNoEvidence}
+}
+
+// Confirmable says whether a suspect entry (its host seen at another MAC
+// since its MAC was last heard) may get a confirmation: unicast probes to
+// the entry's own MAC, as the kernel sends for a STALE entry in use. That
+// is a STALE entry, young or not, or one neighwatch manages, that
+// remediation may touch (not off, not another's, not filtered out).
+func Confirmable(e *table.Entry, ifname string, p Policy) bool {
+	switch {
+	case p.Mode == ModeOff || !e.Suspect() || e.Class() == table.ClassStuck:
+		return false // nothing to confirm, or already proven
+	case e.State == table.StateStale && !e.Managed():
+	case e.Owner() == table.OwnerNeighwatch && e.State.Valid():
+	default:
+		return false
+	}
+	if e.LLAddr == "" || (!e.Addr.IsGlobalUnicast() && !e.Addr.IsLinkLocalUnicast()) {
+		return false
+	}
+	if f := p.Filter; f != nil {
+		if !(table.Selector{Include: f.Interfaces, Exclude: f.ExcludeInterfaces}).Match(ifname) || !cidrAllowed(e.Addr, f.AllowCIDRs, f.DenyCIDRs) {
+			return false
+		}
+	}
+	return true
 }
 
 // MinClass is the least harmful class a policy acts on.

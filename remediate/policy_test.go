@@ -22,7 +22,9 @@ type entrySpec struct {
 	state    table.State
 	flags    uint8
 	flagsExt uint32
-	moved    bool   // ARP saw the IP at another MAC
+	suspect  bool   // ARP saw the IP at another MAC
+	moved    bool   // and a probe to the entry's MAC went unanswered
+	conflict bool   // two MACs answered for the IP, the entry's one of them
 	bypass   uint64 // tracer hits
 	noLL     bool
 	proto    uint8 // NDA_PROTOCOL
@@ -39,8 +41,14 @@ func entry(t *testing.T, s entrySpec) table.Entry {
 	tb.Apply(table.CauseNetlink, u)
 	time.Sleep(time.Millisecond)
 	k := table.Key{Ifindex: 3, Addr: ip}
-	if s.moved {
+	if s.suspect || s.moved {
 		tb.ObserveMAC(3, ip, macNew, time.Now())
+	}
+	if s.moved {
+		tb.ProbeUnanswered(k, string(macOld), time.Now())
+	}
+	if s.conflict {
+		tb.ObserveConflict(k, macOld, macNew, time.Now())
 	}
 	tb.AddBypass(k, s.bypass, time.Now())
 	e, ok := tb.Lookup(k)
@@ -69,11 +77,11 @@ func TestDecide(t *testing.T) {
 		reason  any  // the evidence (a string) when it acts, the SkipReason when not
 		prevent bool // the manage strategy is available
 	}{
-		{"stuck by mismatch acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp", false},
-		{"stuck with bypass acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:bypass+arp", false},
+		{"stuck by mismatch acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp+probe-unanswered", false},
+		{"stuck with bypass acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:bypass+arp+probe-unanswered", false},
 		{"at-risk, scope stuck: skipped", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, false, SkipAtRisk, false},
 		{"at-risk, scope at-risk: acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeAtRisk, nil, true, "at-risk:bypass", false},
-		{"stuck, scope at-risk: acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeAtRisk, nil, true, "stuck:arp", false},
+		{"stuck, scope at-risk: acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeAtRisk, nil, true, "stuck:arp+probe-unanswered", false},
 		{"stale-long, scope at-risk: skipped", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeAtRisk, nil, false, SkipNoEvidence, false},
 		{"dry-run decides too", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeDryRun, ScopeAtRisk, nil, true, "at-risk:bypass", false},
 		{"off never acts", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOff, ScopeStuck, nil, false, SkipModeOff, false},
@@ -88,18 +96,23 @@ func TestDecide(t *testing.T) {
 		{"interface not included", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth1", ModeOn, ScopeStuck, &Filter{Interfaces: only("eth0")}, false, SkipInterface, false},
 		{"cidr denied", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}, false, SkipCIDR, false},
 		{"cidr not allowed", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}}, false, SkipCIDR, false},
-		{"cidr allowed", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, true, "stuck:arp", false},
-		{"ipv6 stuck", entrySpec{ip: "fd00::2", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp", false},
+		{"cidr allowed", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, &Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, true, "stuck:arp+probe-unanswered", false},
+		{"ipv6 stuck", entrySpec{ip: "fd00::2", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp+probe-unanswered", false},
 		{"multicast never", entrySpec{ip: "ff02::1", state: table.StateStale, bypass: 1}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipSpecialAddr, false},
 		// Prevention does not depend on the repair scope.
 		{"at-risk, scope stuck, manage available: prevention", entrySpec{ip: "10.0.0.1", state: table.StateStale, bypass: 3}, "eth0", ModeOn, ScopeStuck, nil, true, "at-risk:bypass", true},
 		{"stale-long, manage available: nothing to prevent", entrySpec{ip: "10.0.0.1", state: table.StateStale}, "eth0", ModeOn, ScopeStuck, nil, false, SkipNoEvidence, true},
-		{"stuck, manage available: repair", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp", true},
+		{"stuck, manage available: repair", entrySpec{ip: "10.0.0.1", state: table.StateStale, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "stuck:arp+probe-unanswered", true},
 		// Entries neighwatch manages: repaired when their host moved.
-		{"managed by neighwatch, host moved", entrySpec{ip: "10.0.0.1", state: table.StateReachable, flagsExt: table.FlagExtManaged, proto: table.ProtocolNeighwatch, moved: true}, "eth0", ModeOn, ScopeStuck, nil, true, "managed-moved:arp", true},
+		{"managed by neighwatch, host moved", entrySpec{ip: "10.0.0.1", state: table.StateReachable, flagsExt: table.FlagExtManaged, proto: table.ProtocolNeighwatch, suspect: true}, "eth0", ModeOn, ScopeStuck, nil, true, "managed-moved:arp", true},
+		// A suspicion is not a black hole: the host may have two MACs.
+		{"seen at another MAC, its own not asked yet: stale-long", entrySpec{ip: "10.0.0.1", state: table.StateStale, suspect: true}, "eth0", ModeOn, ScopeStuck, nil, false, SkipNoEvidence, false},
+		// Two MACs answering: a duplicate address or a spoofer; no
+		// strategy can tell which is right.
+		{"conflict, scope all-stale: left alone", entrySpec{ip: "10.0.0.1", state: table.StateStale, conflict: true}, "eth0", ModeOn, ScopeAllStale, nil, false, SkipConflict, false},
 		{"managed by neighwatch, host in place", entrySpec{ip: "10.0.0.1", state: table.StateReachable, flagsExt: table.FlagExtManaged, proto: table.ProtocolNeighwatch}, "eth0", ModeOn, ScopeStuck, nil, false, SkipManaged, true},
-		{"managed by neighwatch, moved, filtered", entrySpec{ip: "10.0.0.1", state: table.StateReachable, flagsExt: table.FlagExtManaged, proto: table.ProtocolNeighwatch, moved: true}, "eth0", ModeOn, ScopeStuck, &Filter{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}, false, SkipCIDR, true},
-		{"managed by another, host moved", entrySpec{ip: "10.0.0.1", state: table.StateReachable, flagsExt: table.FlagExtManaged, proto: 99, moved: true}, "eth0", ModeOn, ScopeStuck, nil, false, SkipManaged, true},
+		{"managed by neighwatch, moved, filtered", entrySpec{ip: "10.0.0.1", state: table.StateReachable, flagsExt: table.FlagExtManaged, proto: table.ProtocolNeighwatch, suspect: true}, "eth0", ModeOn, ScopeStuck, &Filter{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}, false, SkipCIDR, true},
+		{"managed by another, host moved", entrySpec{ip: "10.0.0.1", state: table.StateReachable, flagsExt: table.FlagExtManaged, proto: 99, suspect: true}, "eth0", ModeOn, ScopeStuck, nil, false, SkipManaged, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

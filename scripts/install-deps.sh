@@ -9,6 +9,7 @@ pkgs=(
   iputils-ping                    # the lab walkthrough's traffic (tests send their own)
   prometheus                      # promtool, and the server the alert tests run
   prometheus-alertmanager         # the alert tests' Alertmanager
+  keepalived                      # the VRRP precision scenarios (in namespaces)
   podman runc                     # make image and the image tests (podman --runtime runc)
   systemd                         # systemd-analyze verify of the unit after make install
   qemu-system-x86 busybox-static  # the kernel matrix (make test-kernels): Debian's kernels under qemu

@@ -11,8 +11,10 @@ type FamilyStats struct {
 	States        [numStates]int // by State.idx(); use Count
 	StaleLong     int            // past the threshold, whatever the class
 	AtRisk        int
+	Conflict      int
 	Stuck         int
 	Mismatched    int
+	MultiMAC      int // hosts known at other MACs than the entry's
 	LLAddrChanges uint64
 	Bypass        uint64
 	OldestStale   time.Duration // age of the oldest STALE entry
@@ -71,6 +73,8 @@ func (t *Table) Stats(stuckCap int) Stats {
 			fs.StaleLong = s.staleLong[f]
 			fs.AtRisk = s.atRisk[f]
 			fs.Stuck = s.stuck[f]
+			fs.Conflict = s.conflict[f]
+			fs.MultiMAC = s.multiMAC[f]
 			fs.Mismatched = s.mismatched[f]
 			fs.LLAddrChanges = s.lladdrChanges[f]
 			fs.Bypass = s.bypass[f]

@@ -22,8 +22,18 @@ type Table struct {
 	atRisk    map[Key]*Entry
 	owned     map[Key]*Entry // managed by neighwatch (NDA_PROTOCOL), any state
 	conflicts map[Key]*Entry // entries with a conflict, to clear after ConflictHold
-	trans     [2][numStates + 1][numStates + 1]uint64
-	gen       uint32
+	// suspects are the entries whose host was seen at another MAC since
+	// their MAC was last heard; suspectDue is when the first of them not
+	// yet silent has been silent for the silence window.
+	suspects   map[Key]*Entry
+	suspectDue int64
+	// recheck: a sighting at one of the host's known MACs is a suspicion
+	// again once the entry's MAC has not been heard for this long (half
+	// the threshold). silence: how long the entry's MAC must stay silent
+	// after a sighting for silence alone to make it stuck.
+	recheck, silence int64
+	trans            [2][numStates + 1][numStates + 1]uint64
+	gen              uint32
 	// candGen counts changes to the set of STALE entries and of entries
 	// neighwatch manages, or to their addresses (the candidates of the
 	// tracer's source-MAC program). candDirty holds the keys of those
@@ -34,6 +44,9 @@ type Table struct {
 	candDirty map[Key]struct{}
 	candLost  bool
 	loading   bool // initial dump: no events, no transition counts
+	// onSuspect, if set, is called (under the lock: it must not block)
+	// when a suspicion begins.
+	onSuspect func()
 	events    *Broadcaster
 	now       func() time.Time
 }
@@ -45,7 +58,9 @@ type ifaceState struct {
 	staleLong     [2]int // all classes past the threshold
 	atRisk        [2]int
 	stuck         [2]int
-	mismatched    [2]int // seen at another MAC (ARP/NDP or source MAC)
+	conflict      [2]int
+	multiMAC      [2]int // hosts known at other MACs than the entry's
+	mismatched    [2]int // seen at another MAC (ARP/NDP or source MAC), unexplained
 	lladdrChanges [2]uint64
 	bypass        [2]uint64
 	managed       [2][numOwners][numStates]int
@@ -60,17 +75,27 @@ func New(threshold time.Duration, events *Broadcaster) *Table {
 	if events == nil {
 		events = NewBroadcaster()
 	}
-	return &Table{
-		threshold: int64(threshold),
+	t := &Table{
 		entries:   make(map[Key]*Entry),
 		ifaces:    make(map[int32]*ifaceState),
 		stuck:     make(map[Key]*Entry),
 		atRisk:    make(map[Key]*Entry),
 		owned:     make(map[Key]*Entry),
 		conflicts: make(map[Key]*Entry),
+		suspects:  make(map[Key]*Entry),
 		events:    events,
 		now:       time.Now,
 	}
+	t.setThreshold(threshold)
+	return t
+}
+
+// setThreshold sets the threshold and the times derived from it. The
+// caller holds t.mu (or owns t).
+func (t *Table) setThreshold(d time.Duration) {
+	t.threshold = int64(d)
+	t.recheck = int64(d / 2)
+	t.silence = int64(max(d, MinSilence))
 }
 
 // Events returns the broadcaster the table publishes to.
@@ -115,12 +140,17 @@ func (t *Table) detach(e *Entry) {
 	case ClassAtRisk:
 		s.atRisk[f]--
 		delete(t.atRisk, e.Key)
+	case ClassConflict:
+		s.conflict[f]--
 	}
 	if e.long {
 		s.staleLong[f]--
 	}
 	if o := e.o(); o.Mismatch || o.SourceMismatch {
 		s.mismatched[f]--
+	}
+	if e.multi {
+		s.multiMAC[f]--
 	}
 }
 
@@ -152,8 +182,8 @@ func (t *Table) attach(e *Entry, now int64) {
 			s.pending[f].push(e)
 		}
 	}
-	if e.conflicted() {
-		e.class = ClassStuck
+	if e.class != ClassStuck && e.conflicted() {
+		e.class = ClassConflict
 	}
 	switch e.class {
 	case ClassStuck:
@@ -162,15 +192,20 @@ func (t *Table) attach(e *Entry, now int64) {
 	case ClassAtRisk:
 		s.atRisk[f]++
 		t.atRisk[e.Key] = e
+	case ClassConflict:
+		s.conflict[f]++
 	}
 	if o := e.o(); o.Mismatch || o.SourceMismatch {
 		s.mismatched[f]++
+	}
+	if e.multi = e.MultiMAC(); e.multi {
+		s.multiMAC[f]++
 	}
 }
 
 // classChanges names each class change ("ok -> stale-long") once, not
 // once per event.
-var classChanges = func() (n [ClassStuck + 1][ClassStuck + 1]string) {
+var classChanges = func() (n [ClassStuck + 1][ClassStuck + 1]string) { // ClassStuck is the last
 	for _, a := range Classes() {
 		for _, b := range Classes() {
 			n[a][b] = a.String() + " -> " + b.String()
@@ -285,6 +320,15 @@ func (t *Table) apply(u *Update, cause Cause, now int64) {
 			o.SourceMAC, o.SourceAt, o.SourcePackets = "", 0, 0
 			o.BypassInState = 0
 			o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
+			// Whether the new MAC answers is not known yet, and a
+			// suspicion against the old one says nothing of it; the
+			// host's other MACs stay known, but for the new one.
+			o.OwnAt = 0
+			t.unsuspect(e)
+			if h := o.hostMAC(e.LLAddr); h != nil {
+				*h = HostMAC{}
+				o.compactHostMACs()
+			}
 		}
 	}
 	e.Flags, e.FlagsExt, e.Protocol = u.Flags, u.FlagsExt, u.Protocol
@@ -313,13 +357,77 @@ func (t *Table) cacheTimes(e *Entry, u *Update, now int64) {
 
 // mismatch reports whether ARP/NDP (arp) and the host's own packets
 // (source) last showed the entry's IP at a MAC other than the one the
-// kernel sends to.
+// kernel sends to, unexplained: the entry's MAC was not heard since.
 func mismatch(e *Entry) (arp, source bool) {
-	if e.LLAddr == "" || !e.State.Valid() {
+	o := e.o()
+	if e.LLAddr == "" || !e.State.Valid() || o.SuspectAt == 0 {
 		return false, false
 	}
-	o := e.o()
 	return o.SeenMAC != "" && o.SeenMAC != e.LLAddr && o.SeenAt >= e.LLAddrSince, o.SourceMAC != "" && o.SourceMAC != e.LLAddr
+}
+
+// sighted records that the entry's host was seen at mac, another MAC
+// than the entry's, which begins a suspicion unless one is on. A MAC the
+// host is known at begins none while the entry's MAC was heard within the
+// recheck time. The caller holds t.mu and reattaches e.
+func (t *Table) sighted(e *Entry, mac string, now int64) {
+	if e.LLAddr == "" || !e.State.Valid() {
+		return
+	}
+	o := e.w()
+	if h := o.hostMAC(mac); h != nil {
+		h.At = max(h.At, now)
+		if o.OwnAt != 0 && now-o.OwnAt < t.recheck {
+			return
+		}
+	}
+	o.SuspectMAC = mac
+	if o.SuspectAt != 0 {
+		return
+	}
+	o.SuspectAt, o.silent = now, false
+	t.suspects[e.Key] = e
+	if due := now + t.silence; t.suspectDue == 0 || due < t.suspectDue {
+		t.suspectDue = due
+	}
+	if t.onSuspect != nil {
+		t.onSuspect()
+	}
+}
+
+// OnSuspect sets fn to be called when a suspicion begins: the host of an
+// entry seen at another MAC while its own was silent. fn runs under the
+// table's lock: it must return at once and not call the table.
+func (t *Table) OnSuspect(fn func()) {
+	t.mu.Lock()
+	t.onSuspect = fn
+	t.mu.Unlock()
+}
+
+// heard records that the entry's own MAC was heard for its IP at now: a
+// suspicion since is explained (its MAC becomes one of the host's), and
+// so is an unanswered probe before. It reports whether it explained a
+// suspicion. The caller holds t.mu and reattaches e.
+func (t *Table) heard(e *Entry, now int64) bool {
+	o := e.w()
+	o.OwnAt = max(o.OwnAt, now)
+	if o.ProbeUnansweredAt != 0 && o.ProbeUnansweredAt <= now {
+		o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
+	}
+	if o.SuspectAt == 0 || o.SuspectAt > now {
+		return false
+	}
+	o.addHostMAC(o.SuspectMAC, now)
+	t.unsuspect(e)
+	return true
+}
+
+// unsuspect ends e's suspicion.
+func (t *Table) unsuspect(e *Entry) {
+	if o := e.obs; o != nil && o.SuspectAt != 0 {
+		o.SuspectAt, o.SuspectMAC, o.silent = 0, "", false
+		delete(t.suspects, e.Key)
+	}
 }
 
 func (t *Table) remove(e *Entry, cause Cause, now int64) {
@@ -329,6 +437,7 @@ func (t *Table) remove(e *Entry, cause Cause, now int64) {
 	t.detach(e)
 	delete(t.entries, e.Key)
 	delete(t.conflicts, e.Key)
+	delete(t.suspects, e.Key)
 	t.trans[e.Family().idx()][e.State.idx()][idxAbsent]++
 	if t.publishing() {
 		ev := t.event(e, KindTransition, cause, now)
@@ -402,6 +511,20 @@ func (t *Table) Advance() int {
 }
 
 func (t *Table) advance(now int64) (promoted int) {
+	if t.suspectDue != 0 && now >= t.suspectDue {
+		t.suspectDue = 0
+		for _, e := range t.suspects {
+			o := e.w()
+			switch due := o.SuspectAt + t.silence; {
+			case o.silent:
+			case now >= due:
+				o.silent = true
+				t.reattach(e, now, CauseClassify)
+			case t.suspectDue == 0 || due < t.suspectDue:
+				t.suspectDue = due
+			}
+		}
+	}
 	for k, e := range t.conflicts {
 		if o := e.w(); now-o.ConflictAt >= int64(ConflictHold) {
 			delete(t.conflicts, k)
@@ -434,12 +557,17 @@ func (t *Table) SetThreshold(d time.Duration) {
 	if int64(d) == t.threshold {
 		return
 	}
-	t.threshold = int64(d)
+	t.setThreshold(d)
+	for _, e := range t.suspects {
+		e.w().silent = false // judged again against the new window
+	}
+	t.suspectDue = now
 	for _, e := range t.entries {
 		if e.State == StateStale {
 			t.reattach(e, now, CauseClassify)
 		}
 	}
+	t.advance(now)
 }
 
 // Threshold returns the stale-long threshold.
@@ -481,13 +609,54 @@ func (t *Table) ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr, w
 		o.SeenMAC = string(mac)
 	}
 	o.SeenAt = now
+	explained := false
+	if string(mac) == e.LLAddr {
+		explained = t.heard(e, now)
+	} else {
+		t.sighted(e, string(mac), now)
+	}
 	t.reattach(e, now, CauseARP)
-	if o.Mismatch && !was && t.publishing() {
+	switch {
+	case !t.publishing():
+	case o.Mismatch && !was:
 		ev := t.event(e, KindMismatch, CauseARP, now)
-		ev.Detail = "seen at " + mac.String() + ", kernel sends to " + hwString(e.LLAddr)
+		ev.Detail = "seen at " + mac.String() + ", kernel sends to " + hwString(e.LLAddr) + ": stuck if that MAC stays silent"
 		t.events.Publish(ev)
+	case explained:
+		t.publishExplained(e, CauseARP, now)
 	}
 	return o.Mismatch && !was
+}
+
+// publishExplained says that the entry's MAC answered after its host was
+// seen at another MAC: the host has more than one.
+func (t *Table) publishExplained(e *Entry, cause Cause, now int64) {
+	ev := t.event(e, KindMismatch, cause, now)
+	ev.Detail = "the entry's MAC answered after the host was seen at " + hwString(e.o().HostMACs[0].MAC) + ": both are the host's"
+	t.events.Publish(ev)
+}
+
+// Heard records that an entry's own MAC was heard for its IP at when: its
+// packets (the tracer), or an answer to a probe. A suspicion since the
+// host was seen at another MAC is explained: that MAC is one of the
+// host's. It reports whether mac is the entry's MAC.
+func (t *Table) Heard(k Key, mac net.HardwareAddr, when time.Time) bool {
+	now := when.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[k]
+	if e == nil || len(mac) == 0 || string(mac) != e.LLAddr {
+		return false
+	}
+	if t.heard(e, now) {
+		t.reattach(e, now, CauseTraffic)
+		if t.publishing() {
+			t.publishExplained(e, CauseTraffic, now)
+		}
+		return true
+	}
+	t.reattach(e, now, CauseTraffic)
+	return true
 }
 
 // AddBypass adds packets the tracer saw sent to an entry without the
@@ -530,16 +699,20 @@ func (t *Table) ObserveSourceMAC(k Key, mac net.HardwareAddr, packets uint64, wh
 	}
 	o := e.w()
 	was := o.SourceMismatch
+	if string(mac) == e.LLAddr {
+		return false // its own MAC: Heard
+	}
 	if o.SourceMAC != string(mac) {
 		o.SourceMAC = string(mac)
 		o.SourcePackets = 0
 	}
 	o.SourcePackets += packets
 	o.SourceAt = now
+	t.sighted(e, string(mac), now)
 	t.reattach(e, now, CauseTraffic)
 	if o.SourceMismatch && !was && t.publishing() {
 		ev := t.event(e, KindMismatch, CauseTraffic, now)
-		ev.Detail = "packets from " + e.Addr.String() + " come from " + mac.String() + ", kernel sends to " + hwString(e.LLAddr)
+		ev.Detail = "packets from " + e.Addr.String() + " come from " + mac.String() + ", kernel sends to " + hwString(e.LLAddr) + ": stuck if that MAC stays silent"
 		t.events.Publish(ev)
 	}
 	return o.SourceMismatch && !was
@@ -694,6 +867,23 @@ func (t *Table) Walk(min Class, fn func(e *Entry, ifname string) bool) []Entry {
 					visit(e, s.name)
 				}
 			}
+		}
+	}
+	return out
+}
+
+// Suspects calls fn, under the table's lock, for each entry whose host
+// was seen at another MAC since its MAC was last heard, and returns
+// copies of those fn picked (returned true for). It costs the suspects,
+// not the table. fn must not call the table.
+func (t *Table) Suspects(fn func(e *Entry, ifname string) bool) []Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.advance(t.now().UnixNano())
+	var out []Entry
+	for _, e := range t.suspects {
+		if fn(e, t.iface(e.Ifindex).name) {
+			out = append(out, e.clone())
 		}
 	}
 	return out

@@ -37,7 +37,9 @@ func TestClassification(t *testing.T) {
 		age       time.Duration
 		seen      net.HardwareAddr // ARP/NDP
 		source    net.HardwareAddr // the host's own packets
+		heard     bool             // then the entry's own MAC was heard (its packets)
 		probe     bool             // a unicast probe to the entry's MAC went unanswered
+		silent    bool             // then the entry's MAC stayed silent for the silence window
 		bypass    uint64
 		wantClass Class
 		signals   []Signal
@@ -46,12 +48,16 @@ func TestClassification(t *testing.T) {
 		{name: "young stale is ok", state: StateStale, age: 59 * time.Second, wantClass: ClassOK},
 		{name: "old stale is stale-long", state: StateStale, age: 60 * time.Second, wantClass: ClassStaleLong},
 		{name: "old stale with same MAC seen is stale-long", state: StateStale, age: 2 * time.Minute, seen: macA, source: macA, wantClass: ClassStaleLong},
-		{name: "old stale with moved MAC is stuck", state: StateStale, age: 2 * time.Minute, seen: macB, wantClass: ClassStuck, signals: []Signal{SignalARP}},
-		{name: "young stale with moved MAC is not yet stuck", state: StateStale, age: 10 * time.Second, seen: macB, wantClass: ClassOK, signals: []Signal{SignalARP}},
+		{name: "seen at another MAC is a suspicion, not stuck", state: StateStale, age: 2 * time.Minute, seen: macB, wantClass: ClassStaleLong, signals: []Signal{SignalARP}},
+		{name: "seen at another MAC, its own silent for the window, is stuck", state: StateStale, age: 2 * time.Minute, seen: macB, silent: true, wantClass: ClassStuck, signals: []Signal{SignalARP}},
+		{name: "seen at another MAC, a probe to its own unanswered, is stuck", state: StateStale, age: 2 * time.Minute, seen: macB, probe: true, wantClass: ClassStuck, signals: []Signal{SignalARP, SignalProbeUnanswered}},
+		{name: "young stale with moved MAC is not yet stuck", state: StateStale, age: 10 * time.Second, seen: macB, probe: true, wantClass: ClassOK, signals: []Signal{SignalARP, SignalProbeUnanswered}},
 		{name: "bypass traffic alone is at-risk, not stuck", state: StateStale, age: 2 * time.Minute, bypass: 5, wantClass: ClassAtRisk, signals: []Signal{SignalBypass}},
 		{name: "bypass traffic to a host seen at its MAC is at-risk", state: StateStale, age: 2 * time.Minute, bypass: 5, source: macA, seen: macA, wantClass: ClassAtRisk, signals: []Signal{SignalBypass}},
-		{name: "source MAC elsewhere is stuck", state: StateStale, age: 2 * time.Minute, source: macB, wantClass: ClassStuck, signals: []Signal{SignalSourceMAC}},
-		{name: "bypass and source MAC elsewhere is stuck", state: StateStale, age: 2 * time.Minute, bypass: 5, source: macB, wantClass: ClassStuck, signals: []Signal{SignalBypass, SignalSourceMAC}},
+		{name: "source MAC elsewhere is a suspicion", state: StateStale, age: 2 * time.Minute, source: macB, wantClass: ClassStaleLong, signals: []Signal{SignalSourceMAC}},
+		{name: "source MAC elsewhere, its own silent, is stuck", state: StateStale, age: 2 * time.Minute, bypass: 5, source: macB, silent: true, wantClass: ClassStuck, signals: []Signal{SignalBypass, SignalSourceMAC}},
+		{name: "source MAC elsewhere, then its own heard: a host with two MACs", state: StateStale, age: 2 * time.Minute, bypass: 5, source: macB, heard: true, silent: true, wantClass: ClassAtRisk, signals: []Signal{SignalBypass}},
+		{name: "a probe unanswered, then its own heard, is not stuck", state: StateStale, age: 2 * time.Minute, probe: true, heard: true, wantClass: ClassStaleLong},
 		{name: "unanswered unicast probe is stuck", state: StateStale, age: 2 * time.Minute, probe: true, wantClass: ClassStuck, signals: []Signal{SignalProbeUnanswered}},
 		{name: "permanent with moved MAC is ok", state: StatePermanent, age: time.Hour, seen: macB, wantClass: ClassOK, signals: []Signal{SignalARP}},
 	}
@@ -71,8 +77,17 @@ func TestClassification(t *testing.T) {
 			if tt.probe && !tb.ProbeUnanswered(k, string(macA), c.now()) {
 				t.Fatal("probe not recorded")
 			}
+			if tt.heard {
+				c.advance(time.Millisecond)
+				if !tb.Heard(k, macA, c.now()) {
+					t.Fatal("own MAC not heard")
+				}
+			}
 			if tt.bypass > 0 {
 				tb.AddBypass(k, tt.bypass, c.now())
+			}
+			if tt.silent {
+				c.advance(time.Minute) // the silence window: the 1 min threshold
 			}
 			e, _ := tb.Lookup(k)
 			if e.Class() != tt.wantClass {
@@ -85,12 +100,18 @@ func TestClassification(t *testing.T) {
 			if !slices.Equal(got, tt.signals) {
 				t.Errorf("evidence %v, want %v", got, tt.signals)
 			}
+			if e.MultiMAC() != (tt.heard && tt.source != nil) {
+				t.Errorf("multi-MAC %v, want %v", e.MultiMAC(), tt.heard && tt.source != nil)
+			}
 			st := tb.Stats(10)
 			fs := st.Interfaces[0].Families[0]
 			wantLong := tt.wantClass != ClassOK
 			if (fs.StaleLong == 1) != wantLong || (fs.Stuck == 1) != (tt.wantClass == ClassStuck) ||
 				(fs.AtRisk == 1) != (tt.wantClass == ClassAtRisk) || (st.StuckTotal == 1) != (tt.wantClass == ClassStuck) {
 				t.Fatalf("aggregates: stale-long %d at-risk %d stuck %d stuck set %d for class %v", fs.StaleLong, fs.AtRisk, fs.Stuck, st.StuckTotal, tt.wantClass)
+			}
+			if (fs.MultiMAC == 1) != e.MultiMAC() {
+				t.Errorf("multi-MAC gauge %d for an entry multi-MAC %v", fs.MultiMAC, e.MultiMAC())
 			}
 			stale := 0
 			if tt.state == StateStale {
@@ -131,8 +152,8 @@ func TestEvidenceFollowsTheEntry(t *testing.T) {
 	}
 	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
 	e, _ := tb.Lookup(k)
-	if e.Class() != ClassOK || len(e.Evidence()) != 0 {
-		t.Fatalf("after repair: class %v, evidence %v", e.Class(), e.Evidence())
+	if e.Class() != ClassOK || len(e.Evidence()) != 0 || e.Suspect() {
+		t.Fatalf("after repair: class %v, evidence %v, suspect %v", e.Class(), e.Evidence(), e.Suspect())
 	}
 	// Set STALE at a third MAC: what was seen of the host's packets before
 	// is not evidence against the new MAC.
@@ -142,22 +163,86 @@ func TestEvidenceFollowsTheEntry(t *testing.T) {
 	if e, _ := tb.Lookup(k); e.Class() != ClassStaleLong || e.Observed().SourceMismatch {
 		t.Fatalf("after a new MAC: class %v, evidence %v; want stale-long with none", e.Class(), e.Evidence())
 	}
-	// Likewise an ARP sighting from before the new MAC; one after it counts.
+	// Likewise an ARP sighting from before the new MAC; one after it is a
+	// suspicion, which an unanswered probe to the new MAC confirms.
 	c.advance(time.Second)
 	tb.ObserveMAC(1, ipA, macA, c.now())
 	c.advance(time.Second)
-	u = upd(1, ipA, StateStale, net.HardwareAddr{2, 0, 0, 0, 0, 0xd})
+	d := net.HardwareAddr{2, 0, 0, 0, 0, 0xd}
+	u = upd(1, ipA, StateStale, d)
 	u.UpdatedAge = 2 * time.Minute
 	tb.Apply(CauseNetlink, u)
 	if e, _ := tb.Lookup(k); e.Observed().Mismatch || e.Class() != ClassStaleLong {
 		t.Fatalf("an ARP sighting older than the entry's MAC counts: class %v, evidence %v", e.Class(), e.Evidence())
 	}
 	tb.ObserveMAC(1, ipA, macA, c.now())
-	if e, _ := tb.Lookup(k); !e.Observed().Mismatch || e.Class() != ClassStuck {
-		t.Fatalf("a fresh ARP sighting at another MAC does not count: class %v, evidence %v", e.Class(), e.Evidence())
+	if e, _ := tb.Lookup(k); !e.Observed().Mismatch || !e.Suspect() || e.Class() != ClassStaleLong {
+		t.Fatalf("a fresh ARP sighting at another MAC is no suspicion: class %v, evidence %v", e.Class(), e.Evidence())
 	}
 	if tb.ProbeUnanswered(k, string(macA), c.now()) {
 		t.Error("a probe to a MAC the entry no longer has was recorded")
+	}
+	tb.ProbeUnanswered(k, string(d), c.now())
+	if e, _ := tb.Lookup(k); e.Class() != ClassStuck {
+		t.Fatalf("suspect, its MAC unanswered: class %v, want stuck", e.Class())
+	}
+}
+
+// TestHostWithTwoMACs is the healthy host that sends from a second MAC
+// (a balance-tlb bond, ARP flux, a router relaying it): its entry's MAC
+// answers after each sighting, so it is never stuck, and the second MAC,
+// now the host's, begins no suspicion while the entry's MAC keeps
+// answering. Once the entry's MAC stays silent for the recheck time, the
+// next sighting is a suspicion again, and silence makes it stuck within
+// the window.
+func TestHostWithTwoMACs(t *testing.T) {
+	tb, c := newTestTable(time.Minute)
+	u := upd(1, ipA, StateStale, macA)
+	u.UpdatedAge = 2 * time.Minute
+	tb.Apply(CauseNetlink, u)
+	k := Key{1, ipA}
+	class := func() Class { e, _ := tb.Lookup(k); return e.Class() }
+	tb.ObserveSourceMAC(k, macB, 1, c.now())
+	c.advance(time.Second)
+	tb.Heard(k, macA, c.now()) // a probe answered, or its frames
+	if e, _ := tb.Lookup(k); e.Suspect() || !e.MultiMAC() || e.OtherMACs()[0].MAC != string(macB) {
+		t.Fatalf("after its MAC answered: suspect %v, other MACs %v", e.Suspect(), e.OtherMACs())
+	}
+	// Its packets from the second MAC keep coming; the first answers
+	// now and then, within the recheck time (half the threshold).
+	for i := range 10 {
+		c.advance(10 * time.Second)
+		tb.ObserveSourceMAC(k, macB, 1, c.now())
+		if e, _ := tb.Lookup(k); e.Suspect() || class() == ClassStuck {
+			t.Fatalf("a known MAC of a host that answers is a suspicion: class %v", class())
+		}
+		if i%2 == 1 {
+			tb.Heard(k, macA, c.now()) // every 20 s
+		}
+	}
+	// The old host goes away: its MAC silent past the recheck time, the
+	// second MAC's packets are a suspicion again, and silence makes it
+	// stuck.
+	c.advance(31 * time.Second)
+	tb.ObserveSourceMAC(k, macB, 1, c.now())
+	if e, _ := tb.Lookup(k); !e.Suspect() || class() != ClassStaleLong {
+		t.Fatalf("the entry's MAC silent past the recheck time: suspect %v class %v", e.Suspect(), class())
+	}
+	c.advance(59 * time.Second)
+	if class() != ClassStaleLong {
+		t.Fatalf("stuck before the silence window: %v", class())
+	}
+	c.advance(time.Second)
+	if class() != ClassStuck {
+		t.Fatalf("silent for the window: class %v, want stuck", class())
+	}
+	if n := tb.Stats(1).Interfaces[0].Families[0].Stuck; n != 1 {
+		t.Fatalf("stuck gauge %d", n)
+	}
+	// It answers again: not stuck.
+	tb.Heard(k, macA, c.now())
+	if class() == ClassStuck {
+		t.Fatal("stuck after the entry's MAC answered")
 	}
 }
 
@@ -286,7 +371,7 @@ func TestStuckCap(t *testing.T) {
 		tb.Apply(CauseNetlink, upd(1, ip, StateStale, macA))
 		tb.ObserveMAC(1, ip, macB, c.now())
 	}
-	c.advance(2 * time.Second)
+	c.advance(MinSilence) // stale-long, and silent for the window
 	st := tb.Stats(3)
 	if st.StuckTotal != 5 || len(st.Stuck) != 3 {
 		t.Fatalf("stuck total %d listed %d", st.StuckTotal, len(st.Stuck))
@@ -314,52 +399,65 @@ func TestHeapOrder(t *testing.T) {
 	}
 }
 
-// TestConflictHoldsStuck: an entry whose MAC is one of two that answered
-// for its IP is stuck in any dynamic state, whatever its MAC answers
-// afterwards and if the kernel flips to the other MAC, until ConflictHold
-// passes without another conflict; a MAC outside the pair, or a PERMANENT
-// entry, is not disputed.
-func TestConflictHoldsStuck(t *testing.T) {
+// TestConflictIsItsOwnClass: an entry whose MAC is one of two that
+// answered for its IP is a conflict, not stuck, in any dynamic state,
+// whatever its MAC answers afterwards and if the kernel flips to the
+// other MAC, until ConflictHold passes without another conflict; a MAC
+// outside the pair, or a PERMANENT entry, is not disputed. Evidence that
+// the host is gone from the entry's MAC makes it stuck still.
+func TestConflictIsItsOwnClass(t *testing.T) {
 	macC := net.HardwareAddr{2, 0, 0, 0, 0, 0xc}
 	tb, clk := newTestTable(time.Minute)
 	k := Key{Ifindex: 1, Addr: ipA}
 	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
-	stuck := func(when string, want bool) {
+	conflict := func(when string, want bool) {
 		t.Helper()
 		e, _ := tb.Lookup(k)
 		ev := e.Evidence()
-		got := e.Class() == ClassStuck && len(ev) > 0 && ev[len(ev)-1].Signal == SignalConflict
+		got := e.Class() == ClassConflict && len(ev) > 0 && ev[len(ev)-1].Signal == SignalConflict
 		if got != want {
-			t.Fatalf("%s: class %v, evidence %v; want stuck by conflict %v", when, e.Class(), ev, want)
+			t.Fatalf("%s: class %v, evidence %v; want a conflict %v", when, e.Class(), ev, want)
 		}
-		if n := tb.CountClass(ClassStuck); (n == 1) != want {
-			t.Fatalf("%s: %d stuck", when, n)
+		if n := tb.Stats(1).Interfaces[0].Families[0].Conflict; (n == 1) != want {
+			t.Fatalf("%s: conflict gauge %d", when, n)
+		}
+		if n := tb.CountClass(ClassStuck); n != 0 || len(tb.Walk(ClassAtRisk, func(*Entry, string) bool { return true })) != 0 {
+			t.Fatalf("%s: a conflict counted stuck or walked for remediation", when)
 		}
 	}
 	if !tb.ObserveConflict(k, macB, macA, clk.now()) {
 		t.Fatal("conflict not recorded")
 	}
-	stuck("reachable at one of the pair", true)
+	conflict("reachable at one of the pair", true)
 	if e, _ := tb.Lookup(k); e.DisputingMAC() != string(macB) {
 		t.Fatalf("disputing MAC %v, want %v", e.HardwareAddr(), macB)
 	}
-	tb.ObserveMAC(1, ipA, macA, clk.now()) // the spoofer answers again
-	stuck("after the entry's MAC answered", true)
+	tb.ObserveMAC(1, ipA, macA, clk.now()) // the entry's MAC answers again
+	conflict("after the entry's MAC answered", true)
 	clk.advance(ConflictHold / 2)
 	tb.Apply(CauseNetlink, upd(1, ipA, StateStale, macB)) // the kernel flips to the other
-	stuck("flipped to the other MAC of the pair", true)
+	conflict("flipped to the other MAC of the pair", true)
 	clk.advance(ConflictHold / 2)
 	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
-	stuck("just past the hold since the conflict", false)
+	conflict("just past the hold since the conflict", false)
 
 	tb.ObserveConflict(k, macA, macB, clk.now())
-	stuck("a new conflict", true)
+	conflict("a new conflict", true)
 	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macC))
-	stuck("at a third MAC", false)
+	conflict("at a third MAC", false)
 	tb.Apply(CauseNetlink, upd(1, ipA, StatePermanent, macA))
-	stuck("PERMANENT", false)
+	conflict("PERMANENT", false)
 	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
-	stuck("dynamic again within the hold", true)
+	conflict("dynamic again within the hold", true)
+	// STALE past the threshold, and a probe to its MAC unanswered: the
+	// host is gone from it, whoever answered before.
+	u := upd(1, ipA, StateStale, macA)
+	u.UpdatedAge = 2 * time.Minute
+	tb.Apply(CauseNetlink, u)
+	tb.ProbeUnanswered(k, string(macA), clk.now())
+	if e, _ := tb.Lookup(k); e.Class() != ClassStuck {
+		t.Fatalf("a conflict whose MAC went unanswered: class %v, want stuck", e.Class())
+	}
 	tb.Apply(CauseNetlink, Update{Delete: true, Family: FamilyInet, Ifindex: 1, Addr: ipA})
 	if n := tb.CountClass(ClassStuck); n != 0 {
 		t.Fatalf("%d stuck after delete", n)

@@ -160,19 +160,28 @@ const (
 	// neighbour subsystem, so the kernel will never re-validate it; nothing
 	// says its host is gone.
 	ClassAtRisk
+	// ClassConflict: two MACs answer for the entry's IP in turn, the
+	// entry's one of them (a duplicate address or a spoofer), in any
+	// dynamic state: worth a warning, not a black hole, since whoever
+	// holds the entry's MAC answers. Remediation leaves it alone.
+	ClassConflict
 	// ClassStuck: stale-long, and evidence that the host is not at the
-	// entry's MAC: seen at another MAC in ARP/NDP or in the source of its
-	// own packets, or a unicast probe to the entry's MAC went unanswered.
+	// entry's MAC: seen at another MAC (in ARP/NDP or in the source of
+	// its own packets) while the entry's MAC stayed silent, confirmed by
+	// a unicast probe to the entry's MAC that went unanswered, or by
+	// silence alone for SilenceWindow.
 	ClassStuck
 )
 
-// String returns "ok", "stale-long", "at-risk" or "stuck".
+// String returns "ok", "stale-long", "at-risk", "conflict" or "stuck".
 func (c Class) String() string {
 	switch c {
 	case ClassStaleLong:
 		return "stale-long"
 	case ClassAtRisk:
 		return "at-risk"
+	case ClassConflict:
+		return "conflict"
 	case ClassStuck:
 		return "stuck"
 	}
@@ -188,25 +197,43 @@ const (
 	// subsystem (the tracer). It makes a stale-long entry at-risk.
 	SignalBypass Signal = "bypass"
 	// SignalARP: an ARP or NDP answer or announcement showed the IP at
-	// another MAC. It makes a stale-long entry stuck.
+	// another MAC, and the entry's MAC has not been heard since: a
+	// suspicion, which a silent entry's MAC turns into stuck.
 	SignalARP Signal = "arp"
-	// SignalSourceMAC: the host's own packets arrived from another MAC.
-	// It makes a stale-long entry stuck.
+	// SignalSourceMAC: the host's own packets arrived from another MAC,
+	// and the entry's MAC has not been heard since: a suspicion, as arp.
 	SignalSourceMAC Signal = "source-mac"
-	// SignalProbeUnanswered: a probe went unanswered at the entry's MAC
-	// (remediation on). It makes a stale-long entry stuck.
+	// SignalProbeUnanswered: a unicast probe to the entry's MAC went
+	// unanswered (the confirmation of a suspicion, in dry-run too, or a
+	// remediation probe). It makes a stale-long entry stuck.
 	SignalProbeUnanswered Signal = "probe-unanswered"
 	// SignalConflict: two MACs answered for the IP, the entry's one of
 	// them (ARP/NDP in turn within the conflict window, or both answering
-	// one probe). It makes the entry stuck in any dynamic state until
-	// ConflictHold passes without another conflict: the kernel may be
-	// sending to a spoofer.
+	// one probe). It makes the entry a conflict in any dynamic state until
+	// ConflictHold passes without another one.
 	SignalConflict Signal = "conflict"
 )
 
-// ConflictHold is how long a conflict keeps an entry stuck after it was
-// last seen.
+// ConflictHold is how long a conflict keeps an entry in the conflict
+// class after it was last seen.
 const ConflictHold = 5 * time.Minute
+
+// MinSilence is the least time the entry's MAC must stay silent after its
+// host was seen at another MAC before silence alone makes it stuck (the
+// window is the stale threshold, if longer). It leaves a confirmation
+// probe the time to answer on a busy machine: a sweep, three unicast
+// requests within the verify timeout, a rate limiter's wait.
+const MinSilence = 10 * time.Second
+
+// MaxHostMACs is how many other MACs of one host the table remembers.
+const MaxHostMACs = 4
+
+// HostMAC is another MAC a host was seen at (sending or answering) while
+// its entry's MAC kept answering.
+type HostMAC struct {
+	MAC string // raw bytes
+	At  int64  // last seen
+}
 
 // Signals lists every signal, in the order the README documents them.
 func Signals() []Signal {
@@ -244,7 +271,9 @@ func Causes() []Cause {
 }
 
 // Classes lists every class, from harmless to harmful.
-func Classes() []Class { return []Class{ClassOK, ClassStaleLong, ClassAtRisk, ClassStuck} }
+func Classes() []Class {
+	return []Class{ClassOK, ClassStaleLong, ClassAtRisk, ClassConflict, ClassStuck}
+}
 
 // Cause says where a change came from.
 type Cause string
@@ -290,16 +319,26 @@ type Entry struct {
 	gen     uint32 // resync generation that last confirmed the entry
 	heapIdx int32  // position in the stale heap of its interface, -1 if none
 	long    bool   // in the stale-long heap rather than the pending one
+	multi   bool   // counted in the multi-MAC aggregate
 }
 
 // Observed is the evidence gathered about an entry's host. It is kept
 // apart from the entry, which holds a pointer: at 100,000 entries the
 // fields would cost 16 MB in entries that never see any.
+//
+// A sighting of the host at another MAC is a suspicion, not proof: hosts
+// send from more than one MAC (balance-tlb and -alb bonds, ARP flux,
+// routers relaying them). It is proof only once the entry's MAC stayed
+// silent after it: a unicast probe to it went unanswered, or nothing was
+// heard from it for the silence window. Heard after the sighting, the
+// entry's MAC clears the suspicion, and the other MAC becomes one of the
+// host's: its sightings say nothing while the entry's MAC keeps
+// answering (heard within the recheck time).
 type Observed struct {
 	// ARP/NDP evidence.
 	SeenMAC  string // last MAC this IP was seen answering from
 	SeenAt   int64
-	Mismatch bool // SeenMAC, seen since LLAddrSince, differs from LLAddr (while the entry is valid)
+	Mismatch bool // SeenMAC, seen since LLAddrSince, differs from LLAddr and is a suspicion (while the entry is valid)
 
 	// Tracer evidence.
 	BypassPackets uint64 // all packets sent to this entry while STALE, bypassing the neighbour subsystem
@@ -310,7 +349,20 @@ type Observed struct {
 	SourceMAC      string
 	SourceAt       int64
 	SourcePackets  uint64 // packets from this IP at a MAC other than LLAddr
-	SourceMismatch bool   // SourceMAC differs from LLAddr (while the entry is valid)
+	SourceMismatch bool   // SourceMAC differs from LLAddr and is a suspicion (while the entry is valid)
+
+	// OwnAt: the entry's MAC was last heard for its IP (its ARP or NDP,
+	// its packets, an answer to a probe); cleared with a new MAC.
+	OwnAt int64
+	// SuspectAt: the host was first seen at another MAC, SuspectMAC the
+	// latest, since the entry's MAC was last heard; 0 when nothing is
+	// unexplained. silent: the silence window has passed since.
+	SuspectAt  int64
+	SuspectMAC string
+	silent     bool
+	// HostMACs are the host's other MACs (most recent first): seen while
+	// the entry's MAC answered after them.
+	HostMACs [MaxHostMACs]HostMAC
 
 	// ProbeUnansweredAt: a unicast probe to ProbeMAC (then the entry's
 	// lladdr) went unanswered; cleared when the entry's state changes.
@@ -363,11 +415,78 @@ func (e *Entry) candidate() bool { return e.State == StateStale || e.Owner() == 
 // Class returns the classification as of the last table update or Advance.
 func (e *Entry) Class() Class { return e.class }
 
-// hostGone reports whether some evidence says the host is not at the
-// entry's MAC.
+// hostGone reports whether the evidence says the host is not at the
+// entry's MAC: a unicast probe to it went unanswered, or it stayed
+// silent for the silence window after the host was seen at another MAC.
 func (e *Entry) hostGone() bool {
 	o := e.o()
-	return o.Mismatch || o.SourceMismatch || (o.ProbeUnansweredAt != 0 && o.ProbeMAC == e.LLAddr)
+	return (o.ProbeUnansweredAt != 0 && o.ProbeMAC == e.LLAddr) || (o.SuspectAt != 0 && o.silent)
+}
+
+// Suspect reports whether the host was seen at another MAC since the
+// entry's MAC was last heard: the suspicion a unicast probe to the
+// entry's MAC confirms or clears.
+func (e *Entry) Suspect() bool { return e.o().SuspectAt != 0 }
+
+// SuspectSince returns when the suspicion began (zero when none).
+func (e *Entry) SuspectSince() time.Time {
+	if at := e.o().SuspectAt; at != 0 {
+		return time.Unix(0, at)
+	}
+	return time.Time{}
+}
+
+// MultiMAC reports whether the host is known at other MACs than the
+// entry's: it kept answering at the entry's MAC after it was seen at them.
+func (e *Entry) MultiMAC() bool { return e.o().HostMACs[0].MAC != "" }
+
+// OtherMACs lists the host's other known MACs, most recent first.
+func (e *Entry) OtherMACs() []HostMAC {
+	var out []HostMAC
+	for _, h := range e.o().HostMACs {
+		if h.MAC != "" {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// hostMAC returns the host's known MAC mac, or nil.
+func (o *Observed) hostMAC(mac string) *HostMAC {
+	for i := range o.HostMACs {
+		if o.HostMACs[i].MAC == mac {
+			return &o.HostMACs[i]
+		}
+	}
+	return nil
+}
+
+// compactHostMACs closes the gaps in HostMACs, keeping the order.
+func (o *Observed) compactHostMACs() {
+	n := 0
+	for _, h := range o.HostMACs {
+		if h.MAC != "" {
+			o.HostMACs[n] = h
+			n++
+		}
+	}
+	for ; n < len(o.HostMACs); n++ {
+		o.HostMACs[n] = HostMAC{}
+	}
+}
+
+// addHostMAC remembers mac as one of the host's, most recent first; the
+// least recent of a full list goes.
+func (o *Observed) addHostMAC(mac string, at int64) {
+	i := len(o.HostMACs) - 1
+	for j := range o.HostMACs {
+		if o.HostMACs[j].MAC == mac || o.HostMACs[j].MAC == "" {
+			i = j
+			break
+		}
+	}
+	copy(o.HostMACs[1:i+1], o.HostMACs[:i])
+	o.HostMACs[0] = HostMAC{MAC: mac, At: at}
 }
 
 // conflicted reports whether the entry's MAC is one of two that answered
@@ -379,8 +498,8 @@ func (e *Entry) conflicted() bool {
 }
 
 // DisputingMAC returns the MAC that evidence says the IP is at instead of
-// the entry's, or "": the other MAC of a conflict, else the ARP/NDP
-// sighting, else the source of the host's packets.
+// the entry's, or "": the other MAC of a conflict, else the MAC of an
+// unexplained sighting.
 func (e *Entry) DisputingMAC() string {
 	o := e.o()
 	switch {
@@ -389,10 +508,8 @@ func (e *Entry) DisputingMAC() string {
 			return o.ConflictMACs[1]
 		}
 		return o.ConflictMACs[0]
-	case o.Mismatch:
-		return o.SeenMAC
-	case o.SourceMismatch:
-		return o.SourceMAC
+	case o.SuspectAt != 0:
+		return o.SuspectMAC
 	}
 	return ""
 }

@@ -43,7 +43,7 @@ type agentFlags struct {
 	maxConns, maxConnsIP, stuckCap, rcvbuf, maxMap, manageMax, remConc *int
 	remQueue                                                           *int
 	tracer, dpMode, remMode, remScope, remStrategies, level, format    *string
-	manageRelease                                                      *bool
+	manageRelease, remConfirm                                          *bool
 	remRate, remIfRate                                                 *float64
 }
 
@@ -112,6 +112,7 @@ func declareAgent(fs *flag.FlagSet) (*agentFlags, *options) {
 	f.remIfRate = o.float("remediation.interface-rate", 5, x{0.01, 10000, false}, live, "actions per second on one interface")
 	f.remConc = o.int("remediation.concurrency", 4, n{1, 256, false}, restart, "actions in flight at once")
 	f.remQueue = o.int("remediation.queue", 1024, n{1, 1_000_000, false}, restart, "candidates waiting for a worker; more are dropped and counted")
+	f.remConfirm = o.bool("remediation.confirm", true, live, "before a host seen at another MAC makes its entry stuck, send up to 3 unicast ARP requests (or Neighbor Solicitations) to the entry's own MAC, as the kernel does for a STALE entry in use, in dry-run too (never in off): an answer means the host has two MACs; false leaves only silence for the stale threshold (at least 10s)")
 	f.remVerify = o.duration("remediation.verify-timeout", 2*time.Second, d{100 * time.Millisecond, 5 * time.Minute, false}, live, "how long to wait for a probe's answer before the next strategy")
 	f.remKernel = o.duration("remediation.kernel-timeout", 10*time.Second, d{time.Second, 10 * time.Minute, false}, live, "how long to wait for the kernel's re-resolution after kick or swap")
 	o.values(&f.remIf, "remediation.interfaces", "all", live, "comma-separated regexes of interfaces remediation may act on")
@@ -232,6 +233,7 @@ func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 			QueueSize:        *f.remQueue,
 			VerifyTimeout:    *f.remVerify,
 			KernelTimeout:    *f.remKernel,
+			NoConfirm:        !*f.remConfirm,
 			Manage: remediate.ManageConfig{Supported: manageOK, Max: *f.manageMax, Idle: *f.manageIdle,
 				FailedTimeout: *f.manageFailed, ReleaseOnExit: *f.manageRelease},
 		},

@@ -48,8 +48,16 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 
 func printStatus(w io.Writer, entries []control.Entry) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "IP\tFAMILY\tDEV\tLLADDR\tSTATE\tAGE\tFLAGS\tARP SEEN\tBYPASS\tCLASS")
+	fmt.Fprintln(tw, "IP\tFAMILY\tDEV\tLLADDR\tSTATE\tAGE\tFLAGS\tARP SEEN\tOTHER MACS\tBYPASS\tCLASS")
 	for _, e := range entries {
+		other := "-"
+		if len(e.OtherMACs) > 0 {
+			var ms []string
+			for _, h := range e.OtherMACs {
+				ms = append(ms, h.MAC)
+			}
+			other = strings.Join(ms, ",")
+		}
 		seen := "-"
 		if e.SeenLLAddr != "" {
 			seen = e.SeenLLAddr
@@ -70,8 +78,12 @@ func printStatus(w io.Writer, entries []control.Entry) {
 		if ll == "" {
 			ll = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.IP, e.Family, e.Interface, ll, strings.ToUpper(e.State),
-			fmtAge(e.StateAgeSeconds), flags, seen, e.BypassPackets, e.Class)
+		class := e.Class
+		if e.SuspectAgeSeconds != nil && class != "stuck" {
+			class += " (suspect)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.IP, e.Family, e.Interface, ll, strings.ToUpper(e.State),
+			fmtAge(e.StateAgeSeconds), flags, seen, other, e.BypassPackets, class)
 	}
 	tw.Flush()
 }

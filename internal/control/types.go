@@ -28,7 +28,20 @@ type Entry struct {
 	Mismatch            bool     `json:"mismatch"`
 	BypassPackets       uint64   `json:"bypass_packets"`
 	LastBypassAgeSecs   *float64 `json:"last_bypass_age_seconds,omitempty"`
-	Evidence            []Signal `json:"evidence"`
+	// SuspectAgeSeconds: since the host was seen at another MAC with the
+	// entry's MAC silent since (a suspicion, confirmed or cleared by a
+	// unicast probe to the entry's MAC).
+	SuspectAgeSeconds *float64 `json:"suspect_age_seconds,omitempty"`
+	// OtherMACs are the host's other MACs: seen there while the entry's
+	// MAC kept answering.
+	OtherMACs []HostMAC `json:"other_macs,omitempty"`
+	Evidence  []Signal  `json:"evidence"`
+}
+
+// HostMAC is another MAC of an entry's host.
+type HostMAC struct {
+	MAC        string  `json:"mac"`
+	AgeSeconds float64 `json:"age_seconds"`
 }
 
 // Signal is one item of an entry's evidence.
@@ -90,6 +103,12 @@ func EntryFromTable(e *table.Entry, name string, now time.Time) Entry {
 		BypassPackets:       o.BypassPackets,
 		LastBypassAgeSecs:   age(now, o.LastBypass),
 		Evidence:            []Signal{},
+	}
+	if e.Suspect() {
+		out.SuspectAgeSeconds = age(now, e.SuspectSince().UnixNano())
+	}
+	for _, h := range e.OtherMACs() {
+		out.OtherMACs = append(out.OtherMACs, HostMAC{MAC: hw(h.MAC), AgeSeconds: now.Sub(time.Unix(0, h.At)).Seconds()})
 	}
 	for _, ev := range e.Evidence() {
 		out.Evidence = append(out.Evidence, Signal{

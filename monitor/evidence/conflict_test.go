@@ -88,3 +88,31 @@ func TestHostMapBounded(t *testing.T) {
 		t.Errorf("after an hour: %+v, want none left, 3 aged out", hs)
 	}
 }
+
+// TestMismatchesCountEntriesBecomingMismatched is the documented meaning
+// of neighwatch_arp_mismatches_total: an entry becoming mismatched counts
+// once, however many packets keep showing it. Its own MAC heard after it
+// explains the other MAC (the host has both), which then counts no more;
+// a third MAC counts again.
+func TestMismatchesCountEntriesBecomingMismatched(t *testing.T) {
+	tb := table.New(time.Minute, nil)
+	ip := netip.MustParseAddr("10.0.0.1")
+	own, other, third := net.HardwareAddr{2, 0, 0, 0, 0, 1}, net.HardwareAddr{2, 0, 0, 0, 0, 2}, net.HardwareAddr{2, 0, 0, 0, 0, 3}
+	t0 := time.Now() // evidence counts only after the entry got its MAC
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: table.FamilyInet, Addr: ip, LLAddr: own, State: table.StateStale})
+	w := New(Config{ConflictWindow: time.Second}, tb)
+	at := t0
+	obs := func(mac net.HardwareAddr) uint64 {
+		at = at.Add(10 * time.Second) // past the conflict window each time
+		w.Observe(1, Observation{Kind: ARPGratuitous, SenderIP: ip, SenderMAC: mac}, at)
+		return w.Counters()[1].Mismatches
+	}
+	for i, step := range []struct {
+		mac  net.HardwareAddr
+		want uint64
+	}{{other, 1}, {other, 1}, {own, 1}, {other, 1}, {third, 2}} {
+		if got := obs(step.mac); got != step.want {
+			t.Fatalf("after packet %d from %s: mismatches %d, want %d", i+1, step.mac, got, step.want)
+		}
+	}
+}

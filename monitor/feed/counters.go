@@ -13,6 +13,7 @@ type Counters struct {
 	HitsApplied       uint64 // bypass packets added to entries of the table
 	HitsUnknown       uint64 // bypass packets for entries the table does not hold
 	SourcePackets     uint64 // packets from a candidate's address at another MAC
+	OwnHeard          uint64 // intervals a candidate seen at another MAC sent from its own
 	Candidates        int    // stale-long entries watched for source-MAC evidence
 	Created           uint64 // creations seen by the tracepoints, looked up
 	// Attached says whether the per-packet hooks are attached now, and
@@ -24,7 +25,7 @@ type Counters struct {
 type counters struct {
 	transitions, transitionsStale, transitionsBroken atomic.Uint64
 	hitsApplied, hitsUnknown, sourcePackets          atomic.Uint64
-	created                                          atomic.Uint64
+	created, ownHeard                                atomic.Uint64
 	candidates                                       atomic.Int64
 }
 
@@ -33,6 +34,6 @@ func (c *counters) snapshot() Counters {
 		Transitions: c.transitions.Load(), TransitionsStale: c.transitionsStale.Load(),
 		TransitionsBroken: c.transitionsBroken.Load(),
 		HitsApplied:       c.hitsApplied.Load(), HitsUnknown: c.hitsUnknown.Load(),
-		SourcePackets: c.sourcePackets.Load(), Candidates: int(c.candidates.Load()), Created: c.created.Load(),
+		SourcePackets: c.sourcePackets.Load(), OwnHeard: c.ownHeard.Load(), Candidates: int(c.candidates.Load()), Created: c.created.Load(),
 	}
 }

@@ -57,6 +57,9 @@ type Feed struct {
 
 	// Announced by the programs since the last interval (under mu).
 	hitKeys, sightKeys map[bpf.HitKey]struct{}
+	// ownMACs: candidates seen at another MAC that sent from their own
+	// (the MAC), since the last interval (under mu).
+	ownMACs map[bpf.HitKey]net.HardwareAddr
 	// unmirrored are entries that did not fit in the in-kernel maps
 	// (under mu): counted, retried every minute.
 	unmirrored map[bpf.HitKey]struct{}
@@ -86,7 +89,8 @@ func New(tr *bpf.Tracer, t *table.Table, links Links, cfg Config) *Feed {
 	return &Feed{tracer: tr, table: t, links: links, cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), created: map[table.Key]bool{},
 		flush: make(chan struct{}, 1), createdSoon: make(chan struct{}, 1),
 		hitKeys: map[bpf.HitKey]struct{}{}, sightKeys: map[bpf.HitKey]struct{}{}, unmirrored: map[bpf.HitKey]struct{}{},
-		last: map[bpf.HitKey]lastHit{}, totals: map[bpf.HitKey]uint64{}, sights: map[bpf.HitKey]bpf.Sighting{},
+		ownMACs: map[bpf.HitKey]net.HardwareAddr{},
+		last:    map[bpf.HitKey]lastHit{}, totals: map[bpf.HitKey]uint64{}, sights: map[bpf.HitKey]bpf.Sighting{},
 		lastSizes: time.Now(), lastRetry: time.Now()} // the first count a while in, not during start-up
 }
 
@@ -199,6 +203,9 @@ func (f *Feed) interval() {
 	sights := f.takeKeys(f.sightKeys)
 	f.mu.Unlock()
 	f.applySightings(sights)
+	// After the sightings: a host seen at both MACs within one interval
+	// sends from both, whichever came first.
+	f.applyOwn()
 	f.lookupCreated()
 	f.syncCandidates(false)
 	if time.Since(f.lastRetry) >= retryEvery {
@@ -345,13 +352,15 @@ func (f *Feed) syncCandidates(all bool) {
 func (f *Feed) applyTransition(tr bpf.SilentTransition) {
 	k := table.Key{Ifindex: int32(tr.Key.Ifindex), Addr: tr.Key.Addr}
 	switch tr.Source {
-	case bpf.SourceHit, bpf.SourceSighting, bpf.SourceUnmirrored:
+	case bpf.SourceHit, bpf.SourceSighting, bpf.SourceUnmirrored, bpf.SourceOwn:
 		f.mu.Lock()
 		switch tr.Source {
 		case bpf.SourceHit:
 			f.hitKeys[tr.Key] = struct{}{}
 		case bpf.SourceSighting:
 			f.sightKeys[tr.Key] = struct{}{}
+		case bpf.SourceOwn:
+			f.ownMACs[tr.Key] = tr.MAC
 		default:
 			f.unmirrored[tr.Key] = struct{}{}
 		}
@@ -527,6 +536,26 @@ func (f *Feed) Unmirrored() map[int32]int {
 		}
 	}
 	return out
+}
+
+// applyOwn tells the table which candidates sent from their own MAC
+// since the last interval, as the programs announced: those seen at
+// another MAC before, whose suspicion this answers.
+func (f *Feed) applyOwn() {
+	f.mu.Lock()
+	if len(f.ownMACs) == 0 {
+		f.mu.Unlock()
+		return
+	}
+	own := f.ownMACs
+	f.ownMACs = make(map[bpf.HitKey]net.HardwareAddr, len(own))
+	f.mu.Unlock()
+	now := time.Now()
+	for k, mac := range own {
+		if f.table.Heard(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}, mac, now) {
+			f.c.ownHeard.Add(1)
+		}
+	}
 }
 
 // applySightings turns what the source-MAC program announced seeing

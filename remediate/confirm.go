@@ -1,0 +1,134 @@
+package remediate
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/neighwatch/neighwatch/table"
+)
+
+// A confirmation answers a suspicion before it pages: the entry's host
+// was seen at another MAC, which a host with two MACs does (a
+// balance-tlb or -alb bond, ARP flux, a router relaying it) as well as a
+// host that moved. The engine asks the entry's own MAC, as the kernel
+// does for a STALE entry in use: unicast ARP requests (or Neighbor
+// Solicitations) to it, nothing broadcast, nothing to another MAC, no
+// entry changed. An answer explains the sighting (the table remembers
+// the other MAC as the host's); none makes the entry stuck once it is
+// stale-long. It runs in dry-run and on, unless Config.NoConfirm.
+
+// ConfirmProbes is how many unicast requests one confirmation sends at
+// most, a third of the verify timeout apart: what the kernel's
+// ucast_probes sends before it gives an entry up.
+const ConfirmProbes = 3
+
+// ConfirmOutcome is what a confirmation found.
+type ConfirmOutcome string
+
+// Confirmation outcomes.
+const (
+	ConfirmAnswered   ConfirmOutcome = "answered"   // the entry's MAC answered: the host has more than one MAC
+	ConfirmUnanswered ConfirmOutcome = "unanswered" // nothing answered at the entry's MAC: the host is not there
+	ConfirmFailed     ConfirmOutcome = "failed"     // the probe could not be sent
+)
+
+// ConfirmOutcomes lists them, for pre-created metric series.
+func ConfirmOutcomes() []ConfirmOutcome {
+	return []ConfirmOutcome{ConfirmAnswered, ConfirmUnanswered, ConfirmFailed}
+}
+
+// confirmation is what the engine remembers of a suspect entry.
+type confirmation struct {
+	suspectAt int64 // the suspicion it was queued for
+	pending   bool
+	seen      uint32 // last sweep that saw it
+}
+
+// queueConfirmations queues the suspects that may get a confirmation and
+// have not had one for their suspicion. The caller holds e.mu.
+func (e *Engine) queueConfirmations(pol Policy, sweep uint32) {
+	if e.conf().NoConfirm {
+		return
+	}
+	picked := e.table.Suspects(func(en *table.Entry, ifname string) bool {
+		if !Confirmable(en, ifname, pol) {
+			return false
+		}
+		at := en.SuspectSince().UnixNano()
+		c := e.confirms[en.Key]
+		if c == nil {
+			c = &confirmation{}
+			e.confirms[en.Key] = c
+		}
+		c.seen = sweep
+		if c.pending || c.suspectAt == at || len(e.confirmQ) == cap(e.confirmQ) {
+			return false
+		}
+		c.suspectAt, c.pending = at, true
+		return true
+	})
+	for k, c := range e.confirms {
+		if c.seen != sweep && !c.pending {
+			delete(e.confirms, k)
+		}
+	}
+	for i := range picked {
+		e.confirmQ <- picked[i].Key // room was checked above; only sweep sends
+	}
+}
+
+// confirm sends up to ConfirmProbes unicast requests to a suspect
+// entry's MAC and tells the table whether it answered.
+func (e *Engine) confirm(ctx context.Context, k table.Key) {
+	defer func() {
+		e.mu.Lock()
+		if c := e.confirms[k]; c != nil {
+			c.pending = false
+		}
+		e.mu.Unlock()
+	}()
+	en, ok := e.table.Lookup(k)
+	if !ok || !Confirmable(&en, e.table.LinkName(k.Ifindex), e.policy(e.Mode())) {
+		return
+	}
+	if err := e.wait(ctx, k.Ifindex); err != nil {
+		return
+	}
+	listen := e.conf().VerifyTimeout / ConfirmProbes
+	for range ConfirmProbes {
+		answered, err := e.actor.Probe(ctx, &en, 0, listen)
+		if err != nil {
+			e.c.confirmed(ConfirmFailed)
+			e.log.Warn("confirmation probe not sent", "interface", e.table.LinkName(k.Ifindex), "ip", k.Addr, "err", err)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		// Whoever answers a request sent to the entry's MAC received it
+		// there (a host that moved drops frames to its old MAC). When ARP
+		// or NDP showed the IP at the other MAC, two MACs answer for it:
+		// a conflict (a duplicate address or a spoofer), not a host with
+		// two MACs.
+		if len(answered) > 0 {
+			now := time.Now()
+			e.table.Heard(k, en.HardwareAddr(), now)
+			if o := en.Observed(); o.Mismatch {
+				e.table.ObserveConflict(k, en.HardwareAddr(), net.HardwareAddr(o.SeenMAC), now)
+			}
+			e.c.confirmed(ConfirmAnswered)
+			e.log.Debug("confirmation answered: the host has more than one MAC", "interface", e.table.LinkName(k.Ifindex),
+				"ip", k.Addr, "lladdr", en.HardwareAddr().String(), "seen_at", macString(en.DisputingMAC()), "answers", len(answered))
+			return
+		}
+		if cur, ok := e.table.Lookup(k); !ok || cur.LLAddr != en.LLAddr || !cur.Suspect() {
+			return // changed meanwhile: its MAC was heard, or it moved
+		}
+	}
+	e.table.ProbeUnanswered(k, en.LLAddr, time.Now())
+	e.c.confirmed(ConfirmUnanswered)
+	e.sweepSoon() // stuck now, if stale-long: repaired without waiting for the next sweep
+	e.log.Info("confirmation unanswered: nothing at the entry's MAC", "interface", e.table.LinkName(k.Ifindex),
+		"ip", k.Addr, "lladdr", en.HardwareAddr().String(), "seen_at", macString(en.DisputingMAC()), "probes", ConfirmProbes)
+}
