@@ -6,12 +6,14 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/control"
 	"github.com/neighwatch/neighwatch/internal/lab"
 	"github.com/neighwatch/neighwatch/internal/lab/fwd"
+	"github.com/neighwatch/neighwatch/remediate"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,8 +40,9 @@ func resolutionsFor(ip netip.Addr, src net.HardwareAddr) func([]byte) bool {
 // for four times the threshold is at-risk and never stuck, and
 // NeighbourEntryStuck's expression stays empty; once the client moves to a
 // new MAC, with no ARP or NDP reaching the node, and keeps sending, its
-// own packets make the entry stuck (evidence source-mac) in dry-run, while
-// the node sends no ARP request or solicitation for it at all. With the
+// own packets make the entry suspect (evidence source-mac), and the
+// confirmation's unicast requests to its MAC, unanswered, make it stuck
+// in dry-run; the node sends no other ARP request or solicitation for it. With the
 // project's legacy datapath, with an independent TC forwarder written for
 // the tests, and with kernel forwarding (neither class); IPv4 and IPv6.
 func TestAtRiskThenStuck(t *testing.T) {
@@ -106,7 +109,21 @@ func testAtRiskThenStuck(t *testing.T, datapath string, v6 bool) {
 		}
 		t.Cleanup(func() { f.Close() })
 	}
-	stop, err := l.Node.Capture(lab.NodeClientIf, resolutionsFor(client, nodeMAC))
+	// What the node sends to resolve the client: in dry-run, only the
+	// confirmation's unicast requests to the entry's MAC (counted apart),
+	// never a broadcast or multicast one, nor anything from the kernel.
+	isResolution := resolutionsFor(client, nodeMAC)
+	var toEntry atomic.Int64
+	stop, err := l.Node.Capture(lab.NodeClientIf, func(f []byte) bool {
+		if !isResolution(f) {
+			return false
+		}
+		if bytes.Equal(f[0:6], mac) {
+			toEntry.Add(1)
+			return false
+		}
+		return true
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,8 +195,12 @@ func testAtRiskThenStuck(t *testing.T, datapath string, v6 bool) {
 	if !strings.Contains(body, `neighwatch_stuck_neighbour_info{family="`+e.Family+`",interface="n0",ip="`+client.String()+`"`) {
 		t.Errorf("NeighbourEntryStuck's series missing for the moved host:\n%s", grep(body, "stuck"))
 	}
-	// Dry-run: decided, and sent nothing; nor did the kernel ask.
+	// Dry-run: decided, and sent nothing but the confirmation's unicast
+	// requests to the entry's MAC; nor did the kernel ask.
 	if n := len(stop()); n != 0 {
-		t.Errorf("the node sent %d address resolutions for %s", n, client)
+		t.Errorf("the node sent %d address resolutions for %s that were not to the entry's MAC", n, client)
+	}
+	if n := toEntry.Load(); n == 0 || n > remediate.ConfirmProbes {
+		t.Errorf("the node sent %d unicast requests to the entry's MAC, want 1 to %d (the confirmation)", n, remediate.ConfirmProbes)
 	}
 }

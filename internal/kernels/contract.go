@@ -24,11 +24,14 @@ func (s Suite) Name() string {
 // ifindexes and a full map; entries the kernel creates silently are
 // looked up and a re-validating datapath is never counted; the loop with
 // forwarders that are not the project's (TC and XDP, IPv4 and IPv6
-// together); the project's datapath swapped atomically under traffic and
-// gone with a killed agent (tcx or clsact); managed neighbours named as
-// the kernel has them. The rest of the suite runs on the host kernel only.
+// together); the precision scenarios (hosts with two MACs never stuck,
+// moved ones stuck; the kernel's bonding driver, which only the guests'
+// kernels have); the project's datapath swapped atomically under traffic
+// and gone with a killed agent (tcx or clsact); managed neighbours named
+// as the kernel has them. The rest of the suite runs on the host kernel
+// only. The e2e tests run the agent as the DaemonSet does.
 var Contract = []Suite{
 	{Package: "./bpf", Run: "^(TestTracerLoadsOnThisKernel|TestTracerDegradesProgramByProgram|TestTracerCountsEachHelper|TestTracerPastCapacity|TestTracerWatchesLargeIfindex|TestTracerIgnoresOtherNamespaces)$", Timeout: 8 * time.Minute},
 	{Package: "./monitor/feed", Run: "^(TestCreatedEntriesLookedUp|TestTracerNoFalsePositives)$", Timeout: 5 * time.Minute},
-	{Package: "./e2e", Run: "^(TestBypassedHostFoundAndRepaired|TestDatapathSwapUnderTraffic|TestManagedCapabilityNamed|TestKilledAgentLeavesNoDatapath)$", Timeout: 10 * time.Minute},
+	{Package: "./e2e", Run: "^(TestBypassedHostFoundAndRepaired|TestDatapathSwapUnderTraffic|TestManagedCapabilityNamed|TestKilledAgentLeavesNoDatapath|TestPrecision.*)$", Timeout: 12 * time.Minute},
 }

@@ -40,16 +40,21 @@ func TestRequireUnderShort(t *testing.T) {
 	if os.Getenv("NW_REQUIRE_PROBE") == "1" {
 		t.Skip("only run by TestRequireUnderShort")
 	}
-	for _, short := range []bool{true, false} {
-		cmd := exec.Command(os.Args[0], "-test.run", "^TestRequireProbe$", "-test.v", fmt.Sprintf("-test.short=%v", short))
-		cmd.Env = append(os.Environ(), "NW_REQUIRE_PROBE=1")
+	ok, _ := Privileged()
+	for _, tc := range []struct {
+		short, ci bool
+	}{{true, false}, {false, false}, {true, true}} {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestRequireProbe$", "-test.v", fmt.Sprintf("-test.short=%v", tc.short))
+		cmd.Env = append(os.Environ(), "NW_REQUIRE_PROBE=1", fmt.Sprintf("CI=%v", tc.ci))
 		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("-test.short=%v: %v\n%s", short, err, out)
+		if err != nil && (ok || !tc.ci) {
+			t.Fatalf("-test.short=%v CI=%v: %v\n%s", tc.short, tc.ci, err, out)
 		}
+		// Skipped under -short, or unprivileged; never under CI=true,
+		// where an unprivileged run fails instead.
 		skipped := strings.Contains(string(out), "--- SKIP: TestRequireProbe")
-		if ok, _ := Privileged(); short != skipped && (ok || short) {
-			t.Errorf("-test.short=%v: skipped %v\n%s", short, skipped, out)
+		if want := !tc.ci && (tc.short || !ok); skipped != want {
+			t.Errorf("-test.short=%v CI=%v: skipped %v, want %v\n%s", tc.short, tc.ci, skipped, want, out)
 		}
 	}
 }
