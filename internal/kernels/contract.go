@@ -12,7 +12,14 @@ type Suite struct {
 	Package string // relative to the repository's root
 	Run     string // go test -run
 	Timeout time.Duration
+	// Parallel is how many of its tests run at once (go test -parallel;
+	// 0: 2, a guest's CPUs). The e2e tests mostly wait on the kernel's
+	// timers and the agent's, so more of them share the guest's CPUs.
+	Parallel int
 }
+
+// Tests is how many of the suite's tests run at once.
+func (s Suite) Tests() int { return max(s.Parallel, 2) }
 
 // Name names the suite's results.
 func (s Suite) Name() string {
@@ -33,5 +40,5 @@ func (s Suite) Name() string {
 var Contract = []Suite{
 	{Package: "./bpf", Run: "^(TestTracerLoadsOnThisKernel|TestTracerDegradesProgramByProgram|TestTracerCountsEachHelper|TestTracerPastCapacity|TestTracerWatchesLargeIfindex|TestTracerIgnoresOtherNamespaces)$", Timeout: 8 * time.Minute},
 	{Package: "./monitor/feed", Run: "^(TestCreatedEntriesLookedUp|TestTracerNoFalsePositives)$", Timeout: 5 * time.Minute},
-	{Package: "./e2e", Run: "^(TestBypassedHostFoundAndRepaired|TestDatapathSwapUnderTraffic|TestManagedCapabilityNamed|TestKilledAgentLeavesNoDatapath|TestPrecision.*)$", Timeout: 12 * time.Minute},
+	{Package: "./e2e", Run: "^(TestBypassedHostFoundAndRepaired|TestDatapathSwapUnderTraffic|TestManagedCapabilityNamed|TestKilledAgentLeavesNoDatapath|TestPrecision.*)$", Timeout: 12 * time.Minute, Parallel: 4},
 }

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -26,7 +27,8 @@ func FentryAllowed() (ok bool, why string) {
 	}
 	p, err := ebpf.NewProgram(spec)
 	if err != nil {
-		return false, fmt.Sprintf("load: %v", err)
+		// cilium/ebpf hints at MEMLOCK on any EPERM; the callers lift it.
+		return false, "load: " + strings.Replace(err.Error(), " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", "", 1)
 	}
 	defer p.Close()
 	l, err := link.AttachTracing(link.TracingOptions{Program: p})

@@ -332,9 +332,18 @@ func (f *Fetcher) initramfs(ctx context.Context, img Image) error {
 		"init":        {Data: []byte(initScript), Mode: 0o755},
 		"modules":     {Dir: true, Mode: 0o755},
 	}
-	deps, err := f.run(ctx, "", "modprobe", append([]string{"-d", filepath.Dir(filepath.Dir(filepath.Dir(img.Modules))), "-S", img.Release, "--show-depends", "-a"}, initModules...)...)
-	if err != nil {
-		return err
+	// One module at a time: a kernel may have one built in (7.x has
+	// virtio_pci), and modprobe answers for that one only with an error
+	// when the package has no modules.builtin to say so. The boot says
+	// plainly if one was really missing: the shares do not mount.
+	var deps string
+	for _, m := range initModules {
+		out, err := f.run(ctx, "", "modprobe", "-d", filepath.Dir(filepath.Dir(filepath.Dir(img.Modules))), "-S", img.Release, "--show-depends", m)
+		if err != nil {
+			f.logf("kernel %s: no module %s: taken as built in (%v)", img.Kernel.Name, m, err)
+			continue
+		}
+		deps += out
 	}
 	var order []string
 	seen := map[string]bool{}

@@ -11,11 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/kernels"
+	"github.com/neighwatch/neighwatch/internal/manifests"
 )
 
 func run(ctx context.Context, args []string) error {
@@ -153,7 +156,7 @@ func build(ctx context.Context, dir string) (binaries, error) {
 	if err != nil {
 		return b, fmt.Errorf("run from the repository's root: %w", err)
 	}
-	ld := "-X github.com/neighwatch/neighwatch/metrics.Version=" + strings.TrimSpace(string(version))
+	ld := "-X github.com/prometheus/common/version.Version=" + strings.TrimSpace(string(version))
 	cmds := [][]string{
 		{"go", "build", "-ldflags", ld, "-o", b.neighwatch, "./cmd/neighwatch"},
 		{"go", "build", "-o", b.nwkernels, "./internal/kernels/cmd/nwkernels"},
@@ -207,7 +210,7 @@ func steps(bins binaries, only, kernel, results, src string) []kernels.Step {
 		env = append(env, "NEIGHWATCH_TIME_SCALE=4")
 	}
 	var out []kernels.Step
-	for _, as := range kernels.ProbeAs {
+	for _, as := range probesNeeded(src) {
 		out = append(out, kernels.Step{Name: kernels.ProbeStep(as), Dir: src, Env: env,
 			Argv: []string{bins.nwkernels, "probe", "--as", as, "--out", filepath.Join(results, kernels.ProbeStep(as)+".json")}})
 	}
@@ -218,7 +221,8 @@ func steps(bins binaries, only, kernel, results, src string) []kernels.Step {
 		}
 		out = append(out, kernels.Step{
 			Name: s.Name(), Dir: filepath.Join(src, s.Package), Env: env,
-			Argv: []string{bins.tests[s.Package], "-test.run", run, "-test.v", "-test.count=1", "-test.timeout", s.Timeout.String()},
+			Argv: []string{bins.tests[s.Package], "-test.run", run, "-test.v", "-test.count=1", "-test.timeout", s.Timeout.String(),
+				"-test.parallel", strconv.Itoa(s.Tests())},
 		})
 	}
 	return out
@@ -272,7 +276,7 @@ func hostRow(ctx context.Context, dir string, bins binaries, only string, probeO
 	src, _ := os.Getwd()
 	st := steps(bins, only, "host", results, src)
 	if probeOnly {
-		st = st[:len(kernels.ProbeAs)]
+		st = st[:len(probesNeeded(src))]
 	}
 	start := time.Now()
 	for _, s := range st {
@@ -340,6 +344,11 @@ func collect(name, release, results string, st []kernels.Step) kernels.Row {
 			errs = append(errs, fmt.Errorf("%s failed (exit %s); output in %s", s.Name, strings.TrimSpace(string(rcb)), filepath.Join(results, s.Name+".out")))
 		}
 	}
+	if _, ok := row.Deployed["systemd"]; !ok {
+		if d, ok := row.Deployed["daemonset"]; ok {
+			row.Deployed["systemd"] = d // the same privileges: one probe
+		}
+	}
 	// As deployed, the agent must get what it gets as root.
 	for _, as := range kernels.ProbeAs[1:] {
 		if caps, ok := row.Deployed[as]; ok && row.Caps.Release != "" {
@@ -350,6 +359,25 @@ func collect(name, release, results string, st []kernels.Step) kernels.Row {
 	}
 	row.Err = errors.Join(errs...)
 	return row
+}
+
+// probesNeeded are the probes a kernel needs: one per distinct set of
+// privileges (the systemd unit gives what the DaemonSet gives, today, and
+// is then read from the DaemonSet's probe).
+func probesNeeded(src string) []string {
+	ds, err1 := manifests.DaemonSetPrivileges(src)
+	sd, err2 := manifests.SystemdPrivileges(src)
+	if err1 == nil && err2 == nil && samePrivileges(ds, sd) {
+		return []string{"root", "daemonset"}
+	}
+	return kernels.ProbeAs
+}
+
+func samePrivileges(a, b manifests.Privileges) bool {
+	x, y := slices.Clone(a.Caps), slices.Clone(b.Caps)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y) && a.NoNewPrivs == b.NoNewPrivs && a.MemlockBytes == b.MemlockBytes
 }
 
 // stepTime reads a step's start and end, written one per line.
