@@ -55,6 +55,9 @@ func (e *Engine) queueConfirmations(pol Policy, sweep uint32) {
 		if !Confirmable(en, ifname, pol) {
 			return false
 		}
+		if r := e.cands[en.Key]; r != nil && r.pending {
+			return false // a repair is on it
+		}
 		at := en.SuspectSince().UnixNano()
 		c := e.confirms[en.Key]
 		if c == nil {
@@ -90,6 +93,13 @@ func (e *Engine) confirm(ctx context.Context, k table.Key) {
 	}()
 	en, ok := e.table.Lookup(k)
 	if !ok || !Confirmable(&en, e.table.LinkName(k.Ifindex), e.policy(e.Mode())) {
+		return
+	}
+	e.mu.Lock()
+	r := e.cands[k]
+	repairing := r != nil && r.pending
+	e.mu.Unlock()
+	if repairing {
 		return
 	}
 	if err := e.wait(ctx, k.Ifindex); err != nil {

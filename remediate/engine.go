@@ -347,9 +347,13 @@ func (e *Engine) sweep() {
 	}
 	e.sweeps++
 	sweep := e.sweeps
-	e.mu.Lock()
-	e.queueConfirmations(e.policy(mode), sweep)
-	e.mu.Unlock()
+	// Repairs first, then the confirmations of what no repair takes up
+	// (a repair's probes answer the same question).
+	defer func() {
+		e.mu.Lock()
+		e.queueConfirmations(e.policy(mode), sweep)
+		e.mu.Unlock()
+	}()
 	room := cap(e.queue) - len(e.queue)
 	if room == 0 {
 		return
@@ -372,6 +376,9 @@ func (e *Engine) sweep() {
 		c.seen = sweep
 		if c.pending || now < c.until {
 			return false
+		}
+		if cf := e.confirms[en.Key]; cf != nil && cf.pending {
+			return false // its confirmation is out: the next sweep sees its outcome
 		}
 		if room == 0 {
 			dropped++
