@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,22 +10,43 @@ import (
 	"github.com/prometheus/common/version"
 )
 
-// Version and Revision are set at build time with -ldflags -X (make
-// build does); BuildRevision falls back to what the Go toolchain recorded.
-var (
-	Version  = "dev"
-	Revision = "unknown"
-)
+// The build's version, revision, branch, user and date live in
+// prometheus/common/version, set at build time with -ldflags -X as promu
+// sets them (make build does), so neighwatch_build_info carries them all.
 
-// BuildRevision is the commit the binary was built from: Revision when
-// the linker set it, else the vcs.revision `go build` records in a git
-// work tree (cut to 7 characters, as git rev-parse --short, and marked
-// -dirty when the tree had changes), else "unknown".
+// Version is the version the binary was built as, "dev" when the linker
+// set none.
+func Version() string {
+	if version.Version == "" {
+		return "dev"
+	}
+	return version.Version
+}
+
+// BuildRevision is the commit the binary was built from: the revision
+// the linker set, else the vcs.revision `go build` records in a git work
+// tree (cut to 7 characters, as git rev-parse --short, and marked -dirty
+// when the tree had changes), else "unknown".
 func BuildRevision() string {
-	if Revision != "unknown" {
-		return Revision
+	if version.Revision != "" && version.Revision != "unknown" {
+		return version.Revision
 	}
 	return vcsRevision(debug.ReadBuildInfo())
+}
+
+// VersionString is what `neighwatch version` prints.
+func VersionString() string {
+	s := fmt.Sprintf("neighwatch %s (revision %s", Version(), BuildRevision())
+	if version.Branch != "" {
+		s += ", branch " + version.Branch
+	}
+	if version.BuildDate != "" {
+		s += ", built " + version.BuildDate
+		if version.BuildUser != "" {
+			s += " by " + version.BuildUser
+		}
+	}
+	return s + ", " + version.GoVersion + " " + version.GoOS + "/" + version.GoArch + ")"
 }
 
 func vcsRevision(bi *debug.BuildInfo, ok bool) string {
@@ -55,7 +77,7 @@ func vcsRevision(bi *debug.BuildInfo, ok bool) string {
 // NewRegistry returns a registry with the given collectors plus build
 // info and the Go and process collectors. Nothing is registered globally.
 func NewRegistry(cs ...prometheus.Collector) (*prometheus.Registry, error) {
-	version.Version = Version
+	version.Version = Version()
 	version.Revision = BuildRevision()
 	reg := prometheus.NewRegistry()
 	cs = append(cs,

@@ -3,6 +3,8 @@ package metrics
 import (
 	"runtime/debug"
 	"testing"
+
+	"github.com/prometheus/common/version"
 )
 
 func TestVCSRevision(t *testing.T) {
@@ -27,4 +29,33 @@ func TestVCSRevision(t *testing.T) {
 			t.Errorf("vcsRevision = %q, want %q", got, tc.want)
 		}
 	}
+}
+
+// TestBuildInfoLabels: the build's fields, set as make sets them, are
+// the labels of neighwatch_build_info.
+func TestBuildInfoLabels(t *testing.T) {
+	defer func(v, r, b string) { version.Version, version.Revision, version.Branch = v, r, b }(version.Version, version.Revision, version.Branch)
+	version.Version, version.Revision, version.Branch = "1.2.3", "abc1234", "main"
+	reg, err := NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "neighwatch_build_info" {
+			continue
+		}
+		got := map[string]string{}
+		for _, l := range mf.GetMetric()[0].GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		if got["version"] != "1.2.3" || got["revision"] != "abc1234" || got["branch"] != "main" {
+			t.Errorf("neighwatch_build_info labels %v", got)
+		}
+		return
+	}
+	t.Error("no neighwatch_build_info")
 }

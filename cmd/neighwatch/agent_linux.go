@@ -101,7 +101,7 @@ func declareAgent(fs *flag.FlagSet) (*agentFlags, *options) {
 	o.values(&f.refuse, "debug.refuse-programs", "none", restart, "comma-separated tracer programs not to load, as if the kernel refused them: a drill of NeighwatchDetectionBlind (neighwatch tracer lists the programs)")
 	o.values(&f.dpIfaces, "datapath.interfaces", "none", restart, "comma-separated interfaces to attach the eBPF forwarding datapath to (tcx ingress, or clsact before Linux 6.6)")
 	f.dpMode = o.str("datapath.mode", "legacy", "", restart, "datapath mode: legacy (bpf_redirect), neigh (bpf_redirect_neigh), or auto (legacy, swapped to neigh by remediation where stuck entries get bypass traffic)")
-	f.remMode = o.str("remediation", "dry-run", "", live, "auto-remediation: off, dry-run (decide and report, touch nothing) or on; change it at runtime with neighwatch remediation")
+	f.remMode = o.str("remediation", "dry-run", "", live, "auto-remediation: off (sends nothing), dry-run (decides and reports, changes no entry; sends only the confirmations' unicast probes to an entry's own MAC, see --remediation.confirm) or on; change it at runtime with neighwatch remediation")
 	f.remScope = o.str("remediation.scope", "stuck", "", live, "entries to act on: stuck (evidence the host is not at the entry's MAC), at-risk (and entries that bypassing traffic keeps from re-validation) or all-stale (every stale-long entry)")
 	f.remStrategies = o.str("remediation.strategies", "", "`manage,probe,kick,flush`", live, "strategies in order, from manage, probe, kick, swap, flush; manage only on Linux 5.16 and later; swap first with --datapath.mode=auto")
 	f.manageMax = o.int("manage.max", 1024, n{1, 1_000_000, false}, live, "most entries kept managed at once; more are refused (counted) and go to the next strategy")
@@ -253,7 +253,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := st.cfg.Logger
-	log.Info("starting neighwatch", "version", metrics.Version, "revision", metrics.BuildRevision())
+	log.Info("starting neighwatch", "version", metrics.Version(), "revision", metrics.BuildRevision())
 	if !st.manageOK {
 		log.Warn("managed neighbours unavailable, the manage strategy is skipped: " + st.manageWhy)
 	}

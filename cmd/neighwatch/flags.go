@@ -98,5 +98,5 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 }
 
 func versionString() string {
-	return fmt.Sprintf("neighwatch %s (revision %s)", metrics.Version, metrics.BuildRevision())
+	return metrics.VersionString()
 }

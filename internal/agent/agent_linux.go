@@ -276,7 +276,7 @@ func (a *agent) metricsServer(cfg Config, collectors []prometheus.Collector) (*h
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "neighwatch",
 		Description: "Watches the kernel's neighbour tables for entries that stay STALE while traffic flows to them",
-		Version:     metrics.Version,
+		Version:     metrics.Version(),
 		Profiling:   "false",
 		Links: []web.LandingLinks{
 			{Address: "/metrics", Text: "Metrics"},
