@@ -5,17 +5,37 @@ BIN      := bin/neighwatch
 # and the image tag all take it from there.
 VERSION  ?= $(shell cat VERSION)
 REVISION ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+BRANCH   ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+# promu's fields, in prometheus/common/version: neighwatch_build_info and
+# `neighwatch version` show them. The date is the commit's, so a rebuild
+# of the same commit is the same binary.
+BUILD_DATE ?= $(shell git log -1 --format=%cd --date=format:%Y%m%d-%H:%M:%S 2>/dev/null || echo unknown)
+BUILD_USER ?= $(shell id -un)@$(shell hostname 2>/dev/null || echo unknown)
 IMAGE    ?= ghcr.io/neighwatch/neighwatch:$(VERSION)
 PODMAN   ?= podman
-LDFLAGS  := -X github.com/neighwatch/neighwatch/metrics.Version=$(VERSION) \
-            -X github.com/neighwatch/neighwatch/metrics.Revision=$(REVISION)
+PCV      := github.com/prometheus/common/version
+LDFLAGS  := -X $(PCV).Version=$(VERSION) -X $(PCV).Revision=$(REVISION) -X $(PCV).Branch=$(BRANCH) \
+            -X $(PCV).BuildDate=$(BUILD_DATE) -X $(PCV).BuildUser=$(BUILD_USER)
 ARGS     ?=
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 UNPARAM     := mvdan.cc/unparam@v0.0.0-20260823230713-2fa3d841b0c8
+# The chart's tools, pinned as the linters are (internal/manifests names
+# the same helm).
+HELM          := helm.sh/helm/v3/cmd/helm@v3.22.0
+# helm-unittest's go.mod has a replace directive, so go run cannot build it
+# by version: make chart builds it in its own module, in the module cache.
+HELM_UNITTEST := github.com/helm-unittest/helm-unittest@v1.1.2
+CYCLONEDX     := github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
+CHART         := deploy/helm/neighwatch
+# The architectures of the image and of the release binaries.
+ARCHES        := amd64 arm64
+# Pure packages whose tests run on arm64 under qemu-user (make arm64).
+ARM64_TESTS   := ./table/ ./monitor/evidence/ ./metrics/ ./internal/control/ ./remediate/ ./cmd/neighwatch/
 
 .PHONY: all deps build run test unit vet lint cross fmt-check generate check-generate \
-        checkrules bench bench-root lab-up lab-down clean image manifests install demo test-kernels
+        checkrules bench bench-root lab-up lab-down clean image manifests install demo test-kernels \
+        chart arm64 release
 
 all: build
 
@@ -25,13 +45,31 @@ deps:
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/neighwatch
 
-# The container image the DaemonSet runs: a static binary on scratch,
-# tagged with VERSION (never latest). Needs podman (scripts/install-deps.sh
-# installs it); no network: the base is empty.
-image:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o bin/image/neighwatch ./cmd/neighwatch
-	$(PODMAN) build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
-	  -f Containerfile -t $(IMAGE) bin/image
+# The release binaries (static, one per architecture in ARCHES), their
+# SHA256SUMS and an SBOM (CycloneDX) of what they are built from, in
+# bin/release.
+release:
+	mkdir -p bin/release
+	for a in $(ARCHES); do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" \
+	    -o bin/release/neighwatch-linux-$$a ./cmd/neighwatch || exit 1; \
+	done
+	$(GO) run $(CYCLONEDX) app -json -licenses=false -main cmd/neighwatch -output bin/release/neighwatch.cdx.json .
+	cd bin/release && sha256sum neighwatch-linux-* neighwatch.cdx.json > SHA256SUMS
+
+# The container image the DaemonSet runs: the static binary on scratch,
+# for amd64 and arm64 in one manifest list tagged with VERSION (never
+# latest). Needs podman (scripts/install-deps.sh installs it); no network
+# and no emulation: the base is empty and each platform copies its own
+# binary.
+image: release
+	-$(PODMAN) manifest rm $(IMAGE) >/dev/null 2>&1
+	-$(PODMAN) image rm $(IMAGE) >/dev/null 2>&1
+	$(PODMAN) manifest create $(IMAGE)
+	for a in $(ARCHES); do \
+	  $(PODMAN) build --platform linux/$$a --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
+	    --manifest $(IMAGE) -f Containerfile bin/release || exit 1; \
+	done
 
 # The failure and its repair on a lab of namespaces, narrated (as root,
 # under two minutes); it removes all it made, on Ctrl-C too.
@@ -50,7 +88,8 @@ install: build
 	@if [ ! -e $(DESTDIR)/etc/default/neighwatch ]; then \
 	  install -D -m 0644 deploy/systemd/neighwatch.default $(DESTDIR)/etc/default/neighwatch; fi
 
-# deploy/kubernetes/prometheusrule.yaml from deploy/prometheus/alerts.yml.
+# deploy/kubernetes/prometheusrule.yaml from deploy/prometheus/alerts.yml,
+# and the chart's copies of the rules and the dashboard.
 manifests:
 	$(GO) run ./internal/manifests/cmd/genrule
 
@@ -64,7 +103,7 @@ run: deps build
 # The whole suite, privileged tests included (run as root; CI=true turns
 # would-be skips of privileged tests into failures), then the kernel
 # matrix.
-test: deps vet lint cross fmt-check check-generate checkrules
+test: deps vet lint cross arm64 fmt-check check-generate checkrules chart
 	$(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory test-kernels HOST=probe
 
@@ -91,10 +130,30 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(UNPARAM) ./...
 
-# The pure parts build on any OS; Linux-only code lives in _linux.go files.
+# The pure parts build on any OS; Linux-only code lives in _linux.go
+# files. Everything builds and vets for linux/arm64 (Graviton, Ampere).
 cross:
 	GOOS=darwin $(GO) build ./...
 	GOOS=darwin $(GO) vet ./...
+	GOOS=linux GOARCH=arm64 $(GO) build ./...
+	GOOS=linux GOARCH=arm64 $(GO) vet ./...
+
+# The arm64 binary runs (its version) and the pure packages' tests pass
+# on arm64, under Debian's qemu-user.
+arm64:
+	mkdir -p bin/arm64
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -ldflags "$(LDFLAGS)" -o bin/arm64/neighwatch ./cmd/neighwatch
+	qemu-aarch64 bin/arm64/neighwatch version
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) test -count=1 -short -exec qemu-aarch64 $(ARM64_TESTS)
+
+# The Helm chart's unit tests (helm-unittest, tests/ in the chart); lint,
+# the render of every ci/*-values.yaml and its equality with
+# deploy/kubernetes are internal/manifests' tests.
+chart:
+	@mkdir -p bin
+	$(GO) mod download $(HELM_UNITTEST)
+	cd "$$($(GO) env GOMODCACHE)/$(HELM_UNITTEST)" && $(GO) build -o $(CURDIR)/bin/helm-unittest ./cmd/helm-unittest
+	./bin/helm-unittest $(CHART)
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

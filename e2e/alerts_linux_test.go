@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/prometheus/common/model"
 	"sigs.k8s.io/yaml"
 )
 
@@ -158,11 +159,46 @@ func promQuery(ns lab.NS, expr string) ([]map[string]any, error) {
 	return r.Data.Result, nil
 }
 
+// alerting is how startAlertingWith runs Prometheus and Alertmanager.
+type alerting struct {
+	// forDivisor divides every rule's for: (0: all become 2 s), keeping
+	// their ratios where a test needs them.
+	forDivisor int
+	// targets are the agents to scrape (address -> instance label), and
+	// labels go on all of them; empty: the agent at metricsAddr.
+	targets map[string]string
+	labels  map[string]string
+	// inhibit is Alertmanager's inhibit_rules, as YAML.
+	inhibit string
+}
+
 // startAlerting runs the real Prometheus and Alertmanager in ns: the
 // agent at metricsAddr is scraped every second, alerts (their for:
 // shortened to 2 s) are evaluated every second, and Alertmanager delivers
 // to the returned log. It returns once Prometheus scrapes the agent.
 func startAlerting(t *testing.T, ns lab.NS, alerts []byte) *hookLog {
+	return startAlertingWith(t, ns, alerts, alerting{})
+}
+
+// shortenFor divides the for: of every rule by d (0: 2 s each).
+func shortenFor(t *testing.T, alerts []byte, d int) []byte {
+	return regexp.MustCompile(`(?m)^(\s+for:) (\S+)$`).ReplaceAllFunc(alerts, func(line []byte) []byte {
+		m := regexp.MustCompile(`^(\s+for:) (\S+)$`).FindSubmatch(line)
+		v, err := model.ParseDuration(string(m[2]))
+		if err != nil {
+			t.Fatalf("for: %s: %v", m[2], err)
+		}
+		short := 2 * time.Second
+		if d > 0 {
+			short = max(time.Duration(v)/time.Duration(d), time.Second)
+		}
+		return []byte(string(m[1]) + " " + model.Duration(short).String())
+	})
+}
+
+// startAlertingWith is startAlerting with the scrape targets, the rules' for: and the
+// inhibition a says.
+func startAlertingWith(t *testing.T, ns lab.NS, alerts []byte, a alerting) *hookLog {
 	t.Helper()
 	prom := requireProgram(t, "prometheus", "prometheus")
 	am := requireProgram(t, "prometheus-alertmanager", "prometheus-alertmanager")
@@ -176,9 +212,29 @@ func startAlerting(t *testing.T, ns lab.NS, alerts []byte) *hookLog {
 	t.Cleanup(func() { srv.Close() })
 
 	dir := t.TempDir()
-	rules := regexp.MustCompile(`(?m)^(\s+for:) \S+$`).ReplaceAll(alerts, []byte("$1 2s"))
+	targets := a.targets
+	if len(targets) == 0 {
+		targets = map[string]string{metricsAddr: ""}
+	}
+	var static strings.Builder
+	for addr, inst := range targets {
+		fmt.Fprintf(&static, "      - targets: ['%s']\n", addr)
+		labels := map[string]string{}
+		for k, v := range a.labels {
+			labels[k] = v
+		}
+		if inst != "" {
+			labels["instance"] = inst
+		}
+		if len(labels) > 0 {
+			static.WriteString("        labels:\n")
+			for k, v := range labels {
+				fmt.Fprintf(&static, "          %s: %s\n", k, v)
+			}
+		}
+	}
 	files := map[string]string{
-		"rules.yml": string(rules),
+		"rules.yml": string(shortenFor(t, alerts, a.forDivisor)),
 		"prometheus.yml": `global:
   scrape_interval: 1s
   evaluation_interval: 1s
@@ -190,11 +246,10 @@ alerting:
 scrape_configs:
   - job_name: neighwatch
     static_configs:
-      - targets: ['` + metricsAddr + `']
-`,
+` + static.String(),
 		"alertmanager.yml": `route:
   receiver: test
-  group_by: [alertname, instance, interface, ip, feature]
+  group_by: [alertname, cluster, instance, interface, ip, feature]
   group_wait: 1s
   group_interval: 1s
   repeat_interval: 1h
@@ -203,7 +258,7 @@ receivers:
     webhook_configs:
       - url: http://127.0.0.1:9099/hook
         send_resolved: true
-`,
+` + a.inhibit,
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
@@ -220,9 +275,9 @@ receivers:
 			return err == nil && code == 200
 		})
 	}
-	lab.WaitFor(t, 30*time.Second, "Prometheus to scrape the agent", func() bool {
+	lab.WaitFor(t, 30*time.Second, "Prometheus to scrape the agents", func() bool {
 		r, err := promQuery(ns, `up{job="neighwatch"} == 1`)
-		return err == nil && len(r) == 1
+		return err == nil && len(r) == len(targets)
 	})
 	return hooks
 }
@@ -452,7 +507,8 @@ func dashboardAndRuleExprs(t *testing.T, alerts []byte) []string {
 	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatal(err)
 	}
-	vars := strings.NewReplacer("$__rate_interval", "1m", "$__interval", "1m", "$__range", "1h", "$instance", ".*", "$interface", ".*")
+	vars := strings.NewReplacer("$__rate_interval", "1m", "$__interval", "1m", "$__range", "1h", "$instance", ".*", "$interface", ".*",
+		"$cluster", ".*", "$job", ".*")
 	n := len(exprs)
 	var walk func(v any)
 	walk = func(v any) {

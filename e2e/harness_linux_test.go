@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if out, err := exec.Command("go", "build", "-ldflags", "-X github.com/neighwatch/neighwatch/metrics.Version="+version, "-o", binPath, "../cmd/neighwatch").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-ldflags", "-X github.com/prometheus/common/version.Version="+version, "-o", binPath, "../cmd/neighwatch").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build neighwatch: %v\n%s", err, out)
 		os.Exit(1)
 	}

@@ -41,6 +41,20 @@ func TestVersionFromOnePlace(t *testing.T) {
 	if want := "(revision " + string(head[:7]); err != nil || !strings.Contains(string(out), want) {
 		t.Errorf("go build alone: neighwatch version: %q (%v), want %s...", out, err, want)
 	}
+	// make build sets promu's fields in prometheus/common/version: the
+	// branch and the build date reach `neighwatch version`.
+	branch, err := exec.Command("git", "-C", "..", "rev-parse", "--abbrev-ref", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := filepath.Join(t.TempDir(), "neighwatch")
+	if b, err := exec.Command("make", "-C", "..", "build", "BIN="+made).CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, b)
+	}
+	out, err = exec.Command(made, "version").Output()
+	if want := "branch " + strings.TrimSpace(string(branch)) + ", built "; err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("make build: neighwatch version: %q (%v), want %s...", out, err, want)
+	}
 }
 
 // requirePodman fails in CI and skips elsewhere when podman is missing.
@@ -103,6 +117,19 @@ func podmanArgs(t *testing.T, c corev1.Container, seccomp string) []string {
 	}
 	if seccomp != "" && seccomp != "default" {
 		args = append(args, "--security-opt", "seccomp="+seccomp)
+	}
+	// AppArmor and SELinux: the options podman takes for them; where the
+	// host enforces neither (this one), podman leaves them unused.
+	if p := sc.AppArmorProfile; p != nil {
+		switch p.Type {
+		case corev1.AppArmorProfileTypeUnconfined:
+			args = append(args, "--security-opt", "apparmor=unconfined")
+		default:
+			t.Fatalf("AppArmor profile %+v: teach the test how to pass it to podman", p)
+		}
+	}
+	if o := sc.SELinuxOptions; o != nil && o.Type != "" {
+		args = append(args, "--security-opt", "label=type:"+o.Type)
 	}
 	return args
 }

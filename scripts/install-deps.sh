@@ -10,10 +10,11 @@ pkgs=(
   prometheus                      # promtool, and the server the alert tests run
   prometheus-alertmanager         # the alert tests' Alertmanager
   keepalived                      # the VRRP precision scenarios (in namespaces)
+  qemu-user                       # make arm64: the arm64 binary and tests under qemu-aarch64
   podman runc                     # make image and the image tests (podman --runtime runc)
   systemd                         # systemd-analyze verify of the unit after make install
   qemu-system-x86 busybox-static  # the kernel matrix (make test-kernels): Debian's kernels under qemu
-  kmod xz-utils                   # ... their modules: depmod, modprobe, and xz for Debian 13's
+  kmod xz-utils zstd              # ... their modules: depmod, modprobe, xz and zstd for Debian 13's and later
 )
 missing=()
 for p in "${pkgs[@]}"; do

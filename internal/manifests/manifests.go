@@ -18,11 +18,28 @@ import (
 
 // Paths inside the repository.
 const (
-	AlertsFile = "deploy/prometheus/alerts.yml"
-	RuleFile   = "deploy/kubernetes/prometheusrule.yaml"
-	KubeDir    = "deploy/kubernetes"
-	Image      = "ghcr.io/neighwatch/neighwatch"
+	AlertsFile    = "deploy/prometheus/alerts.yml"
+	DashboardFile = "deploy/grafana/neighwatch.json"
+	RuleFile      = "deploy/kubernetes/prometheusrule.yaml"
+	KubeDir       = "deploy/kubernetes"
+	ChartDir      = "deploy/helm/neighwatch"
+	Image         = "ghcr.io/neighwatch/neighwatch"
 )
+
+// HelmModule is the helm the Makefile and the tests run, pinned (go run).
+const HelmModule = "helm.sh/helm/v3/cmd/helm@v3.22.0"
+
+// KubeVersion is the Kubernetes the tests render the chart for: the
+// oldest its kubeVersion allows (1.30: the container's appArmorProfile).
+const KubeVersion = "1.30.0"
+
+// ChartCopies are the files the chart carries as copies (a chart cannot
+// read outside its folder): chart path -> source, kept by make manifests
+// and a test.
+var ChartCopies = map[string]string{
+	ChartDir + "/files/alerts.yml":                 AlertsFile,
+	ChartDir + "/files/dashboards/neighwatch.json": DashboardFile,
+}
 
 // ruleHeader starts the generated PrometheusRule.
 const ruleHeader = `# Generated from deploy/prometheus/alerts.yml by "make manifests"; do not
@@ -30,9 +47,9 @@ const ruleHeader = `# Generated from deploy/prometheus/alerts.yml by "make manif
 `
 
 // PrometheusRule turns a Prometheus rule file into the PrometheusRule
-// object prometheus-operator loads, in YAML. Unknown fields in the rule
-// file are errors.
-func PrometheusRule(alerts []byte) ([]byte, error) {
+// object prometheus-operator loads, in YAML, labelled as the chart labels
+// it for version. Unknown fields in the rule file are errors.
+func PrometheusRule(alerts []byte, version string) ([]byte, error) {
 	var spec monitoringv1.PrometheusRuleSpec
 	if err := strict(alerts, &spec); err != nil {
 		return nil, fmt.Errorf("%s: %w", AlertsFile, err)
@@ -42,7 +59,8 @@ func PrometheusRule(alerts []byte) ([]byte, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      "neighwatch",
 			Namespace: "neighwatch",
-			Labels:    map[string]string{"app.kubernetes.io/name": "neighwatch"},
+			Labels: map[string]string{"app.kubernetes.io/name": "neighwatch", "app.kubernetes.io/instance": "neighwatch",
+				"app.kubernetes.io/version": version},
 		},
 		Spec: spec,
 	}
@@ -81,6 +99,8 @@ func Decode(data []byte) (any, error) {
 		obj = &corev1.Service{}
 	case "v1/ConfigMap":
 		obj = &corev1.ConfigMap{}
+	case "v1/ResourceQuota":
+		obj = &corev1.ResourceQuota{}
 	case "apps/v1/DaemonSet":
 		obj = &appsv1.DaemonSet{}
 	case "monitoring.coreos.com/v1/PodMonitor":

@@ -96,7 +96,11 @@ func TestStrictDecodingCatchesTypos(t *testing.T) {
 // TestPrometheusRuleInSync: prometheusrule.yaml is what alerts.yml
 // generates (make manifests).
 func TestPrometheusRuleInSync(t *testing.T) {
-	want, err := PrometheusRule(read(t, AlertsFile))
+	version, err := Version(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := PrometheusRule(read(t, AlertsFile), version)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,25 +1,50 @@
 // Command genrule writes deploy/kubernetes/prometheusrule.yaml from
-// deploy/prometheus/alerts.yml; run it from the repository root
-// ("make manifests").
+// deploy/prometheus/alerts.yml, and the chart's copies of the rules and
+// the dashboard; run it from the repository root ("make manifests").
 package main
 
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/neighwatch/neighwatch/internal/manifests"
 )
 
 func main() {
-	in, err := os.ReadFile(manifests.AlertsFile)
-	if err == nil {
-		var out []byte
-		if out, err = manifests.PrometheusRule(in); err == nil {
-			err = os.WriteFile(manifests.RuleFile, out, 0o644)
-		}
-	}
-	if err != nil {
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "genrule:", err)
 		os.Exit(1)
 	}
+}
+
+func run() error {
+	in, err := os.ReadFile(manifests.AlertsFile)
+	if err != nil {
+		return err
+	}
+	version, err := manifests.Version(".")
+	if err != nil {
+		return err
+	}
+	out, err := manifests.PrometheusRule(in, version)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(manifests.RuleFile, out, 0o644); err != nil {
+		return err
+	}
+	for dst, src := range manifests.ChartCopies {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

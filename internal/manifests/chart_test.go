@@ -1,0 +1,264 @@
+package manifests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// TestChartVersionIsVERSION: the chart's version and appVersion are the
+// VERSION file's.
+func TestChartVersionIsVERSION(t *testing.T) {
+	v, err := Version(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Version    string `json:"version"`
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(read(t, ChartDir+"/Chart.yaml"), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Version != v || c.AppVersion != v {
+		t.Errorf("Chart.yaml: version %q, appVersion %q; VERSION says %q", c.Version, c.AppVersion, v)
+	}
+}
+
+// TestChartCopies: the chart's copies of the rules and the dashboard are
+// the files they copy (make manifests writes them).
+func TestChartCopies(t *testing.T) {
+	for dst, src := range ChartCopies {
+		if !bytes.Equal(read(t, dst), read(t, src)) {
+			t.Errorf("%s differs from %s: run make manifests", dst, src)
+		}
+	}
+}
+
+// helm runs the pinned helm (the Makefile's HELM) from the repository's
+// root.
+func helm(t *testing.T, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"run", HelmModule}, args...)...)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return out
+}
+
+// requireHelm skips under -short outside CI: the tests build helm from
+// the Go module proxy.
+func requireHelm(t *testing.T) {
+	t.Helper()
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skip("builds helm from the Go module proxy: not under -short (CI=true runs it)")
+	}
+}
+
+// render renders the chart as `helm template` does, with values and
+// prometheus-operator's API present, and decodes every object strictly.
+func render(t *testing.T, values string, api bool) []any {
+	t.Helper()
+	args := []string{"template", "neighwatch", ChartDir, "--namespace", "neighwatch", "--values", values, "--kube-version", KubeVersion}
+	if api {
+		args = append(args, "--api-versions", "monitoring.coreos.com/v1")
+	}
+	var objs []any
+	for _, doc := range strings.Split(string(helm(t, args...)), "\n---") {
+		if strings.TrimSpace(stripComments(doc)) == "" {
+			continue
+		}
+		obj, err := Decode([]byte(doc))
+		if err != nil {
+			t.Fatalf("%s: an object does not decode strictly: %v\n%s", values, err, doc)
+		}
+		objs = append(objs, obj)
+	}
+	return objs
+}
+
+func stripComments(doc string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// key names an object: kind/name.
+func key(obj any) string {
+	m := reflect.ValueOf(obj).Elem().FieldByName("ObjectMeta").Interface().(metav1.ObjectMeta)
+	return fmt.Sprintf("%T/%s", obj, m.Name)
+}
+
+// helmOnly are the labels the chart adds that a kustomization has no use
+// for: who manages the object and which chart made it.
+var helmOnly = []string{"helm.sh/chart", "app.kubernetes.io/managed-by"}
+
+// normalize clears what may differ without meaning: Helm's own labels,
+// and the rule file's keys (the chart's PrometheusRule re-encodes it).
+func normalize(obj any) any {
+	m := reflect.ValueOf(obj).Elem().FieldByName("ObjectMeta").Addr().Interface().(*metav1.ObjectMeta)
+	for _, l := range helmOnly {
+		delete(m.Labels, l)
+	}
+	return obj
+}
+
+// TestChartRendersTheKustomization: lint --strict and template for each
+// ci/*-values.yaml; every rendered object decodes strictly into its API
+// type; the defaults render the kustomization's objects, object for
+// object (but the Namespace, which Helm's --create-namespace makes), and
+// the DaemonSet's securityContext of every render is the one the kernel
+// matrix runs the agent under.
+func TestChartRendersTheKustomization(t *testing.T) {
+	requireHelm(t)
+	valuesFiles, _ := filepath.Glob(filepath.Join(root, ChartDir, "ci", "*-values.yaml"))
+	if len(valuesFiles) < 3 {
+		t.Fatalf("%d ci values files", len(valuesFiles))
+	}
+	kust := map[string]any{}
+	obj, err := Decode(read(t, KubeDir+"/kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range obj.(*Kustomization).Resources {
+		o, err := Decode(read(t, KubeDir+"/"+res))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ns := o.(*corev1.Namespace); !ns {
+			kust[key(o)] = o
+		}
+	}
+	ds, err := DaemonSet(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	matrixSC := ds.Spec.Template.Spec.Containers[0].SecurityContext
+	for _, vf := range valuesFiles {
+		rel, _ := filepath.Rel(root, vf)
+		name := strings.TrimSuffix(filepath.Base(vf), "-values.yaml")
+		t.Run(name, func(t *testing.T) {
+			helm(t, "lint", "--strict", ChartDir, "--values", rel, "--kube-version", KubeVersion)
+			objs := render(t, rel, true)
+			got := map[string]any{}
+			for _, o := range objs {
+				got[key(o)] = normalize(o)
+				if d, ok := o.(*appsv1.DaemonSet); ok {
+					sc := d.Spec.Template.Spec.Containers[0].SecurityContext
+					if !reflect.DeepEqual(sc, matrixSC) {
+						t.Errorf("the DaemonSet's securityContext differs from deploy/kubernetes's, which the kernel matrix runs the agent under:\n%s", diffYAML(matrixSC, sc))
+					}
+				}
+			}
+			without := render(t, rel, false)
+			for _, o := range without {
+				switch o.(type) {
+				case *monitoringv1.PodMonitor, *monitoringv1.ServiceMonitor, *monitoringv1.PrometheusRule:
+					t.Errorf("%s rendered where the cluster serves no monitoring.coreos.com/v1", key(o))
+				}
+			}
+			if name == "default" {
+				for k, want := range kust {
+					have, ok := got[k]
+					if !ok {
+						t.Errorf("the chart does not render %s of the kustomization", k)
+						continue
+					}
+					if !reflect.DeepEqual(have, want) {
+						t.Errorf("%s differs from the kustomization's:\n%s", k, diffYAML(want, have))
+					}
+				}
+				for k := range got {
+					if _, ok := kust[k]; !ok {
+						t.Errorf("the chart renders %s, which the kustomization lacks", k)
+					}
+				}
+			}
+			checkValues(t, name, got)
+		})
+	}
+}
+
+// checkValues checks what each ci values file asks of the render.
+func checkValues(t *testing.T, name string, got map[string]any) {
+	t.Helper()
+	has := func(kind any, n string) any { return got[fmt.Sprintf("%T/%s", kind, n)] }
+	switch name {
+	case "operator":
+		if has(&monitoringv1.PodMonitor{}, "neighwatch") != nil {
+			t.Error("a PodMonitor with podMonitor.enabled false")
+		}
+		sm, _ := has(&monitoringv1.ServiceMonitor{}, "neighwatch").(*monitoringv1.ServiceMonitor)
+		pr, _ := has(&monitoringv1.PrometheusRule{}, "neighwatch").(*monitoringv1.PrometheusRule)
+		if sm == nil || pr == nil || sm.Labels["release"] != "kube-prometheus-stack" || pr.Labels["release"] != "kube-prometheus-stack" {
+			t.Fatalf("ServiceMonitor %v and PrometheusRule %v, want both with release: kube-prometheus-stack", sm != nil, pr != nil)
+		}
+		rules, _ := yaml.Marshal(pr.Spec)
+		if strings.Contains(string(rules), `job="neighwatch"`) || strings.Contains(string(rules), "(cluster,") ||
+			!strings.Contains(string(rules), `job=~"neighwatch|node-neighbours"`) || !strings.Contains(string(rules), "(k8s_cluster,") {
+			t.Error("the rules do not select the values' job and cluster label")
+		}
+		cm, _ := has(&corev1.ConfigMap{}, "neighwatch-dashboard-neighwatch").(*corev1.ConfigMap)
+		if cm == nil || cm.Namespace != "monitoring" || cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "Networking" || cm.Data["neighwatch.json"] == "" {
+			t.Errorf("dashboard ConfigMap %+v", cm)
+		}
+		d := has(&appsv1.DaemonSet{}, "neighwatch").(*appsv1.DaemonSet)
+		c := d.Spec.Template.Spec.Containers[0]
+		if !strings.Contains(c.Image, "@sha256:") || len(d.Spec.Template.Spec.ImagePullSecrets) != 1 || c.Args[len(c.Args)-1] != "--tracer.period=10s" {
+			t.Errorf("image %s, pull secrets %v, args %v", c.Image, d.Spec.Template.Spec.ImagePullSecrets, c.Args)
+		}
+		cfg := has(&corev1.ConfigMap{}, "neighwatch-config").(*corev1.ConfigMap)
+		if !strings.Contains(cfg.Data["config.yaml"], `remediation: "on"`) {
+			t.Errorf("config.yaml %q: on must stay a string", cfg.Data["config.yaml"])
+		}
+	case "minimal":
+		for k := range got {
+			if !strings.Contains(k, "DaemonSet") && !strings.Contains(k, "ConfigMap") {
+				t.Errorf("%s rendered with everything optional off", k)
+			}
+		}
+		d := has(&appsv1.DaemonSet{}, "neighwatch").(*appsv1.DaemonSet)
+		if d.Spec.Template.Spec.PriorityClassName != "" || len(d.Spec.Template.Spec.Tolerations) != 0 {
+			t.Errorf("priority class %q, tolerations %v", d.Spec.Template.Spec.PriorityClassName, d.Spec.Template.Spec.Tolerations)
+		}
+	}
+}
+
+func diffYAML(want, got any) string {
+	w, _ := yaml.Marshal(want)
+	g, _ := yaml.Marshal(got)
+	wl, gl := strings.Split(string(w), "\n"), strings.Split(string(g), "\n")
+	var b strings.Builder
+	for i := 0; i < max(len(wl), len(gl)); i++ {
+		var a, c string
+		if i < len(wl) {
+			a = wl[i]
+		}
+		if i < len(gl) {
+			c = gl[i]
+		}
+		if a != c {
+			fmt.Fprintf(&b, "- %s\n+ %s\n", a, c)
+		}
+	}
+	return b.String()
+}
