@@ -111,40 +111,48 @@ type Config struct {
 	Logger    *slog.Logger
 }
 
+// Defaults are the engine's defaults, in one place: the agent's flags
+// take theirs from here, and defaults fills a field left zero with it.
+// Mode, Scope and Strategies are the flags' (strategies depend on the
+// kernel: DefaultStrategies).
+func Defaults() Config {
+	return Config{
+		Mode: ModeDryRun, Scope: ScopeStuck,
+		Rate: 10, PerInterfaceRate: 5, Burst: 1, MaxConcurrent: 4, QueueSize: 1024,
+		VerifyTimeout: 2 * time.Second, KernelTimeout: 10 * time.Second, ProbeGap: 300 * time.Millisecond,
+		BackoffMin: 30 * time.Second, BackoffMax: 10 * time.Minute, SweepInterval: time.Second,
+		Manage: ManageConfig{Max: 1024, Idle: 30 * time.Minute, FailedTimeout: 5 * time.Minute, ReleaseOnExit: true, Interval: time.Second},
+	}
+}
+
 func (c *Config) defaults() {
+	d := Defaults()
+	fill := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
 	if c.Rate <= 0 {
-		c.Rate = 10
+		c.Rate = d.Rate
 	}
 	if c.PerInterfaceRate <= 0 {
-		c.PerInterfaceRate = c.Rate
+		c.PerInterfaceRate = d.PerInterfaceRate
 	}
 	if c.Burst <= 0 {
-		c.Burst = 1
+		c.Burst = d.Burst
 	}
 	if c.MaxConcurrent <= 0 {
-		c.MaxConcurrent = 4
+		c.MaxConcurrent = d.MaxConcurrent
 	}
 	if c.QueueSize <= 0 {
-		c.QueueSize = 1024
+		c.QueueSize = d.QueueSize
 	}
-	if c.VerifyTimeout <= 0 {
-		c.VerifyTimeout = 2 * time.Second
-	}
-	if c.KernelTimeout <= 0 {
-		c.KernelTimeout = 10 * time.Second
-	}
-	if c.ProbeGap <= 0 {
-		c.ProbeGap = 300 * time.Millisecond
-	}
-	if c.BackoffMin <= 0 {
-		c.BackoffMin = 30 * time.Second
-	}
-	if c.BackoffMax <= 0 {
-		c.BackoffMax = 10 * time.Minute
-	}
-	if c.SweepInterval <= 0 {
-		c.SweepInterval = time.Second
-	}
+	fill(&c.VerifyTimeout, d.VerifyTimeout)
+	fill(&c.KernelTimeout, d.KernelTimeout)
+	fill(&c.ProbeGap, d.ProbeGap)
+	fill(&c.BackoffMin, d.BackoffMin)
+	fill(&c.BackoffMax, d.BackoffMax)
+	fill(&c.SweepInterval, d.SweepInterval)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -166,7 +166,7 @@ func suspectTable(n int) *table.Table {
 }
 
 func fastConfig(mode Mode, strategies ...Strategy) Config {
-	return Config{Mode: mode, Scope: ScopeStuck, Strategies: strategies, Rate: 1000, ProbeGap: 20 * time.Millisecond,
+	return Config{Mode: mode, Scope: ScopeStuck, Strategies: strategies, Rate: 1000, PerInterfaceRate: 1000, ProbeGap: 20 * time.Millisecond,
 		VerifyTimeout: 100 * time.Millisecond, KernelTimeout: 100 * time.Millisecond, SweepInterval: 10 * time.Millisecond}
 }
 
@@ -480,5 +480,18 @@ func TestDryRunSwitchedOnWhileWaiting(t *testing.T) {
 	lab.WaitFor(t, 20*time.Second, "both entries repaired in mode on", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 2 })
 	if n := e.Stats().Actions[StrategyProbe][OutcomeDryRun]; n != 1 {
 		t.Errorf("%d dry-run records, want 1: the one waiting when the mode changed must not count", n)
+	}
+}
+
+// TestDefaultsInOnePlace: a configuration left zero gets Defaults(), the
+// values the agent's flags declare (cmd/neighwatch checks its side).
+func TestDefaultsInOnePlace(t *testing.T) {
+	var c Config
+	c.defaults()
+	d := Defaults()
+	if c.Rate != d.Rate || c.PerInterfaceRate != d.PerInterfaceRate || c.MaxConcurrent != d.MaxConcurrent || c.QueueSize != d.QueueSize ||
+		c.VerifyTimeout != d.VerifyTimeout || c.KernelTimeout != d.KernelTimeout || c.Manage.Max != d.Manage.Max ||
+		c.Manage.FailedTimeout != d.Manage.FailedTimeout {
+		t.Errorf("defaults() gave %+v, Defaults() is %+v", c, d)
 	}
 }

@@ -153,14 +153,15 @@ func (m *Manager) recoveryEvent(ev *table.Event) {
 }
 
 func (c *ManageConfig) defaults() {
+	d := Defaults().Manage
 	if c.Max <= 0 {
-		c.Max = 1024
+		c.Max = d.Max
 	}
 	if c.FailedTimeout <= 0 {
-		c.FailedTimeout = 5 * time.Minute
+		c.FailedTimeout = d.FailedTimeout
 	}
 	if c.Interval <= 0 {
-		c.Interval = time.Second
+		c.Interval = d.Interval
 	}
 }
 

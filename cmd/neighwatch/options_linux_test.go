@@ -2,10 +2,13 @@ package main
 
 import (
 	"flag"
+	"io"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/neighwatch/neighwatch/remediate"
 )
 
 // TestREADMEFlagTable: the README's table of agent flags is the option
@@ -77,5 +80,21 @@ func TestOptionRanges(t *testing.T) {
 	}
 	if got := fmtInt(1_000_000); got != "1,000,000" {
 		t.Errorf("fmtInt(1000000) = %q", got)
+	}
+}
+
+// TestFlagDefaultsAreTheEngines: the remediation flags' defaults are
+// remediate.Defaults(), the one set the engine fills zero fields from.
+func TestFlagDefaultsAreTheEngines(t *testing.T) {
+	st, err := agentConfig([]string{"--remediation.strategies", "probe"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := st.cfg.Remediation, remediate.Defaults()
+	if got.Mode != want.Mode || got.Scope != want.Scope || got.Rate != want.Rate || got.PerInterfaceRate != want.PerInterfaceRate ||
+		got.MaxConcurrent != want.MaxConcurrent || got.QueueSize != want.QueueSize || got.VerifyTimeout != want.VerifyTimeout ||
+		got.KernelTimeout != want.KernelTimeout || got.Manage.Max != want.Manage.Max || got.Manage.Idle != want.Manage.Idle ||
+		got.Manage.FailedTimeout != want.Manage.FailedTimeout || got.Manage.ReleaseOnExit != want.Manage.ReleaseOnExit {
+		t.Errorf("the flags' defaults %+v differ from remediate.Defaults() %+v", got, want)
 	}
 }
