@@ -8,11 +8,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// TableReader is what the table collector reads: the aggregates and
+// the event stream's drop count. *table.Table is one (its Classifier).
+type TableReader interface {
+	Stats(stuckCap int) table.Stats
+	Events() *table.Broadcaster
+}
+
 // NewTableCollector exposes the table: entries by state, classes,
 // transitions and evidence, and at most stuckCap info series naming stuck
 // entries. Its cost does not depend on the number of entries: the table
 // keeps every aggregate current.
-func NewTableCollector(t *table.Table, stuckCap int, log *slog.Logger) prometheus.Collector {
+func NewTableCollector(t TableReader, stuckCap int, log *slog.Logger) prometheus.Collector {
 	s := newSubsystem("table", log)
 	var (
 		neighbours    = s.gauge("neighbours", "Neighbour entries by interface, family and NUD state.", "interface", "family", "state")

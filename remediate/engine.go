@@ -176,7 +176,7 @@ type Engine struct {
 	cfg     atomic.Pointer[Config] // replaced whole by Reconfigure
 	source  atomic.Value           // string: where the mode came from
 	mode    atomic.Value           // Mode
-	table   *table.Table
+	table   Table
 	actor   Actor
 	swapper Swapper
 	log     *slog.Logger
@@ -209,7 +209,7 @@ type candidate struct {
 }
 
 // New builds an engine over a table. swapper may be nil.
-func New(cfg Config, t *table.Table, actor Actor, swapper Swapper) *Engine {
+func New(cfg Config, t Table, actor Actor, swapper Swapper) *Engine {
 	cfg.defaults()
 	e := &Engine{
 		table: t, actor: actor, swapper: swapper, log: cfg.Logger,

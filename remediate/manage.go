@@ -55,7 +55,7 @@ func ReleaseReasons() []ReleaseReason {
 // long the kernel takes to follow a managed host that moved. It has its
 // own lock; the engine asks it (canManage, own, disown) from its workers.
 type Manager struct {
-	table *table.Table
+	table Table
 	actor Actor
 	log   *slog.Logger
 	c     *counters

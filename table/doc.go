@@ -3,4 +3,13 @@
 // (the netlink mirror, ARP/NDP evidence, the tracer feed) write to it;
 // readers (metrics, remediation, the control API) read it. It imports no
 // other package of the project and builds on any OS.
+//
+// One core (table.go: the entries, their indexes and aggregates, one
+// lock) has four doors, each a type in its own file: Kernel (kernel.go:
+// netlink updates, syncs, links, tracepoint transitions), Sightings
+// (sightings.go: where the host was seen or heard, probes, conflicts,
+// bypass traffic), CandidateSet (candidates.go: the entries the tracer
+// watches) and Classifier (classify.go: classes, aggregates, walks and
+// the event stream). Each source declares the few methods it uses as its
+// own interface (mirror.Sink, evidence.Sink, feed.Sink, remediate.Table).
 package table

@@ -55,7 +55,7 @@ type Stats struct {
 
 // Stats returns the aggregates, with at most stuckCap stuck entries. Its
 // cost does not depend on the number of entries.
-func (t *Table) Stats(stuckCap int) Stats {
+func (t Classifier) Stats(stuckCap int) Stats {
 	now := t.now().UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()

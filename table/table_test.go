@@ -477,7 +477,7 @@ func TestSetThreshold(t *testing.T) {
 		t.Fatalf("stale-long under a 1h threshold: %d", n)
 	}
 	tb.SetThreshold(time.Nanosecond)
-	if n := tb.CountClass(ClassStaleLong); n != 1 || tb.Threshold() != time.Nanosecond {
+	if n := tb.CountClass(ClassStaleLong); n != 1 || time.Duration(tb.threshold) != time.Nanosecond {
 		t.Fatalf("stale-long after lowering the threshold: %d", n)
 	}
 	tb.SetThreshold(time.Hour)

@@ -231,7 +231,7 @@ func build(cfg Config) (a *agent, err error) {
 		a.parts = append(a.parts, part{Part: tp, name: "tracer"})
 	}
 	a.parts = append(a.parts,
-		part{Part: classifier(a.table, func() { a.memory.release("a burst of entries crossing the stale threshold") }), name: "classifier"},
+		part{Part: classifier(a.table.Classifier, func() { a.memory.release("a burst of entries crossing the stale threshold") }), name: "classifier"},
 		part{Part: newTask(mir.Ready(), rem.engine.Run), name: "remediation"},
 		part{Part: newTask(nil, a.reloader(cfg.Reloads, rem)), name: "config"},
 		part{Part: metricsHTTP, name: "metrics", gate: true},

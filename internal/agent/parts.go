@@ -76,7 +76,7 @@ const burstEntries = 10000
 // announce them even when nobody scrapes; burst is told when a step
 // promoted burstEntries or more (a large table created at once crossing
 // together).
-func classifier(t *table.Table, burst func()) *task {
+func classifier(t table.Classifier, burst func()) *task {
 	return newTask(nil, func(ctx context.Context) error {
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()

@@ -29,9 +29,16 @@ const maxSocketPath = 107
 // MaxSubscribers bounds the event streams open at once.
 const MaxSubscribers = 16
 
+// Table is what the control API reads: a classified copy of every entry,
+// and the event stream. *table.Table is one.
+type Table interface {
+	Snapshot() ([]table.Entry, map[int32]string)
+	Events() *table.Broadcaster
+}
+
 // Handler serves the control API for a table.
 type Handler struct {
-	table *table.Table
+	table Table
 	mux   *http.ServeMux
 	subs  atomic.Int32
 	plan  Planner
@@ -46,7 +53,7 @@ func (h *Handler) SetPlanner(p Planner) { h.plan = p }
 
 // NewHandler returns the control API. extra handlers (remediation, ...) can
 // be added with Handle.
-func NewHandler(t *table.Table) *Handler {
+func NewHandler(t Table) *Handler {
 	h := &Handler{table: t, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /v1/status", h.status)
 	h.mux.HandleFunc("GET /v1/events", h.events)
@@ -64,7 +71,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 
 // Status returns every entry, sorted by interface, family and address;
 // plan, when not nil, fills in each entry's next action.
-func Status(t *table.Table, plan Planner) []Entry {
+func Status(t Table, plan Planner) []Entry {
 	entries, names := t.Snapshot()
 	now := time.Now()
 	out := make([]Entry, len(entries))

@@ -131,7 +131,7 @@ const (
 type Watcher struct {
 	cfg   Config
 	log   *slog.Logger
-	table *table.Table
+	table Sink
 	ready chan struct{}
 	wake  chan struct{}
 
@@ -151,7 +151,7 @@ type Watcher struct {
 
 // New returns a watcher that reports to t. It listens on nothing until
 // Run, and then on the interfaces SetLink names.
-func New(cfg Config, t *table.Table) *Watcher {
+func New(cfg Config, t Sink) *Watcher {
 	if cfg.ConflictWindow <= 0 {
 		cfg.ConflictWindow = 5 * time.Second
 	}

@@ -39,7 +39,7 @@ type Config struct {
 // Feed runs a loaded tracer against the table.
 type Feed struct {
 	tracer *bpf.Tracer
-	table  *table.Table
+	table  Sink
 	links  Links
 	cfg    Config
 	log    *slog.Logger
@@ -76,7 +76,7 @@ type Feed struct {
 }
 
 // New returns a feed from tr to t.
-func New(tr *bpf.Tracer, t *table.Table, links Links, cfg Config) *Feed {
+func New(tr *bpf.Tracer, t Sink, links Links, cfg Config) *Feed {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

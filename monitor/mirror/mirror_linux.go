@@ -62,7 +62,7 @@ type Link struct {
 type Mirror struct {
 	cfg   Config
 	log   *slog.Logger
-	table *table.Table
+	table Sink
 	c     counters
 
 	ready      chan struct{} // the first dump is in the table
@@ -90,7 +90,7 @@ type Mirror struct {
 }
 
 // New builds a Mirror that writes to t. It opens nothing until Run.
-func New(cfg Config, t *table.Table) *Mirror {
+func New(cfg Config, t Sink) *Mirror {
 	if cfg.ReceiveBuffer == 0 {
 		cfg.ReceiveBuffer = DefaultReceiveBuffer
 	}

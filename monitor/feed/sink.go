@@ -1,0 +1,25 @@
+package feed
+
+import (
+	"net"
+	"time"
+
+	"github.com/neighwatch/neighwatch/table"
+)
+
+// Sink is what the feed writes the tracer's findings into (the
+// transitions netlink never reports, bypass traffic, the hosts' source
+// MACs) and reads its candidates from. *table.Table is one.
+type Sink interface {
+	ApplyTracepoint(k table.Key, from, to table.State, when time.Time) bool
+	AddBypass(k table.Key, packets uint64, when time.Time) bool
+	ObserveSourceMAC(k table.Key, mac net.HardwareAddr, packets uint64, when time.Time) bool
+	Heard(k table.Key, mac net.HardwareAddr, when time.Time) bool
+	Candidates(fn func(k table.Key, lladdr string))
+	CandidateChanges(fn func(k table.Key, lladdr string)) bool
+	CountClass(min table.Class) int
+	CountOwned() int
+	Keys() []table.Key
+	Len() int
+	Lookup(k table.Key) (table.Entry, bool)
+}

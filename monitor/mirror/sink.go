@@ -1,0 +1,16 @@
+package mirror
+
+import "github.com/neighwatch/neighwatch/table"
+
+// Sink is what the mirror writes the kernel's neighbour tables into:
+// table.Kernel's methods, and the two reads it needs to tell a known
+// entry from a new one. *table.Table is one.
+type Sink interface {
+	Apply(cause table.Cause, us ...table.Update)
+	BeginSync(initial bool)
+	EndSync() int
+	DeleteLink(ifindex int32, cause table.Cause) int
+	SetLinkName(ifindex int32, name string)
+	Len() int
+	Lookup(k table.Key) (table.Entry, bool)
+}

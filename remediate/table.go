@@ -1,0 +1,27 @@
+package remediate
+
+import (
+	"net"
+	"time"
+
+	"github.com/neighwatch/neighwatch/table"
+)
+
+// Table is what remediation reads its work from (stuck, at-risk,
+// suspect and managed entries) and reports what probes found to.
+// *table.Table is one.
+type Table interface {
+	Walk(min table.Class, fn func(e *table.Entry, ifname string) bool) []table.Entry
+	Suspects(fn func(e *table.Entry, ifname string) bool) []table.Entry
+	Owned() []table.Entry
+	Lookup(k table.Key) (table.Entry, bool)
+	LinkName(ifindex int32) string
+	Heard(k table.Key, mac net.HardwareAddr, when time.Time) bool
+	ProbeUnanswered(k table.Key, mac string, when time.Time) bool
+	ObserveConflict(k table.Key, a, b net.HardwareAddr, when time.Time) bool
+	Events() *table.Broadcaster
+	Publish(ev table.Event)
+	// OnSuspect sets the function called when a suspicion begins, so
+	// the engine confirms it at once rather than at the next sweep.
+	OnSuspect(fn func())
+}

@@ -1,0 +1,253 @@
+package table
+
+import (
+	"net"
+	"net/netip"
+	"time"
+)
+
+// ObserveMAC records that ip was seen at mac on an interface, in ARP or
+// NDP. It returns true when this made the entry mismatched.
+func (t Sightings) ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr, when time.Time) bool {
+	now := when.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[Key{Ifindex: ifindex, Addr: ip}]
+	if e == nil {
+		return false
+	}
+	o := e.w()
+	was := o.Mismatch
+	if o.SeenMAC != string(mac) {
+		o.SeenMAC = string(mac)
+	}
+	o.SeenAt = now
+	explained := false
+	if string(mac) == e.LLAddr {
+		explained = t.heard(e, now)
+	} else {
+		t.sighted(e, string(mac), now)
+	}
+	t.reattach(e, now, CauseARP)
+	switch {
+	case !t.publishing():
+	case o.Mismatch && !was:
+		ev := t.event(e, KindMismatch, CauseARP, now)
+		ev.Detail = "seen at " + mac.String() + ", kernel sends to " + hwString(e.LLAddr) + ": stuck if that MAC stays silent"
+		t.events.Publish(ev)
+	case explained:
+		t.publishExplained(e, CauseARP, now)
+	}
+	return o.Mismatch && !was
+}
+
+// Heard records that an entry's own MAC was heard for its IP at when: its
+// packets (the tracer), or an answer to a probe. A suspicion since the
+// host was seen at another MAC is explained: that MAC is one of the
+// host's. It reports whether mac is the entry's MAC.
+func (t Sightings) Heard(k Key, mac net.HardwareAddr, when time.Time) bool {
+	now := when.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[k]
+	if e == nil || len(mac) == 0 || string(mac) != e.LLAddr {
+		return false
+	}
+	if t.heard(e, now) {
+		t.reattach(e, now, CauseTraffic)
+		if t.publishing() {
+			t.publishExplained(e, CauseTraffic, now)
+		}
+		return true
+	}
+	t.reattach(e, now, CauseTraffic)
+	return true
+}
+
+// ObserveSourceMAC records that packets from an entry's IP arrived on its
+// interface from mac. It returns true when this made the entry
+// source-mismatched (the host is at another MAC than the kernel sends to).
+// Unknown entries are ignored.
+func (t Sightings) ObserveSourceMAC(k Key, mac net.HardwareAddr, packets uint64, when time.Time) bool {
+	now := when.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[k]
+	if e == nil || len(mac) == 0 {
+		return false
+	}
+	o := e.w()
+	was := o.SourceMismatch
+	if string(mac) == e.LLAddr {
+		return false // its own MAC: Heard
+	}
+	if o.SourceMAC != string(mac) {
+		o.SourceMAC = string(mac)
+		o.SourcePackets = 0
+	}
+	o.SourcePackets += packets
+	o.SourceAt = now
+	t.sighted(e, string(mac), now)
+	t.reattach(e, now, CauseTraffic)
+	if o.SourceMismatch && !was && t.publishing() {
+		ev := t.event(e, KindMismatch, CauseTraffic, now)
+		ev.Detail = "packets from " + e.Addr.String() + " come from " + mac.String() + ", kernel sends to " + hwString(e.LLAddr) + ": stuck if that MAC stays silent"
+		t.events.Publish(ev)
+	}
+	return o.SourceMismatch && !was
+}
+
+// AddBypass adds packets the tracer saw sent to an entry without the
+// neighbour subsystem. Unknown entries are ignored and reported false.
+func (t Sightings) AddBypass(k Key, packets uint64, when time.Time) bool {
+	if packets == 0 {
+		return true
+	}
+	now := when.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[k]
+	if e == nil {
+		return false
+	}
+	o := e.w()
+	o.BypassPackets += packets
+	o.LastBypass = now
+	t.iface(e.Ifindex).bypass[e.Family().idx()] += packets
+	if e.State == StateStale {
+		o.BypassInState += packets
+		if o.BypassInState == packets { // first evidence in this period
+			t.reattach(e, now, CauseTraffic)
+		}
+	}
+	return true
+}
+
+// ProbeUnanswered records that a unicast probe to mac, the entry's lladdr,
+// went unanswered. It counts as evidence only while the entry keeps that
+// lladdr and state. It reports whether it was recorded.
+func (t Sightings) ProbeUnanswered(k Key, mac string, when time.Time) bool {
+	now := when.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[k]
+	if e == nil || mac == "" || e.LLAddr != mac {
+		return false
+	}
+	o := e.w()
+	o.ProbeUnansweredAt, o.ProbeMAC = now, mac
+	t.reattach(e, now, CauseRemediate)
+	return true
+}
+
+// ObserveConflict records that macs a and b both answered for an entry's
+// IP at when: ARP/NDP showed them in turn within the conflict window, or
+// both answered one probe. While the entry's MAC is one of them the entry
+// is stuck, until ConflictHold passes without another conflict. It
+// reports whether the entry exists.
+func (t Sightings) ObserveConflict(k Key, a, b net.HardwareAddr, when time.Time) bool {
+	now := when.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[k]
+	if e == nil || len(a) == 0 || len(b) == 0 || string(a) == string(b) {
+		return false
+	}
+	o := e.w()
+	if now > o.ConflictAt {
+		o.ConflictAt = now
+	}
+	o.ConflictMACs = [2]string{string(a), string(b)}
+	t.conflicts[k] = e
+	t.reattach(e, now, CauseARP)
+	return true
+}
+
+// Suspects calls fn, under the table's lock, for each entry whose host
+// was seen at another MAC since its MAC was last heard, and returns
+// copies of those fn picked (returned true for). It costs the suspects,
+// not the table. fn must not call the table.
+func (t Sightings) Suspects(fn func(e *Entry, ifname string) bool) []Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.advance(t.now().UnixNano())
+	var out []Entry
+	for _, e := range t.suspects {
+		if fn(e, t.iface(e.Ifindex).name) {
+			out = append(out, e.clone())
+		}
+	}
+	return out
+}
+
+// OnSuspect sets fn to be called when a suspicion begins: the host of an
+// entry seen at another MAC while its own was silent. fn runs under the
+// table's lock: it must return at once and not call the table.
+func (t Sightings) OnSuspect(fn func()) {
+	t.mu.Lock()
+	t.onSuspect = fn
+	t.mu.Unlock()
+}
+
+// sighted records that the entry's host was seen at mac, another MAC
+// than the entry's, which begins a suspicion unless one is on. A MAC the
+// host is known at begins none while the entry's MAC was heard within the
+// recheck time. The caller holds t.mu and reattaches e.
+func (t *core) sighted(e *Entry, mac string, now int64) {
+	if e.LLAddr == "" || !e.State.Valid() {
+		return
+	}
+	o := e.w()
+	if h := o.hostMAC(mac); h != nil {
+		h.At = max(h.At, now)
+		if o.OwnAt != 0 && now-o.OwnAt < t.recheck {
+			return
+		}
+	}
+	o.SuspectMAC = mac
+	if o.SuspectAt != 0 {
+		return
+	}
+	o.SuspectAt, o.silent = now, false
+	t.suspects[e.Key] = e
+	if due := now + t.silence; t.suspectDue == 0 || due < t.suspectDue {
+		t.suspectDue = due
+	}
+	if t.onSuspect != nil {
+		t.onSuspect()
+	}
+}
+
+// heard records that the entry's own MAC was heard for its IP at now: a
+// suspicion since is explained (its MAC becomes one of the host's), and
+// so is an unanswered probe before. It reports whether it explained a
+// suspicion. The caller holds t.mu and reattaches e.
+func (t *core) heard(e *Entry, now int64) bool {
+	o := e.w()
+	o.OwnAt = max(o.OwnAt, now)
+	if o.ProbeUnansweredAt != 0 && o.ProbeUnansweredAt <= now {
+		o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
+	}
+	if o.SuspectAt == 0 || o.SuspectAt > now {
+		return false
+	}
+	o.addHostMAC(o.SuspectMAC, now)
+	t.unsuspect(e)
+	return true
+}
+
+// unsuspect ends e's suspicion.
+func (t *core) unsuspect(e *Entry) {
+	if o := e.obs; o != nil && o.SuspectAt != 0 {
+		o.SuspectAt, o.SuspectMAC, o.silent = 0, "", false
+		delete(t.suspects, e.Key)
+	}
+}
+
+// publishExplained says that the entry's MAC answered after its host was
+// seen at another MAC: the host has more than one.
+func (t *core) publishExplained(e *Entry, cause Cause, now int64) {
+	ev := t.event(e, KindMismatch, cause, now)
+	ev.Detail = "the entry's MAC answered after the host was seen at " + hwString(e.o().HostMACs[0].MAC) + ": both are the host's"
+	t.events.Publish(ev)
+}
