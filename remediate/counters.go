@@ -35,12 +35,12 @@ type Stats struct {
 // FixBuckets are the upper bounds of the detection-to-fix histogram.
 var FixBuckets = []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600}
 
-// Sizes of Strategies() and Outcomes(); TestCounterSizes keeps them true.
-const numStrategies, numOutcomes = 5, 9
+// numOutcomes is the size of Outcomes(); TestCounterSizes keeps it true.
+const numOutcomes = 9
 
 // counters is the live form of Stats.
 type counters struct {
-	actions     [numStrategies][numOutcomes]atomic.Uint64 // by strategyIdx, outcomeIdx
+	actions     [][numOutcomes]atomic.Uint64 // by strategyIdx (one per registered strategy), outcomeIdx
 	rateLimited atomic.Uint64                             // actions that waited for a token
 	dropped     atomic.Uint64                             // candidates not queued: queue full
 	swaps       atomic.Uint64

@@ -44,11 +44,6 @@ func Outcomes() []Outcome {
 	return []Outcome{OutcomeFixed, OutcomeMoved, OutcomeFlushed, OutcomeFailed, OutcomeNoChange, OutcomeDryRun, OutcomeConflict, OutcomeManaged, OutcomeConfirmed}
 }
 
-// Strategies lists every strategy.
-func Strategies() []Strategy {
-	return []Strategy{StrategyManage, StrategyProbe, StrategyKick, StrategySwap, StrategyFlush}
-}
-
 // Actor performs actions on the kernel; the real one is NetActor.
 type Actor interface {
 	// Probe sends one probe: phase 0 unicast to the entry's MAC, phase 1
@@ -221,6 +216,7 @@ func New(cfg Config, t Table, actor Actor, swapper Swapper) *Engine {
 		confirms: make(map[table.Key]*confirmation),
 		perIf:    make(map[int32]*rate.Limiter),
 	}
+	e.c.actions = make([][numOutcomes]atomic.Uint64, len(registry))
 	e.cfg.Store(&cfg)
 	e.mode.Store(cfg.Mode)
 	e.managed = newManager(e)
@@ -464,8 +460,8 @@ func (e *Engine) Next(en *table.Entry, ifname string) Strategy {
 		return ""
 	}
 	for _, s := range e.strategies(d) {
-		if e.applicable(s, en, false) {
-			return s
+		if s.applicable(e, en, false) {
+			return s.name()
 		}
 	}
 	return ""
@@ -480,39 +476,22 @@ func (e *Engine) policy(mode Mode) Policy {
 // strategies are the ones that may act on a decision, in order: manage
 // alone for prevention; the repair strategies (not manage, not swap) for
 // an entry neighwatch manages whose host moved; else all.
-func (e *Engine) strategies(d Decision) []Strategy {
-	all := e.conf().Strategies
-	switch {
-	case d.Prevent:
-		return []Strategy{StrategyManage}
-	case d.Moved:
-		// Kick would do nothing to a REACHABLE entry (and clear its
-		// managed flag); manage and swap do not repair.
-		var out []Strategy
-		for _, s := range all {
-			if s == StrategyProbe || s == StrategyFlush {
-				out = append(out, s)
-			}
+func (e *Engine) strategies(d Decision) []strategy {
+	var out []strategy
+	for _, name := range e.conf().Strategies {
+		s := lookup(name)
+		switch {
+		case s == nil:
+		case d.Prevent && name != StrategyManage:
+		case d.Moved && !s.repairsMove():
+		default:
+			out = append(out, s)
 		}
-		return out
 	}
-	return all
-}
-
-// applicable says whether a strategy can act on an entry now; count
-// says whether a refusal by the manage cap is counted (not when only
-// asked what would happen).
-func (e *Engine) applicable(s Strategy, en *table.Entry, count bool) bool {
-	switch s {
-	case StrategySwap:
-		return e.swapper != nil && en.Observed().BypassInState > 0 && e.swapper.CanSwap(en.Ifindex)
-	case StrategyManage:
-		// Prevention: an entry already stuck has evidence that its host
-		// moved, and a probe finds it in one round trip where the
-		// kernel's re-validation takes its timers (BENCHMARKS.md).
-		return en.Class() != table.ClassStuck && e.managed.canManage(en, false, count)
+	if d.Prevent && len(out) == 0 {
+		out = append(out, manageStrategy{})
 	}
-	return true
+	return out
 }
 
 func (e *Engine) handle(ctx context.Context, k table.Key) {
@@ -529,7 +508,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		// Dry-run takes tokens too: it reports what "on" would do, at
 		// the pace "on" would do it.
 		for _, s := range e.strategies(d) {
-			if e.applicable(s, &en, true) {
+			if s.applicable(e, &en, true) {
 				if err := e.wait(ctx, k.Ifindex); err != nil {
 					return
 				}
@@ -538,7 +517,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 					// back-off; the next sweep looks at it in the new mode.
 					return
 				}
-				e.record(&en, s, OutcomeDryRun, d.Reason(), nil)
+				e.record(&en, s.name(), OutcomeDryRun, d.Reason(), nil)
 				break
 			}
 		}
@@ -546,7 +525,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		return
 	}
 	for _, s := range e.strategies(d) {
-		if !e.applicable(s, &en, true) {
+		if !s.applicable(e, &en, true) {
 			continue
 		}
 		if err := e.wait(ctx, k.Ifindex); err != nil {
@@ -559,14 +538,11 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		if !ok || !Decide(&cur, e.table.LinkName(k.Ifindex), e.policy(ModeOn)).Act {
 			return // it recovered on its own, or no longer needs us
 		}
-		if s == StrategyManage && !e.managed.canManage(&cur, true, true) {
-			continue // the cap filled while this one waited
-		}
 		out, err := e.act(ctx, &cur, s)
-		if s == StrategyManage && out != OutcomeManaged {
-			e.managed.disown(k)
+		if out == "" {
+			continue // turned down at the last moment
 		}
-		e.record(&cur, s, out, d.Reason(), err)
+		e.record(&cur, s.name(), out, d.Reason(), err)
 		switch out {
 		case OutcomeConflict, OutcomeConfirmed:
 			// Another strategy would only ask the same hosts again, or
@@ -636,106 +612,6 @@ func disputer(en *table.Entry, now time.Time) net.HardwareAddr {
 		}
 	}
 	return nil
-}
-
-// act runs one strategy and verifies its outcome against the table.
-//
-// When evidence disputes the entry's MAC, an answer from that MAC proves
-// nothing: a spoofer whose MAC the kernel took answers for the IP too. So
-// the probe goes to everyone first (broadcast), and an answer from the
-// entry's MAC while another MAC claims the IP is a conflict, never a
-// repair: the table records it and keeps the entry stuck.
-func (e *Engine) act(ctx context.Context, en *table.Entry, s Strategy) (Outcome, error) {
-	ch, stop := e.watch(en.Key)
-	defer stop()
-	oldMAC := en.LLAddr
-	claim := disputer(en, time.Now())
-	// An entry that was valid and not STALE (one neighwatch manages,
-	// REACHABLE at the old MAC) proves nothing by being REACHABLE: only a
-	// new MAC repairs it.
-	// Nor does an entry whose host was seen at another MAC, unless its own
-	// MAC answers the probe (judged apart): the kernel may confirm it at
-	// the old MAC from the moved host's own traffic (TCP's
-	// acknowledgements confirm the neighbour of their route).
-	needMove := en.State != table.StateStale || claim != nil
-	var do func() error
-	timeout := e.conf().KernelTimeout // kick and swap wait for the kernel's timers
-	unicastUnanswered := false
-	switch {
-	case s == StrategyManage:
-		if err := e.actor.Manage(en); err != nil {
-			return OutcomeFailed, err
-		}
-		return e.awaitManaged(ctx, ch, en.Key), nil
-	case s == StrategyProbe && claim != nil:
-		listen := e.conf().VerifyTimeout
-		if en.Owner() == table.OwnerNeighwatch {
-			// The kernel ignores answers for a managed entry, so the
-			// host's traffic waits for the repoint after the listen: a
-			// short one (the evidence watcher still hears a second MAC
-			// that answers later, as a conflict).
-			listen = min(listen, e.conf().ProbeGap)
-		}
-		answered, err := e.actor.Probe(ctx, en, 1, listen)
-		if err != nil {
-			return OutcomeFailed, err
-		}
-		e.log.Debug("broadcast probe answered", "interface", e.table.LinkName(en.Ifindex), "ip", en.Addr, "claimed", claim.String(), "answers", fmt.Sprint(answered))
-		if o, ok := e.judgeAnswers(en, answered); ok {
-			return o, nil
-		}
-		// The entry's MAC did not answer, so only a new MAC repairs it:
-		// the kernel may still confirm it at the old one (a DELAY entry
-		// confirmed within delay_first_probe_time turns REACHABLE without
-		// a probe), and that is neither a repair nor a spoofer.
-		needMove = true
-		// Another MAC answered alone (the kernel took it), or nobody did.
-		do, timeout = func() error { return nil }, e.conf().ProbeGap
-		if len(answered) == 1 && en.Owner() == table.OwnerNeighwatch {
-			// The kernel does not take an ARP or NDP answer with a new
-			// address for a managed entry (it follows only its own
-			// re-validation): give it the proven address.
-			to := answered[0]
-			do, timeout = func() error { return e.repoint(en, to) }, e.conf().VerifyTimeout
-		}
-	case s == StrategyProbe:
-		// Unicast first, as the kernel probes a STALE entry that carries
-		// traffic; the broadcast one only if no answer came.
-		if _, err := e.actor.Probe(ctx, en, 0, 0); err != nil {
-			return OutcomeFailed, err
-		}
-		if o, done := e.await(ctx, ch, en.Key, oldMAC, needMove, e.conf().ProbeGap, false); done {
-			return o, nil
-		}
-		unicastUnanswered = true
-		do = func() error { _, err := e.actor.Probe(ctx, en, 1, 0); return err }
-		timeout = e.conf().VerifyTimeout
-	case s == StrategyKick:
-		do = func() error { return e.actor.Kick(en) }
-	case s == StrategySwap:
-		do = func() error {
-			if err := e.swapper.Swap(en.Ifindex); err != nil {
-				return err
-			}
-			e.c.swaps.Add(1)
-			return nil
-		}
-	case s == StrategyFlush:
-		do = func() error { return e.actor.Flush(en) }
-		timeout = e.conf().VerifyTimeout
-	default:
-		return OutcomeFailed, fmt.Errorf("unknown strategy %q", s)
-	}
-	if err := do(); err != nil {
-		return OutcomeFailed, err
-	}
-	o, _ := e.await(ctx, ch, en.Key, oldMAC, needMove, timeout, true)
-	if unicastUnanswered && o != OutcomeFixed && ctx.Err() == nil {
-		// Nobody answered at the entry's MAC: evidence that the host is
-		// not there (the table keeps it while the entry keeps that MAC).
-		e.table.ProbeUnanswered(en.Key, oldMAC, time.Now())
-	}
-	return o, nil
 }
 
 // judgeAnswers reads the answers to a broadcast probe of a disputed entry:

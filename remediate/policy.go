@@ -59,46 +59,6 @@ func (s Scope) MinClass() table.Class {
 	return table.ClassStuck
 }
 
-// Strategy is one way to repair an entry.
-type Strategy string
-
-// Strategies.
-const (
-	StrategyProbe Strategy = "probe" // ARP request / Neighbor Solicitation, unicast then multicast
-	StrategyKick  Strategy = "kick"  // RTM_NEWNEIGH with NTF_USE: the kernel re-resolves
-	StrategySwap  Strategy = "swap"  // datapath legacy -> neigh on the entry's interface
-	StrategyFlush Strategy = "flush" // delete the entry
-	// StrategyManage makes the entry managed (NTF_EXT_MANAGED, kernel
-	// 5.16+), marked with table.ProtocolNeighwatch: the kernel keeps it
-	// fresh itself, whatever path the traffic takes.
-	StrategyManage Strategy = "manage"
-)
-
-// ParseStrategies parses a comma-separated list.
-func ParseStrategies(s string) ([]Strategy, error) {
-	var out []Strategy
-	seen := map[Strategy]bool{}
-	for _, p := range strings.Split(s, ",") {
-		st := Strategy(strings.TrimSpace(p))
-		switch st {
-		case StrategyManage, StrategyProbe, StrategyKick, StrategySwap, StrategyFlush:
-		case "":
-			continue
-		default:
-			return nil, fmt.Errorf("remediation strategy %q: want manage, probe, kick, swap or flush", st)
-		}
-		if seen[st] {
-			return nil, fmt.Errorf("remediation strategy %q listed twice", st)
-		}
-		seen[st] = true
-		out = append(out, st)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no remediation strategy in %q", s)
-	}
-	return out, nil
-}
-
 // Filter limits remediation to interfaces and prefixes.
 type Filter struct {
 	Interfaces, ExcludeInterfaces []*regexp.Regexp
@@ -318,16 +278,18 @@ func Inert(c Config, swapPossible bool) (warnings []string, fatal error) {
 	if c.Mode == ModeOff {
 		return nil, nil
 	}
-	usable := 0
-	for _, s := range c.Strategies {
-		switch {
-		case s == StrategySwap && !swapPossible:
-			warnings = append(warnings, "--remediation.strategies: swap never acts: it needs --datapath.mode=auto")
-		case s == StrategyManage && !c.Manage.Supported:
-			warnings = append(warnings, "--remediation.strategies: manage never acts: this kernel keeps no managed neighbours (Linux 5.16+)")
-		default:
-			usable++
+	usable, repair := 0, false
+	for _, name := range c.Strategies {
+		s := lookup(name)
+		if s == nil {
+			continue
 		}
+		if why := s.inert(&c, swapPossible); why != "" {
+			warnings = append(warnings, "--remediation.strategies: "+string(name)+" never acts: "+why)
+			continue
+		}
+		usable++
+		repair = repair || s.repairs(swapPossible)
 	}
 	if usable == 0 {
 		if !slices.Contains(c.Strategies, StrategyManage) {
@@ -335,20 +297,8 @@ func Inert(c Config, swapPossible bool) (warnings []string, fatal error) {
 		}
 		return warnings, nil
 	}
-	repair := false
-	for _, s := range c.Strategies {
-		repair = repair || s == StrategyProbe || s == StrategyKick || s == StrategyFlush || (s == StrategySwap && swapPossible)
-	}
 	if !repair {
 		warnings = append(warnings, "--remediation.strategies "+joinStrategies(c.Strategies)+": stuck entries are never repaired (manage only keeps at-risk entries fresh); add probe")
 	}
 	return warnings, nil
-}
-
-func joinStrategies(ss []Strategy) string {
-	var s []string
-	for _, x := range ss {
-		s = append(s, string(x))
-	}
-	return strings.Join(s, ",")
 }

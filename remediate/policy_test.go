@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,9 +147,24 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestCounterSizes: every registered strategy and every outcome has a
+// counter of its own.
 func TestCounterSizes(t *testing.T) {
-	if len(Strategies()) != numStrategies || len(Outcomes()) != numOutcomes {
-		t.Fatalf("%d strategies, %d outcomes; the counters hold %d and %d", len(Strategies()), len(Outcomes()), numStrategies, numOutcomes)
+	if len(Outcomes()) != numOutcomes {
+		t.Fatalf("%d outcomes; the counters hold %d", len(Outcomes()), numOutcomes)
+	}
+	e := New(Config{}, table.New(time.Second, nil), nil, nil)
+	for _, s := range Strategies() {
+		for _, o := range Outcomes() {
+			e.c.action(s, o)
+		}
+	}
+	for _, s := range Strategies() {
+		for _, o := range Outcomes() {
+			if n := e.Stats().Actions[s][o]; n != 1 {
+				t.Errorf("strategy %s, outcome %s counted %d times, want 1", s, o, n)
+			}
+		}
 	}
 }
 
@@ -191,5 +207,27 @@ func TestSkipReasonNames(t *testing.T) {
 	}
 	if len(seen) != int(numSkipReasons)-1 {
 		t.Errorf("%d labels for %d reasons", len(seen), numSkipReasons-1)
+	}
+}
+
+// TestRegistry: every registered strategy parses, is named in the flag's
+// help and is told apart from an unknown one, whose error lists them all.
+func TestRegistry(t *testing.T) {
+	help := StrategiesHelp()
+	for _, s := range Strategies() {
+		got, err := ParseStrategies(" " + string(s) + " ")
+		if err != nil || len(got) != 1 || got[0] != s {
+			t.Errorf("ParseStrategies(%q) = %v, %v", s, got, err)
+		}
+		if !strings.Contains(help, string(s)) {
+			t.Errorf("the help %q does not name %s", help, s)
+		}
+	}
+	_, err := ParseStrategies("probe,teleport")
+	if err == nil || !strings.Contains(err.Error(), "want manage, probe, kick, swap or flush") {
+		t.Errorf("ParseStrategies(probe,teleport) error = %v", err)
+	}
+	if _, err := ParseStrategies("probe,probe"); err == nil {
+		t.Error("a strategy listed twice was accepted")
 	}
 }

@@ -104,7 +104,7 @@ func declareAgent(fs *flag.FlagSet) (*agentFlags, *options) {
 	f.dpMode = o.str("datapath.mode", "legacy", "", restart, "datapath mode: legacy (bpf_redirect), neigh (bpf_redirect_neigh), or auto (legacy, swapped to neigh by remediation where stuck entries get bypass traffic)")
 	f.remMode = o.str("remediation", string(rd.Mode), "", live, "auto-remediation: off (sends nothing), dry-run (decides and reports, changes no entry; sends only the confirmations' unicast probes to an entry's own MAC, see --remediation.confirm) or on; change it at runtime with neighwatch remediation")
 	f.remScope = o.str("remediation.scope", string(rd.Scope), "", live, "entries to act on: stuck (evidence the host is not at the entry's MAC), at-risk (and entries that bypassing traffic keeps from re-validation) or all-stale (every stale-long entry)")
-	f.remStrategies = o.str("remediation.strategies", "", "`manage,probe,kick,flush`", live, "strategies in order, from manage, probe, kick, swap, flush; manage only on Linux 5.16 and later; swap first with --datapath.mode=auto")
+	f.remStrategies = o.str("remediation.strategies", "", "`manage,probe,kick,flush`", live, remediate.StrategiesHelp())
 	f.manageMax = o.int("manage.max", rd.Manage.Max, n{1, 1_000_000, false}, live, "most entries kept managed at once; more are refused (counted) and go to the next strategy")
 	f.manageIdle = o.duration("manage.idle", rd.Manage.Idle, d{time.Second, 7 * 24 * time.Hour, true}, live, "release a managed entry after this long without bypass traffic (0: never)")
 	f.manageFailed = o.duration("manage.failed-timeout", rd.Manage.FailedTimeout, d{time.Second, 24 * time.Hour, false}, live, "release a managed entry that stays FAILED this long: its host is gone")
