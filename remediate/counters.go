@@ -41,8 +41,8 @@ const numOutcomes = 9
 // counters is the live form of Stats.
 type counters struct {
 	actions     [][numOutcomes]atomic.Uint64 // by strategyIdx (one per registered strategy), outcomeIdx
-	rateLimited atomic.Uint64                             // actions that waited for a token
-	dropped     atomic.Uint64                             // candidates not queued: queue full
+	rateLimited atomic.Uint64                // actions that waited for a token
+	dropped     atomic.Uint64                // candidates not queued: queue full
 	swaps       atomic.Uint64
 	// manageRefused counts entries the manage cap turned away.
 	manageRefused atomic.Uint64
