@@ -229,10 +229,12 @@ func (t *Tracer) loadNeighbourHooks(l *progLoader, spec *ebpf.CollectionSpec) {
 	t.features[FeatureStates] = st
 }
 
-// Bounds of MapSizeFor.
+// Bounds of MapSizeFor. MaxMapEntries is also the default cap
+// (--tracer.max-map-entries).
 const (
-	minMapSize = 1 << 14
-	maxMapSize = 1 << 22
+	minMapSize    = 1 << 14
+	MaxMapEntries = 1 << 22
+	maxMapSize    = MaxMapEntries
 )
 
 // MapSizeFor is the capacity the tracer's maps need for a node whose

@@ -33,10 +33,10 @@ manage.release-on-exit: false
 	if c.Remediation.Mode != remediate.ModeDryRun || st.modeSource != "flag" {
 		t.Errorf("mode %s from %s: the flag must win over the file", c.Remediation.Mode, st.modeSource)
 	}
-	if c.Remediation.Scope != remediate.ScopeAtRisk || c.StaleThreshold != 90*time.Second || len(c.Exclude) != 2 ||
+	if c.Remediation.Scope != remediate.ScopeAtRisk || c.StaleThreshold != 90*time.Second || len(c.Mirror.Interfaces.Exclude) != 2 ||
 		c.Remediation.Rate != 2.5 || c.Remediation.Manage.ReleaseOnExit {
 		t.Errorf("file values not applied: scope %s, threshold %v, exclude %v, rate %v, release-on-exit %v",
-			c.Remediation.Scope, c.StaleThreshold, c.Exclude, c.Remediation.Rate, c.Remediation.Manage.ReleaseOnExit)
+			c.Remediation.Scope, c.StaleThreshold, c.Mirror.Interfaces.Exclude, c.Remediation.Rate, c.Remediation.Manage.ReleaseOnExit)
 	}
 	st, err = agentConfig([]string{"--config.file", f}, io.Discard)
 	if err != nil || st.cfg.Remediation.Mode != remediate.ModeOn || st.modeSource != "file" {

@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/neighwatch/neighwatch/metrics"
+	"github.com/neighwatch/neighwatch/remediate"
 )
 
 // DefaultMetricsListen is the agent's default metrics address. Port 9947
@@ -17,6 +19,79 @@ const DefaultMetricsListen = ":9947"
 
 // DefaultControlSocket is where the agent serves its control API.
 const DefaultControlSocket = "/run/neighwatch/neighwatch.sock"
+
+// parsedValue is a flag of a type its package parses (a mode, a scope).
+type parsedValue[T ~string] struct {
+	p     *T
+	parse func(string) (T, error)
+}
+
+// parsed binds a flag to *p through parse.
+func parsed[T ~string](p *T, parse func(string) (T, error)) parsedValue[T] {
+	return parsedValue[T]{p, parse}
+}
+
+func (v parsedValue[T]) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return string(*v.p)
+}
+
+func (v parsedValue[T]) Set(s string) error {
+	x, err := v.parse(s)
+	if err != nil {
+		return err
+	}
+	*v.p = x
+	return nil
+}
+
+// strategyList is --remediation.strategies; nil (not given) leaves the
+// order to the kernel and the datapath mode.
+type strategyList struct{ p *[]remediate.Strategy }
+
+func (v strategyList) String() string {
+	if v.p == nil {
+		return ""
+	}
+	var s []string
+	for _, x := range *v.p {
+		s = append(s, string(x))
+	}
+	return strings.Join(s, ",")
+}
+
+func (v strategyList) Set(s string) error {
+	ss, err := remediate.ParseStrategies(s)
+	if err != nil {
+		return err
+	}
+	*v.p = ss
+	return nil
+}
+
+// negated is a boolean flag bound to a field that means its opposite
+// (--remediation.confirm sets NoConfirm).
+type negated struct{ p *bool }
+
+func (v negated) IsBoolFlag() bool { return true }
+
+func (v negated) String() string {
+	if v.p == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*v.p)
+}
+
+func (v negated) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*v.p = !b
+	return nil
+}
 
 // splitList splits a comma-separated flag value, dropping blanks.
 func splitList(v string) []string {

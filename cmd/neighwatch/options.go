@@ -70,10 +70,12 @@ func (s span[T]) text(f func(T) string) string {
 	return t
 }
 
-func (o *options) duration(name string, def time.Duration, r span[time.Duration], live bool, help string) *time.Duration {
+// duration, int and float declare a numeric option bound to p, with
+// p's value as its default.
+func (o *options) duration(p *time.Duration, name string, r span[time.Duration], live bool, help string) {
 	rng := r.text(fmtDuration)
-	p := o.fs.Duration(name, def, withRange(help, rng))
-	o.add(&option{name: name, def: "`" + fmtDuration(def) + "`", rng: rng, live: live, help: help, check: func() error {
+	o.fs.DurationVar(p, name, *p, withRange(help, rng))
+	o.add(&option{name: name, def: "`" + fmtDuration(*p) + "`", rng: rng, live: live, help: help, check: func() error {
 		if r.zeroOff && *p == 0 {
 			return nil
 		}
@@ -82,35 +84,32 @@ func (o *options) duration(name string, def time.Duration, r span[time.Duration]
 		}
 		return nil
 	}})
-	return p
 }
 
-func (o *options) int(name string, def int, r span[int], live bool, help string) *int {
+func (o *options) int(p *int, name string, r span[int], live bool, help string) {
 	rng := r.text(fmtInt)
-	p := o.fs.Int(name, def, withRange(help, rng))
-	shown := "`" + strconv.Itoa(def) + "`"
-	if def >= 10000 {
-		shown = fmtInt(def) // readable; not a value to copy
+	shown := "`" + strconv.Itoa(*p) + "`"
+	if *p >= 10000 {
+		shown = fmtInt(*p) // readable; not a value to copy
 	}
+	o.fs.IntVar(p, name, *p, withRange(help, rng))
 	o.add(&option{name: name, def: shown, rng: rng, live: live, help: help, check: func() error {
 		if *p < r.lo || *p > r.hi {
 			return fmt.Errorf("--%s %d is out of range: want %s", name, *p, rng)
 		}
 		return nil
 	}})
-	return p
 }
 
-func (o *options) float(name string, def float64, r span[float64], live bool, help string) *float64 {
+func (o *options) float(p *float64, name string, r span[float64], live bool, help string) {
 	rng := r.text(fmtFloat)
-	p := o.fs.Float64(name, def, withRange(help, rng))
-	o.add(&option{name: name, def: "`" + fmtFloat(def) + "`", rng: rng, live: live, help: help, check: func() error {
+	o.fs.Float64Var(p, name, *p, withRange(help, rng))
+	o.add(&option{name: name, def: "`" + fmtFloat(*p) + "`", rng: rng, live: live, help: help, check: func() error {
 		if math.IsNaN(*p) || math.IsInf(*p, 0) || *p < r.lo || *p > r.hi {
 			return fmt.Errorf("--%s %v is out of range: want a number from %s", name, *p, rng)
 		}
 		return nil
 	}})
-	return p
 }
 
 // withRange is a numeric flag's help for -help: the range follows it, as
@@ -119,27 +118,30 @@ func withRange(help, rng string) string {
 	return help + " (" + rng + ")"
 }
 
-// str declares a string option; def shows the default in the README
-// ("" shows the value).
-func (o *options) str(name, value, def string, live bool, help string) *string {
-	p := o.fs.String(name, value, help)
-	if def == "" {
-		def = "`" + value + "`"
+// str declares a string option bound to p; shown is the default as the
+// README shows it ("" shows p's value).
+func (o *options) str(p *string, name, shown string, live bool, help string) {
+	if shown == "" {
+		shown = "`" + *p + "`"
 	}
-	o.add(&option{name: name, def: def, live: live, help: help})
-	return p
+	o.fs.StringVar(p, name, *p, help)
+	o.add(&option{name: name, def: shown, live: live, help: help})
 }
 
-func (o *options) bool(name string, value, live bool, help string) *bool {
-	p := o.fs.Bool(name, value, help)
-	o.add(&option{name: name, def: "`" + strconv.FormatBool(value) + "`", live: live, help: help})
-	return p
+func (o *options) bool(p *bool, name string, live bool, help string) {
+	o.fs.BoolVar(p, name, *p, help)
+	o.add(&option{name: name, def: "`" + strconv.FormatBool(*p) + "`", live: live, help: help})
 }
 
-// values declares an option of a comma-separated list type.
-func (o *options) values(v flag.Value, name, def string, live bool, help string) {
+// values declares an option of its own flag.Value type (lists, parsed
+// values); shown is the default as the README shows it ("" shows the
+// value's).
+func (o *options) values(v flag.Value, name, shown string, live bool, help string) {
+	if shown == "" {
+		shown = "`" + v.String() + "`"
+	}
 	o.fs.Var(v, name, help)
-	o.add(&option{name: name, def: def, live: live, help: help})
+	o.add(&option{name: name, def: shown, live: live, help: help})
 }
 
 // fmtDuration prints a duration as one writes it: 24h, 90s, 100ms.

@@ -4,10 +4,16 @@ import (
 	"flag"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/internal/agent"
+	"github.com/neighwatch/neighwatch/monitor/evidence"
+	"github.com/neighwatch/neighwatch/monitor/feed"
+	"github.com/neighwatch/neighwatch/monitor/mirror"
 	"github.com/neighwatch/neighwatch/remediate"
 )
 
@@ -83,18 +89,41 @@ func TestOptionRanges(t *testing.T) {
 	}
 }
 
-// TestFlagDefaultsAreTheEngines: the remediation flags' defaults are
-// remediate.Defaults(), the one set the engine fills zero fields from.
-func TestFlagDefaultsAreTheEngines(t *testing.T) {
-	st, err := agentConfig([]string{"--remediation.strategies", "probe"}, io.Discard)
+// TestFlagDefaultsAreTheParts: with no flag given, the configuration is
+// agent.Defaults(), which each part (mirror, evidence, feed, remediate)
+// gives from its own Defaults(): every flag's default is in one place.
+// Only what the command adds differs: its metrics address and control
+// socket, the logger, and the strategies and manage support the kernel
+// decides.
+func TestFlagDefaultsAreTheParts(t *testing.T) {
+	st, err := agentConfig(nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, want := st.cfg.Remediation, remediate.Defaults()
-	if got.Mode != want.Mode || got.Scope != want.Scope || got.Rate != want.Rate || got.PerInterfaceRate != want.PerInterfaceRate ||
-		got.MaxConcurrent != want.MaxConcurrent || got.QueueSize != want.QueueSize || got.VerifyTimeout != want.VerifyTimeout ||
-		got.KernelTimeout != want.KernelTimeout || got.Manage.Max != want.Manage.Max || got.Manage.Idle != want.Manage.Idle ||
-		got.Manage.FailedTimeout != want.Manage.FailedTimeout || got.Manage.ReleaseOnExit != want.Manage.ReleaseOnExit {
-		t.Errorf("the flags' defaults %+v differ from remediate.Defaults() %+v", got, want)
+	got, want := st.cfg, agent.Defaults()
+	want.Metrics.Listen, want.ControlSocket, want.Logger = DefaultMetricsListen, DefaultControlSocket, got.Logger
+	want.Remediation.Manage.Supported, _ = remediate.ManagedSupported()
+	want.Remediation.Strategies = remediate.DefaultStrategies(want.Remediation.Manage.Supported)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the flags' defaults differ from the parts':\n got %+v\nwant %+v", got, want)
+	}
+	for name, pair := range map[string][2]any{
+		"mirror":    {want.Mirror, mirror.Defaults()},
+		"evidence":  {want.Evidence, evidence.Defaults()},
+		"feed":      {want.Tracer.Feed, feed.Defaults()},
+		"remediate": {agent.Defaults().Remediation, remediate.Defaults()},
+	} {
+		if !reflect.DeepEqual(pair[0], pair[1]) {
+			t.Errorf("%s: the agent's defaults %+v are not the part's %+v", name, pair[0], pair[1])
+		}
+	}
+	// A flag given changes its field and nothing else.
+	st, err = agentConfig([]string{"--remediation.interface-rate", "7", "--remediation.confirm=false", "--datapath.mode", "auto"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := st.cfg.Remediation
+	if r.PerInterfaceRate != 7 || !r.NoConfirm || !st.cfg.Datapath.Auto || st.cfg.Datapath.Mode != bpf.ModeLegacy || r.Strategies[0] != remediate.StrategySwap {
+		t.Errorf("flags not bound: interface rate %v, no-confirm %v, datapath %+v, strategies %v", r.PerInterfaceRate, r.NoConfirm, st.cfg.Datapath, r.Strategies)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"regexp"
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
@@ -31,36 +30,18 @@ import (
 
 // Config is everything the agent needs; cmd/neighwatch fills it from flags.
 type Config struct {
-	Include, Exclude []*regexp.Regexp
-	StaleThreshold   time.Duration
-	MetricsListen    string
-	WebConfigFile    string
-	// MaxConnections and MaxConnectionsPerIP bound the metrics listener.
-	MaxConnections, MaxConnectionsPerIP int
+	// StaleThreshold: STALE this long makes an entry stale-long. The
+	// table and remediation read it; a reload applies it live.
+	StaleThreshold time.Duration
+	Mirror         mirror.Config   // OnLink and Logger are the agent's
+	Evidence       evidence.Config // Logger is the agent's
+	Tracer         TracerConfig
+	Datapath       DatapathConfig
+	Remediation    remediate.Config
+	Metrics        MetricsConfig
 	// ControlSocket is the control API's socket; empty turns the API off.
-	ControlSocket  string
-	StuckInfoCap   int
-	ReceiveBuffer  int
-	ResyncInterval time.Duration
-	ConflictWindow time.Duration
-	Tracer         bpf.TracerMode
-	TracerInterval time.Duration
-	// TracerWindow out of every TracerPeriod the per-packet hooks are
-	// attached, while some entry is stale-long.
-	TracerWindow, TracerPeriod time.Duration
-	// RefusePrograms are tracer programs not to load, as if the kernel
-	// had refused them (drills of the blind-spot alert).
-	RefusePrograms []string
-	// TracerMaxMap caps the capacity of each tracer map (0: 4,194,304).
-	TracerMaxMap int
-	// DatapathInterfaces get the forwarding datapath in DatapathMode.
-	DatapathInterfaces []string
-	DatapathMode       bpf.Mode
-	// DatapathAuto starts in DatapathMode (legacy) and lets remediation
-	// swap an interface to neigh.
-	DatapathAuto bool
-	Remediation  remediate.Config
-	Logger       *slog.Logger
+	ControlSocket string
+	Logger        *slog.Logger
 	// OnListen, if set, is told the metrics address once it is bound
 	// (tests use port 0).
 	OnListen func(addr net.Addr)
@@ -71,6 +52,51 @@ type Config struct {
 	// configuration file: the stale threshold and remediation apply
 	// live; a Reload with Err counts as a failed reload.
 	Reloads <-chan Reload
+}
+
+// TracerConfig is the tracer's: how it counts, what it must not load,
+// its maps' cap, and the feed's pace.
+type TracerConfig struct {
+	Mode bpf.TracerMode
+	// Refuse are tracer programs not to load, as if the kernel had
+	// refused them (drills of the blind-spot alert).
+	Refuse []string
+	// MaxMap caps the capacity of each tracer map.
+	MaxMap int
+	Feed   feed.Config // Logger is the agent's
+}
+
+// DatapathConfig is the forwarding datapath's: Interfaces get it in
+// Mode; Auto starts in Mode (legacy) and lets remediation swap an
+// interface to neigh.
+type DatapathConfig struct {
+	Interfaces []string
+	Mode       bpf.Mode
+	Auto       bool
+}
+
+// MetricsConfig is the metrics address's.
+type MetricsConfig struct {
+	Listen        string
+	WebConfigFile string
+	// MaxConnections and MaxConnectionsPerIP bound the listener.
+	MaxConnections, MaxConnectionsPerIP int
+	StuckInfoCap                        int
+}
+
+// Defaults is the configuration on every default, each taken from the
+// part it configures: the one set of defaults the flags show (the
+// metrics address and control socket are the command's).
+func Defaults() Config {
+	return Config{
+		StaleThreshold: time.Minute,
+		Mirror:         mirror.Defaults(),
+		Evidence:       evidence.Defaults(),
+		Tracer:         TracerConfig{Mode: bpf.TracerAuto, MaxMap: bpf.MaxMapEntries, Feed: feed.Defaults()},
+		Datapath:       DatapathConfig{Mode: bpf.ModeLegacy},
+		Remediation:    remediate.Defaults(),
+		Metrics:        MetricsConfig{MaxConnections: 64, MaxConnectionsPerIP: 8, StuckInfoCap: 100},
+	}
 }
 
 // Reload is one configuration reload.
@@ -155,19 +181,17 @@ func build(cfg Config) (a *agent, err error) {
 	// Sources.
 	var ev *evidence.Watcher
 	if c.has(unix.CAP_NET_RAW) {
-		ev = evidence.New(evidence.Config{ConflictWindow: cfg.ConflictWindow, Logger: log.With("component", "evidence")}, a.table)
+		ecfg := cfg.Evidence
+		ecfg.Logger = log.With("component", "evidence")
+		ev = evidence.New(ecfg, a.table)
 	} else {
 		log.Warn("ARP listener disabled: needs CAP_NET_RAW (run as root); mismatch detection is off")
 	}
-	mir := mirror.New(mirror.Config{
-		Interfaces:     table.Selector{Include: cfg.Include, Exclude: cfg.Exclude},
-		ReceiveBuffer:  cfg.ReceiveBuffer,
-		ResyncInterval: cfg.ResyncInterval,
-		OnLink:         linksToEvidence(ev),
-		Logger:         log.With("component", "mirror"),
-	}, a.table)
+	mcfg := cfg.Mirror
+	mcfg.OnLink, mcfg.Logger = linksToEvidence(ev), log.With("component", "mirror")
+	mir := mirror.New(mcfg, a.table)
 	var ml memlock
-	if (cfg.Tracer != bpf.TracerOff || len(cfg.DatapathInterfaces) > 0) && c.bpf() {
+	if (cfg.Tracer.Mode != bpf.TracerOff || len(cfg.Datapath.Interfaces) > 0) && c.bpf() {
 		ml = raiseMemlock(log)
 	}
 	if c.has(unix.CAP_NET_ADMIN) {
@@ -179,15 +203,16 @@ func build(cfg Config) (a *agent, err error) {
 			log.Info("removed an earlier agent's clsact filters", "filters", n)
 		}
 	}
-	dp, err := attachDatapath(cfg.DatapathInterfaces, cfg.DatapathMode, cfg.DatapathAuto, c, ml, log)
+	dp, err := attachDatapath(cfg.Datapath, c, ml, log)
 	if err != nil {
 		return a, err
 	}
 	a.closers = append(a.closers, func() { _ = dp.Close() })
 	tlog := log.With("component", "tracer")
-	tp := &tracerPart{mode: cfg.Tracer, refuse: cfg.RefusePrograms, memlock: ml, maxMap: cfg.TracerMaxMap, table: a.table, links: mir, log: tlog, ready: make(chan struct{}),
-		cfg: feed.Config{Interval: cfg.TracerInterval, Window: cfg.TracerWindow, Period: cfg.TracerPeriod, Logger: tlog}}
-	runTracer := tracerWanted(cfg.Tracer, c, log)
+	fcfg := cfg.Tracer.Feed
+	fcfg.Logger = tlog
+	tp := &tracerPart{mode: cfg.Tracer.Mode, refuse: cfg.Tracer.Refuse, memlock: ml, maxMap: cfg.Tracer.MaxMap, table: a.table, links: mir, log: tlog, ready: make(chan struct{}), cfg: fcfg}
+	runTracer := tracerWanted(cfg.Tracer.Mode, c, log)
 
 	// Readers.
 	rem := newRemediation(cfg.Remediation, c, a.table, dp.swapper(), log.With("component", "remediation"))
@@ -196,7 +221,7 @@ func build(cfg Config) (a *agent, err error) {
 	a.config = &configState{ok: true, at: time.Now()}
 
 	collectors := []prometheus.Collector{
-		metrics.NewTableCollector(a.table, cfg.StuckInfoCap, log),
+		metrics.NewTableCollector(a.table, cfg.Metrics.StuckInfoCap, log),
 		metrics.NewNetlinkCollector(mir, log),
 		metrics.NewKernelTableCollector(neightbl.NewReader(netns.None()), log),
 		metrics.NewTracerCollector(tp, a.table.LinkName, log),
@@ -288,11 +313,11 @@ func (a *agent) metricsServer(cfg Config, collectors []prometheus.Collector) (*h
 		return nil, fmt.Errorf("landing page: %w", err)
 	}
 	mux.Handle("/", landing)
-	tcp, err := net.Listen("tcp", cfg.MetricsListen)
+	tcp, err := net.Listen("tcp", cfg.Metrics.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("listen on --metrics.listen %s: %w", cfg.MetricsListen, err)
+		return nil, fmt.Errorf("listen on --metrics.listen %s: %w", cfg.Metrics.Listen, err)
 	}
-	ln := connlimit.Wrap(tcp, cfg.MaxConnections, cfg.MaxConnectionsPerIP)
+	ln := connlimit.Wrap(tcp, cfg.Metrics.MaxConnections, cfg.Metrics.MaxConnectionsPerIP)
 	ln.OnDrain(func() { a.memory.release("a flood of connections has gone") })
 	a.httpSources["metrics"] = ln
 	a.closers = append(a.closers, func() { ln.Close() })
@@ -300,8 +325,8 @@ func (a *agent) metricsServer(cfg Config, collectors []prometheus.Collector) (*h
 		cfg.OnListen(ln.Addr())
 	}
 	a.log.Info("serving metrics", "address", ln.Addr().String())
-	webCfg, systemd := cfg.WebConfigFile, false
-	flags := &web.FlagConfig{WebListenAddresses: &[]string{cfg.MetricsListen}, WebSystemdSocket: &systemd, WebConfigFile: &webCfg}
+	webCfg, systemd := cfg.Metrics.WebConfigFile, false
+	flags := &web.FlagConfig{WebListenAddresses: &[]string{cfg.Metrics.Listen}, WebSystemdSocket: &systemd, WebConfigFile: &webCfg}
 	// Every request is bounded in time: a client that sends a header or a
 	// body slowly, or never, holds its connection for seconds, not for
 	// ever.

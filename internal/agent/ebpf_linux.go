@@ -360,8 +360,9 @@ var _ metrics.DatapathSource = (*datapathPart)(nil)
 
 // attachDatapath loads the datapath and attaches it. It was asked for
 // explicitly, so failing is an error.
-func attachDatapath(ifaces []string, mode bpf.Mode, auto bool, c caps, ml memlock, log *slog.Logger) (*datapathPart, error) {
-	d := &datapathPart{auto: auto, log: log, names: make(map[int]string)}
+func attachDatapath(cfg DatapathConfig, c caps, ml memlock, log *slog.Logger) (*datapathPart, error) {
+	ifaces, mode := cfg.Interfaces, cfg.Mode
+	d := &datapathPart{auto: cfg.Auto, log: log, names: make(map[int]string)}
 	if len(ifaces) == 0 {
 		return d, nil
 	}
@@ -386,7 +387,7 @@ func attachDatapath(ifaces []string, mode bpf.Mode, auto bool, c caps, ml memloc
 			return nil, err
 		}
 		d.names[ifi.Index] = name
-		log.Info("datapath attached", "interface", name, "mode", mode, "auto_swap", auto, "skip_neigh", dp.SkipNeigh())
+		log.Info("datapath attached", "interface", name, "mode", mode, "auto_swap", cfg.Auto, "skip_neigh", dp.SkipNeigh())
 	}
 	d.dp = dp
 	return d, nil

@@ -38,6 +38,12 @@ type Config struct {
 // keeps when Config.MaxHosts is not set; the README names it.
 const DefaultMaxHosts = 65536
 
+// Defaults is the watcher's configuration on the agent's defaults; New
+// fills zero fields from it.
+func Defaults() Config {
+	return Config{ConflictWindow: 5 * time.Second, MaxHosts: DefaultMaxHosts, HostTTL: time.Hour}
+}
+
 // Link is an interface to listen on.
 type Link struct {
 	Name         string
@@ -152,14 +158,15 @@ type Watcher struct {
 // New returns a watcher that reports to t. It listens on nothing until
 // Run, and then on the interfaces SetLink names.
 func New(cfg Config, t Sink) *Watcher {
+	d := Defaults()
 	if cfg.ConflictWindow <= 0 {
-		cfg.ConflictWindow = 5 * time.Second
+		cfg.ConflictWindow = d.ConflictWindow
 	}
 	if cfg.MaxHosts <= 0 {
-		cfg.MaxHosts = DefaultMaxHosts
+		cfg.MaxHosts = d.MaxHosts
 	}
 	if cfg.HostTTL <= 0 {
-		cfg.HostTTL = time.Hour
+		cfg.HostTTL = d.HostTTL
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -75,16 +75,24 @@ type Feed struct {
 	candBuf         []bpf.Candidate
 }
 
+// Defaults is the feed's configuration on the agent's defaults. New
+// fills a zero Interval from it; a zero Period means no duty cycle (the
+// hooks stay attached while needed).
+func Defaults() Config {
+	return Config{Interval: time.Second, Window: time.Second, Period: 30 * time.Second}
+}
+
 // New returns a feed from tr to t.
 func New(tr *bpf.Tracer, t Sink, links Links, cfg Config) *Feed {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	d := Defaults()
 	if cfg.Interval <= 0 {
-		cfg.Interval = time.Second
+		cfg.Interval = d.Interval
 	}
-	if cfg.Period <= 0 {
-		cfg.Window, cfg.Period = time.Second, time.Second
+	if cfg.Period <= 0 { // no duty cycle: attached while needed
+		cfg.Window, cfg.Period = d.Window, d.Window
 	}
 	return &Feed{tracer: tr, table: t, links: links, cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), created: map[table.Key]bool{},
 		flush: make(chan struct{}, 1), createdSoon: make(chan struct{}, 1),

@@ -42,6 +42,13 @@ type Config struct {
 // DefaultReceiveBuffer holds a burst of about 20,000 notifications.
 const DefaultReceiveBuffer = 16 << 20
 
+// Defaults is the mirror's configuration on the agent's defaults. New
+// fills a zero ReceiveBuffer from it; a zero ResyncInterval turns the
+// periodic resync off.
+func Defaults() Config {
+	return Config{ReceiveBuffer: DefaultReceiveBuffer, ResyncInterval: 5 * time.Minute}
+}
+
 // Link is what the mirror knows of an interface.
 type Link struct {
 	Name         string
@@ -92,7 +99,7 @@ type Mirror struct {
 // New builds a Mirror that writes to t. It opens nothing until Run.
 func New(cfg Config, t Sink) *Mirror {
 	if cfg.ReceiveBuffer == 0 {
-		cfg.ReceiveBuffer = DefaultReceiveBuffer
+		cfg.ReceiveBuffer = Defaults().ReceiveBuffer
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
