@@ -64,7 +64,11 @@ func (fakeTracer) Redirects() (bpf.RedirectCounts, error) {
 		bpf.HelperRedirectPeer:  {},
 	}, nil
 }
-func (fakeTracer) FeedCounters() feed.Counters { return feed.Counters{Transitions: 4} }
+
+type fakeFeed struct{}
+
+func (fakeFeed) Counters() feed.Counters   { return feed.Counters{Transitions: 4} }
+func (fakeFeed) Unmirrored() map[int32]int { return map[int32]int{3: 2} }
 func (fakeTracer) Programs() []bpf.ProgramStatus {
 	return []bpf.ProgramStatus{
 		{Program: "tr_create", Hook: "tp_btf/neigh_create", Feature: bpf.FeatureCreated, Refusal: bpf.RefusedVerifier},
@@ -72,7 +76,6 @@ func (fakeTracer) Programs() []bpf.ProgramStatus {
 	}
 }
 
-func (fakeTracer) Unmirrored() map[int32]int     { return map[int32]int{3: 2} }
 func (fakeTracer) StaleCounted() (uint64, error) { return 5, nil }
 
 type fakeDetection struct{}
@@ -126,7 +129,7 @@ func allCollectors(t *testing.T, tb *table.Table, kernel *fakeKernel, log *slog.
 		NewEvidenceCollector(fakeEvidence{}, tb.LinkName, log),
 		NewNetlinkCollector(fakeNetlink{}, log),
 		NewKernelTableCollector(kernel, log),
-		NewTracerCollector(fakeTracer{}, tb.LinkName, log),
+		NewTracerCollector(func() (TracerSource, FeedSource) { return fakeTracer{}, fakeFeed{} }, tb.LinkName, log),
 		NewDatapathCollector(fakeDatapath{}, log),
 		NewRemediationCollector(eng, log),
 		NewHTTPCollector(map[string]ConnSource{"metrics": fakeConns{}}, log),

@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// TracerSource is what the tracer collector reads. Mode is "off" when no
-// tracer runs; the other methods are then not called.
+// TracerSource is what the tracer collector reads of a running tracer:
+// *bpf.Tracer is one.
 type TracerSource interface {
 	Mode() bpf.TracerMode
 	Stats() (bpf.TracerStats, error)
@@ -19,22 +19,31 @@ type TracerSource interface {
 	Redirects() (bpf.RedirectCounts, error)
 	// ProgramRuns are the kernel's run counts of the tracer's programs;
 	// ok is false while the kernel is not counting (see
-	// bpf.Tracer.ProgramRuns).
+	// bpf.Loader.ProgramRuns).
 	ProgramRuns() (runs map[string]uint64, ok bool)
-	FeedCounters() feed.Counters
 	// Programs are the tracer's programs and whether the kernel took
-	// them; nil while no tracer runs.
+	// them.
 	Programs() []bpf.ProgramStatus
-	// Unmirrored counts, per interface, the STALE entries that did not
-	// fit in the tracer's maps; StaleCounted the STALE entries the maps
-	// count. Together they are every STALE entry the tracer watches.
-	Unmirrored() map[int32]int
+	// StaleCounted is how many STALE entries the tracer's maps count.
 	StaleCounted() (uint64, error)
 }
 
+// FeedSource is what the tracer collector reads of the feed from the
+// tracer into the table: *feed.Feed is one. Unmirrored counts, per
+// interface, the STALE entries that did not fit in the tracer's maps;
+// with the tracer's StaleCounted, every STALE entry it watches.
+type FeedSource interface {
+	Counters() feed.Counters
+	Unmirrored() map[int32]int
+}
+
+// RunningTracer returns the tracer that runs now and its feed, or nils
+// while none runs (off, disabled, or between a reload's two tracers).
+type RunningTracer func() (TracerSource, FeedSource)
+
 // NewTracerCollector exposes the bypass tracer and its feed into the
 // table; its maps are read at scrape time.
-func NewTracerCollector(src TracerSource, names func(ifindex int32) string, log *slog.Logger) prometheus.Collector {
+func NewTracerCollector(running RunningTracer, names func(ifindex int32) string, log *slog.Logger) prometheus.Collector {
 	s := newSubsystem("tracer", log)
 	var (
 		mode        = s.gauge("tracer_mode", "The running tracer mode (1 for the active one): off, xmit or fentry.", "mode")
@@ -56,19 +65,23 @@ func NewTracerCollector(src TracerSource, names func(ifindex int32) string, log 
 		programs    = s.gauge("tracer_program_loaded", "1 for each tracer program the kernel took, 0 for one it refused (refusal: verifier, permission, no-target, unsupported, attach, disabled); a refused program costs its feature only where no other program serves it (neighwatch_detection_working).", "program", "hook", "refusal")
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
-		active := src.Mode()
+		src, fd := running()
+		active := bpf.TracerOff
+		if src != nil {
+			active = src.Mode()
+		}
 		for _, m := range []bpf.TracerMode{bpf.TracerOff, bpf.TracerXmit, bpf.TracerFentry} {
 			ch <- mode.with(bool01(m == active), string(m))
 		}
-		progs := src.Programs()
-		if progs == nil {
+		if src == nil || fd == nil {
 			return nil // no tracer runs
 		}
+		progs := src.Programs()
 		for _, p := range progs {
 			ch <- programs.with(bool01(p.Loaded), p.Program, p.Hook, string(p.Refusal))
 		}
 		um := map[string]int{}
-		for idx, n := range src.Unmirrored() {
+		for idx, n := range fd.Unmirrored() {
 			name := names(idx)
 			if name == "" {
 				name = strconv.Itoa(int(idx))
@@ -84,7 +97,7 @@ func NewTracerCollector(src TracerSource, names func(ifindex int32) string, log 
 		} else {
 			ch <- staleCount.with(float64(n))
 		}
-		f := src.FeedCounters()
+		f := fd.Counters()
 		ch <- transitions.with(float64(f.Transitions), "applied")
 		ch <- transitions.with(float64(f.TransitionsStale), "overtaken")
 		ch <- hitsUnknown.with(float64(f.HitsUnknown))

@@ -224,7 +224,7 @@ func build(cfg Config) (a *agent, err error) {
 		metrics.NewTableCollector(a.table, cfg.Metrics.StuckInfoCap, log),
 		metrics.NewNetlinkCollector(mir, log),
 		metrics.NewKernelTableCollector(neightbl.NewReader(netns.None()), log),
-		metrics.NewTracerCollector(tp, a.table.LinkName, log),
+		metrics.NewTracerCollector(tp.reads, a.table.LinkName, log),
 		metrics.NewRemediationCollector(rem.engine, log),
 		metrics.NewReadinessCollector(a.ready, log),
 		metrics.NewConfigCollector(a.config, log),

@@ -54,8 +54,8 @@ func (d *detection) Detection() []metrics.Detection {
 }
 
 func (d *detection) tracerDetection(links map[int32]mirror.Link, idxs []int32, add func(name, feature string, ok bool, why string)) {
-	tr, _ := d.tracer.running()
-	if tr == nil {
+	tr, fd := d.tracer.running()
+	if tr == nil || fd == nil {
 		err := d.tracer.Disabled()
 		if err == nil {
 			return // still loading: nothing to say yet
@@ -72,7 +72,7 @@ func (d *detection) tracerDetection(links map[int32]mirror.Link, idxs []int32, a
 		fs[f.Feature] = f
 	}
 	failed := tr.SourceFailures()
-	unmirrored := d.tracer.Unmirrored()
+	unmirrored := fd.Unmirrored()
 	for _, i := range idxs {
 		name := links[i].Name
 		by := fs[bpf.FeatureBypass]

@@ -45,8 +45,6 @@ type tracerPart struct {
 	disabled error
 }
 
-var _ metrics.TracerSource = (*tracerPart)(nil)
-
 func (t *tracerPart) Ready() <-chan struct{} { return t.ready }
 
 // Disabled says why the tracer does not run, once that is known.
@@ -146,51 +144,21 @@ func (t *tracerPart) mapSize() int {
 	return size
 }
 
+// reads serves the tracer collector: the running tracer and its feed
+// themselves, or nils while none runs.
+func (t *tracerPart) reads() (metrics.TracerSource, metrics.FeedSource) {
+	tr, f := t.running()
+	if tr == nil || f == nil {
+		return nil, nil
+	}
+	return tr, f
+}
+
 // running returns the tracer and its feed, or nil while it does not run.
 func (t *tracerPart) running() (*bpf.Tracer, *feed.Feed) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.tracer, t.feed
-}
-
-// Mode implements metrics.TracerSource.
-func (t *tracerPart) Mode() bpf.TracerMode {
-	if tr, _ := t.running(); tr != nil {
-		return tr.Mode()
-	}
-	return bpf.TracerOff
-}
-
-// Stats implements metrics.TracerSource.
-func (t *tracerPart) Stats() (bpf.TracerStats, error) {
-	if tr, _ := t.running(); tr != nil {
-		return tr.Stats()
-	}
-	return bpf.TracerStats{}, nil
-}
-
-// Redirects implements metrics.TracerSource.
-func (t *tracerPart) Redirects() (bpf.RedirectCounts, error) {
-	if tr, _ := t.running(); tr != nil {
-		return tr.Redirects()
-	}
-	return nil, nil
-}
-
-// ProgramRuns implements metrics.TracerSource.
-func (t *tracerPart) ProgramRuns() (map[string]uint64, bool) {
-	if tr, _ := t.running(); tr != nil {
-		return tr.ProgramRuns()
-	}
-	return nil, false
-}
-
-// Programs implements metrics.TracerSource.
-func (t *tracerPart) Programs() []bpf.ProgramStatus {
-	if tr, _ := t.running(); tr != nil {
-		return tr.Programs()
-	}
-	return nil
 }
 
 // Detail is what /readyz/tracer says after "ready": each feature and how
@@ -213,31 +181,6 @@ func (t *tracerPart) Detail() string {
 		}
 	}
 	return b.String()
-}
-
-// Unmirrored implements metrics.TracerSource: per interface, the STALE
-// entries that did not fit in the tracer's maps.
-func (t *tracerPart) Unmirrored() map[int32]int {
-	if _, f := t.running(); f != nil {
-		return f.Unmirrored()
-	}
-	return nil
-}
-
-// StaleCounted implements metrics.TracerSource.
-func (t *tracerPart) StaleCounted() (uint64, error) {
-	if tr, _ := t.running(); tr != nil {
-		return tr.StaleCounted()
-	}
-	return 0, nil
-}
-
-// FeedCounters implements metrics.TracerSource.
-func (t *tracerPart) FeedCounters() feed.Counters {
-	if _, f := t.running(); f != nil {
-		return f.Counters()
-	}
-	return feed.Counters{}
 }
 
 // tracerWanted reports whether the configuration asks for a tracer this

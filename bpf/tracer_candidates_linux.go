@@ -1,0 +1,191 @@
+package bpf
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// Candidate is an entry whose own packets the tracer watches for: packets
+// from Addr on Ifindex whose Ethernet source is not MAC.
+type Candidate struct {
+	Ifindex int
+	Addr    netip.Addr
+	MAC     net.HardwareAddr
+}
+
+// SetCandidates replaces the source-MAC candidates: every candidate in
+// the map that cs does not name is removed, and cs is added as
+// UpdateCandidates adds. It walks the map; the feed calls it at start and
+// after the table lost track of its changes, and UpdateCandidates between.
+func (t CandidateFilter) SetCandidates(cs []Candidate) error {
+	want := make(map[tracerNkey]struct{}, len(cs))
+	for _, c := range cs {
+		want[nkeyOf(c.Ifindex, c.Addr)] = struct{}{}
+	}
+	var gone []Candidate
+	var k tracerNkey
+	var v tracerCand
+	t.mu.Lock()
+	it := t.objs.SourceCandidates.Iterate()
+	for it.Next(&k, &v) {
+		if _, ok := want[k]; !ok {
+			hk := k.hitKey()
+			gone = append(gone, Candidate{Ifindex: hk.Ifindex, Addr: hk.Addr})
+		}
+	}
+	err := it.Err()
+	t.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("walk source-MAC candidates: %w", err)
+	}
+	_, err = t.UpdateCandidates(append(gone, cs...))
+	return err
+}
+
+// UpdateCandidates adds, changes or removes source-MAC candidates: one
+// with a MAC is watched for packets from its address at another MAC, one
+// without is no longer watched. A candidate that stays with the same MAC
+// keeps what was seen of it. It costs a map lookup and at most one update
+// per change, and reports how many candidates did not fit in the map.
+func (t CandidateFilter) UpdateCandidates(cs []Candidate) (notWatched int, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var errs []error
+	slots, ifaces := false, false
+	var old tracerCand
+	for _, c := range cs {
+		k := nkeyOf(c.Ifindex, c.Addr)
+		had := t.objs.SourceCandidates.Lookup(k, &old) == nil
+		switch {
+		case len(c.MAC) != 6:
+			if !had {
+				continue
+			}
+			if err := t.objs.SourceCandidates.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, err)
+				continue
+			}
+			delete(t.sightings, k)
+			slots = t.candSlot(k, -1) || slots
+			ifaces = t.candIface(c.Ifindex, -1) || ifaces
+		case had && old.Mac == [6]byte(c.MAC):
+		default:
+			if err := t.objs.SourceCandidates.Put(k, tracerCand{Mac: [6]byte(c.MAC)}); err != nil {
+				notWatched++
+				continue
+			}
+			delete(t.sightings, k) // counts from zero again
+			if !had {
+				slots = t.candSlot(k, 1) || slots
+				ifaces = t.candIface(c.Ifindex, 1) || ifaces
+			}
+		}
+	}
+	if notWatched > 0 {
+		errs = append(errs, fmt.Errorf("source-MAC candidates map full (%d entries): %d candidates not watched", t.objs.SourceCandidates.MaxEntries(), notWatched))
+	}
+	if slots {
+		bloom := t.sourceBloom()
+		if err := t.objs.SourceBloom.Set(bloom); err != nil {
+			errs = append(errs, fmt.Errorf("set source filter: %w", err))
+		}
+		if t.feSourceBloom != nil {
+			if err := t.feSourceBloom.Set(bloom); err != nil {
+				errs = append(errs, fmt.Errorf("set the fentry object's source filter: %w", err))
+			}
+		}
+	}
+	if ifaces {
+		errs = append(errs, t.syncSourceLinksLocked())
+	}
+	return notWatched, errors.Join(errs...)
+}
+
+// sourceBloom is the source filter the candidates make: a slot is set
+// while some candidate hashes to it.
+func (t *tracerCore) sourceBloom() (bloom [16384]uint8) {
+	for i, n := range t.candSlots {
+		if n > 0 {
+			bloom[i] = 1
+		}
+	}
+	return bloom
+}
+
+// candSlot counts a candidate in or out of its filter slot and reports
+// whether the slot turned on or off.
+func (t *tracerCore) candSlot(k tracerNkey, d int32) bool {
+	i := sourceSlot(k)
+	was := t.candSlots[i] > 0
+	t.candSlots[i] += d
+	return was != (t.candSlots[i] > 0)
+}
+
+// candIface counts a candidate in or out of its interface and reports
+// whether the interface gained its first or lost its last.
+func (t *tracerCore) candIface(ifindex int, d int) bool {
+	n := t.candIfaces[ifindex] + d
+	if n > 0 {
+		t.candIfaces[ifindex] = n
+		t.sourceIfaces[ifindex] = true
+		return n == d
+	}
+	delete(t.candIfaces, ifindex)
+	delete(t.sourceIfaces, ifindex)
+	return true
+}
+
+// Candidates returns how many source-MAC candidates the map holds.
+func (t CandidateFilter) Candidates() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, c := range t.candIfaces {
+		n += c
+	}
+	return n
+}
+
+// sourceSlot is source_slot() of tracer.h.
+func sourceSlot(k tracerNkey) uint32 {
+	w := func(i int) uint64 { return uint64(binary.NativeEndian.Uint32(k.Addr[i*4:])) }
+	x := uint64(k.Ifindex)<<32 ^ uint64(k.Family)
+	x ^= w(0)
+	if k.Family == unix.AF_INET6 {
+		x ^= w(1)<<32 ^ w(2) ^ w(3)<<16
+	}
+	x *= 0x9E3779B97F4A7C15
+	return uint32(x>>50) & (16384 - 1)
+}
+
+// BumpEpoch starts a new epoch: the programs announce each entry's hits
+// and each candidate's sightings again, once, from now on.
+func (t CandidateFilter) BumpEpoch() error {
+	var e uint32
+	if err := t.objs.Epoch.Get(&e); err != nil {
+		return err
+	}
+	if t.feEpoch != nil {
+		if err := t.feEpoch.Set(e + 1); err != nil {
+			return err
+		}
+	}
+	return t.objs.Epoch.Set(e + 1)
+}
+
+// bloomSlot is bloom_slot() of tracer.h.
+func bloomSlot(ifindex uint32, mac net.HardwareAddr, family uint8) uint32 {
+	var x uint64
+	for _, b := range mac[:6] {
+		x = x<<8 | uint64(b)
+	}
+	x ^= uint64(ifindex)<<48 ^ uint64(family)<<56
+	x *= 0x9E3779B97F4A7C15
+	return uint32(x>>50) & (16384 - 1)
+}

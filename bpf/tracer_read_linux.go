@@ -1,0 +1,220 @@
+package bpf
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+)
+
+// Sighting is what the source-MAC program saw of a candidate: packets from
+// its address at another MAC, and the last such MAC.
+type Sighting struct {
+	MAC     net.HardwareAddr
+	Packets uint64 // since the last call of Sightings
+}
+
+// Sightings returns the candidates whose address was seen at another MAC
+// since the last call, walking every candidate (tests; the feed asks for
+// those the program announced, SightingsOf).
+func (t Reader) Sightings() (map[HitKey]Sighting, error) {
+	var keys []HitKey
+	var k tracerNkey
+	var v tracerCand
+	t.mu.Lock()
+	it := t.objs.SourceCandidates.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k.hitKey())
+	}
+	t.mu.Unlock()
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	out := make(map[HitKey]Sighting)
+	return out, t.SightingsOf(keys, out)
+}
+
+// SightingsOf returns, of some candidates, those whose address was seen
+// at another MAC since the last call, with the packets since then.
+func (t Reader) SightingsOf(keys []HitKey, out map[HitKey]Sighting) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	clear(out)
+	var v tracerCand
+	for _, hk := range keys {
+		k := nkeyOf(hk.Ifindex, hk.Addr)
+		if err := t.objs.SourceCandidates.Lookup(k, &v); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				continue
+			}
+			return fmt.Errorf("read source-MAC candidates: %w", err)
+		}
+		if d := v.Packets - t.sightings[k]; v.Packets > t.sightings[k] {
+			t.sightings[k] = v.Packets
+			out[hk] = Sighting{MAC: bytes.Clone(v.Seen[:]), Packets: d}
+		}
+	}
+	return nil
+}
+
+// Hits returns the bypass packets counted per entry in its current STALE
+// period, summed over CPUs, walking the whole map (tests; the feed asks
+// for the entries the programs announced, HitsOf).
+func (t Reader) Hits() (map[HitKey]uint64, error) {
+	out := make(map[HitKey]uint64)
+	var k tracerNkey
+	var per []tracerHitv
+	it := t.objs.Hits.Iterate()
+	n := 0
+	for it.Next(&k, &per) {
+		out[k.hitKey()] += sumHits(per)
+		n++
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read tracer hits: %w", err)
+	}
+	t.hitEntries.Store(int64(n))
+	return out, nil
+}
+
+// HitsOf returns the bypass packets of some entries in their current
+// STALE period, summed over CPUs; an entry without counters is absent.
+func (t Reader) HitsOf(keys []HitKey, out map[HitKey]uint64) error {
+	clear(out)
+	per := t.hitBuf[:0]
+	for _, hk := range keys {
+		if err := t.objs.Hits.Lookup(nkeyOf(hk.Ifindex, hk.Addr), &per); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				continue
+			}
+			return fmt.Errorf("read tracer hits: %w", err)
+		}
+		out[hk] = sumHits(per)
+	}
+	t.hitBuf = per
+	return nil
+}
+
+func sumHits(per []tracerHitv) uint64 {
+	var n uint64
+	for _, v := range per {
+		n += v.Packets
+	}
+	return n
+}
+
+// Stats reads the counters and how full the maps are.
+func (t Reader) Stats() (TracerStats, error) {
+	var s TracerStats
+	for stat, dst := range map[tracerTrStat]*uint64{
+		tracerTrStatST_HITS_DROPPED:       &s.HitsDropped,
+		tracerTrStatST_MIRROR_DROPPED:     &s.MirrorDropped,
+		tracerTrStatST_EVENTS_DROPPED:     &s.EventsDropped,
+		tracerTrStatST_XMIT_LOOKUPS:       &s.XmitLookups,
+		tracerTrStatST_XMIT_LOOKUPS6:      &s.XmitLookups6,
+		tracerTrStatST_STALE_MACS_DROPPED: &s.StaleMACsDropped,
+	} {
+		v, err := perCPUCounter(t.objs.TrStats, uint32(stat))
+		if err != nil {
+			return s, fmt.Errorf("read tracer counters: %w", err)
+		}
+		*dst = v
+	}
+	s.XmitLookups += s.XmitLookups6
+	s.HitCapacity = int(t.objs.Hits.MaxEntries())
+	s.StaleMACsCapacity = int(t.objs.StaleMacs.MaxEntries())
+	s.MirrorCapacity = int(t.objs.NeighMirror.MaxEntries())
+	s.HitEntries = int(t.hitEntries.Load())
+	s.MirrorEntries = int(t.mirrorEntries.Load())
+	return s, nil
+}
+
+// Redirects returns, in fentry mode, the redirect helper calls counted
+// per helper and next-hop state. It returns nil in xmit mode.
+func (t Reader) Redirects() (RedirectCounts, error) {
+	if t.feRedirects == nil {
+		return nil, nil
+	}
+	out := make(RedirectCounts, numHelpers)
+	slot := func(h Helper, nh fentryFeNexthop) uint32 {
+		return uint32(h)*uint32(fentryFeNexthopNH_MAX) + uint32(nh)
+	}
+	for _, h := range Helpers() {
+		stale, err := perCPUCounter(t.feRedirects, slot(h, fentryFeNexthopNH_STALE))
+		if err != nil {
+			return nil, fmt.Errorf("read fentry redirect counters: %w", err)
+		}
+		other, err := perCPUCounter(t.feRedirects, slot(h, fentryFeNexthopNH_OTHER))
+		if err != nil {
+			return nil, fmt.Errorf("read fentry redirect counters: %w", err)
+		}
+		out[h] = struct{ Stale, Other uint64 }{stale, other}
+	}
+	return out, nil
+}
+
+// sources name the tracepoints of enum tp_source.
+var sources = map[tracerTpSource]string{
+	tracerTpSourceSRC_UPDATE:     "neigh_update_done",
+	tracerTpSourceSRC_EVENT_SEND: "neigh_event_send_done",
+	tracerTpSourceSRC_TIMER:      "neigh_timer_handler",
+	tracerTpSourceSRC_CREATE:     "neigh_create",
+	tracerTpSourceSRC_CLEANUP:    "neigh_cleanup_and_release",
+	tracerTpSourceSRC_HIT:        SourceHit,
+	tracerTpSourceSRC_SIGHTING:   SourceSighting,
+	tracerTpSourceSRC_UNMIRRORED: SourceUnmirrored,
+	tracerTpSourceSRC_OWN:        SourceOwn,
+}
+
+// ReadTransitions calls fn for each silent transition the tracepoints
+// report, until ctx ends or the tracer is closed. Records that do not
+// decode go to bad.
+func (t Reader) ReadTransitions(ctx context.Context, fn func(SilentTransition), bad func(error)) error {
+	// Flush wakes a blocked read without the reader's lock, which a
+	// blocked read holds (SetDeadline would wait for it).
+	stop := context.AfterFunc(ctx, func() { _ = t.rd.Flush() })
+	defer stop()
+	var rec ringbuf.Record
+	for {
+		if err := t.rd.ReadInto(&rec); err != nil {
+			if ctx.Err() != nil || errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
+				return nil
+			}
+			if errors.Is(err, ringbuf.ErrFlushed) {
+				continue
+			}
+			return fmt.Errorf("read tracer events: %w", err)
+		}
+		st, err := decodeTransition(rec.RawSample)
+		if err != nil {
+			bad(err)
+			continue
+		}
+		fn(st)
+	}
+}
+
+// decodeTransition decodes one ring buffer record, a struct tp_event.
+func decodeTransition(b []byte) (SilentTransition, error) {
+	var ev tracerTpEvent
+	if err := binary.Read(bytes.NewReader(b), binary.NativeEndian, &ev); err != nil {
+		return SilentTransition{}, fmt.Errorf("tracer event of %d bytes: %w", len(b), err)
+	}
+	if ev.Key.Family != unix.AF_INET && ev.Key.Family != unix.AF_INET6 {
+		return SilentTransition{}, fmt.Errorf("tracer event for address family %d", ev.Key.Family)
+	}
+	return SilentTransition{
+		Key:    ev.Key.hitKey(),
+		From:   ev.From,
+		To:     ev.To,
+		MAC:    net.HardwareAddr(bytes.Clone(ev.Mac[:])),
+		Source: sources[tracerTpSource(ev.Source)],
+	}, nil
+}

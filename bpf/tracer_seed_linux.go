@@ -1,0 +1,192 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// Bounds of MapSizeFor. MaxMapEntries is also the default cap
+// (--tracer.max-map-entries).
+const (
+	minMapSize    = 1 << 14
+	MaxMapEntries = 1 << 22
+	maxMapSize    = MaxMapEntries
+)
+
+// MapSizeFor is the capacity the tracer's maps need for a node whose
+// neighbour tables may hold entries entries (the gc_thresh3 of both
+// families, or more where exempt entries such as PERMANENT ones exceed
+// it): a power of two from 16,384 to 4,194,304. The maps allocate their
+// elements on demand; the kernel sets aside 16 bytes per slot for their
+// buckets.
+func MapSizeFor(entries int) int {
+	n := minMapSize
+	for n < entries && n < maxMapSize {
+		n <<= 1
+	}
+	return n
+}
+
+// NetNSInode returns the inode number of a network namespace file
+// (/proc/PID/ns/net or /run/netns/NAME), which identifies it in the kernel.
+func NetNSInode(path string) (uint32, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, fmt.Errorf("identify network namespace %s: %w", path, err)
+	}
+	return uint32(st.Ino), nil
+}
+
+func nkeyOf(ifindex int, a netip.Addr) tracerNkey {
+	k := tracerNkey{Ifindex: uint32(ifindex)}
+	if a.Is4() {
+		k.Family = unix.AF_INET
+		b := a.As4()
+		copy(k.Addr[:], b[:])
+	} else {
+		k.Family = unix.AF_INET6
+		k.Addr = a.As16()
+	}
+	return k
+}
+
+func (k tracerNkey) hitKey() HitKey {
+	if k.Family == unix.AF_INET {
+		return HitKey{Ifindex: int(k.Ifindex), Addr: netip.AddrFrom4([4]byte(k.Addr[:4]))}
+	}
+	return HitKey{Ifindex: int(k.Ifindex), Addr: netip.AddrFrom16(k.Addr)}
+}
+
+// Seed fills the in-kernel mirror with entries the tracepoints have not
+// reported yet. The tracepoints are attached first, so an entry they have
+// already recorded is newer and is left alone. A STALE entry is counted
+// in the STALE-MAC map first and in the filters only if it fits, as the
+// tracepoints do. What does not fit is returned, not lost: the caller
+// counts it and tries again. The per-interface counters and the MAC
+// filter are read once, updated in memory and written back once; a
+// tracepoint that changes them in between loses that change.
+func (t Seeder) Seed(entries []SeedEntry) (n int, unmirrored []HitKey, err error) {
+	var buckets [4096]uint32
+	var bloom [16384]uint32
+	if err := t.objs.StaleOnIf.Get(&buckets); err != nil {
+		return 0, nil, err
+	}
+	if err := t.objs.MacBloom.Get(&bloom); err != nil {
+		return 0, nil, err
+	}
+	stale := 0
+	for _, e := range entries {
+		k := nkeyOf(e.Ifindex, e.Addr)
+		var probe tracerNval
+		if t.objs.NeighMirror.Lookup(k, &probe) == nil {
+			continue // a tracepoint got there first
+		}
+		v := tracerNval{State: e.State}
+		copy(v.Mac[:], e.MAC)
+		var mk tracerMkey
+		if e.State == unix.NUD_STALE && len(e.MAC) >= 6 {
+			mk = tracerMkey{Ifindex: uint32(e.Ifindex), Family: k.Family}
+			copy(mk.Mac[:], e.MAC)
+			if t.countStale(mk, k) {
+				v.StaleOk = 1
+			}
+		}
+		if err := t.objs.NeighMirror.Update(k, v, ebpf.UpdateNoExist); err != nil {
+			if v.StaleOk == 1 {
+				t.uncountStale(mk)
+			}
+			if errors.Is(err, ebpf.ErrKeyExist) {
+				continue
+			}
+			unmirrored = append(unmirrored, k.hitKey())
+			continue
+		}
+		n++
+		if e.State == unix.NUD_STALE && v.StaleOk == 0 {
+			unmirrored = append(unmirrored, k.hitKey())
+		}
+		if v.StaleOk == 1 {
+			buckets[e.Ifindex%len(buckets)]++
+			bloom[bloomSlot(uint32(e.Ifindex), e.MAC, k.Family)]++
+			stale++
+		}
+	}
+	if stale == 0 {
+		return n, unmirrored, nil
+	}
+	if err := t.objs.StaleOnIf.Set(buckets); err != nil {
+		return n, unmirrored, err
+	}
+	return n, unmirrored, t.objs.MacBloom.Set(bloom)
+}
+
+// countStale adds one entry to a STALE MAC's count, as count_stale does;
+// false when the map is full.
+func (t *tracerCore) countStale(mk tracerMkey, k tracerNkey) bool {
+	var mv tracerMval
+	if err := t.objs.StaleMacs.Lookup(mk, &mv); err == nil {
+		mv.Count++
+		mv.Entry = k
+		return t.objs.StaleMacs.Put(mk, mv) == nil
+	}
+	return t.objs.StaleMacs.Update(mk, tracerMval{Count: 1, Entry: k}, ebpf.UpdateNoExist) == nil
+}
+
+func (t *tracerCore) uncountStale(mk tracerMkey) {
+	var mv tracerMval
+	if t.objs.StaleMacs.Lookup(mk, &mv) != nil {
+		return
+	}
+	if mv.Count <= 1 {
+		_ = t.objs.StaleMacs.Delete(mk)
+		return
+	}
+	mv.Count--
+	_ = t.objs.StaleMacs.Put(mk, mv)
+}
+
+// StaleCounted returns how many STALE entries the in-kernel maps count
+// (mirrored, in the STALE-MAC map and the filters): with the entries
+// reported unmirrored, every STALE entry the tracer watches.
+func (t Seeder) StaleCounted() (uint64, error) {
+	var buckets [4096]uint32
+	if err := t.objs.StaleOnIf.Get(&buckets); err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, b := range buckets {
+		n += uint64(b)
+	}
+	return n, nil
+}
+
+// Mirrored reports whether an entry is in the in-kernel mirror and, when
+// STALE, counted in the STALE-MAC map.
+func (t Seeder) Mirrored(k HitKey) bool {
+	var v tracerNval
+	if t.objs.NeighMirror.Lookup(nkeyOf(k.Ifindex, k.Addr), &v) != nil {
+		return false
+	}
+	return v.State != unix.NUD_STALE || v.StaleOk == 1
+}
+
+// RefreshMirrorSize counts the mirror's entries. It walks the map with a
+// syscall per key, so callers should call it rarely and off the scrape path.
+func (t Seeder) RefreshMirrorSize() {
+	t.mirrorEntries.Store(int64(countKeys(t.objs.NeighMirror)))
+}
+
+func countKeys(m *ebpf.Map) int {
+	var k tracerNkey
+	n := 0
+	it := m.Iterate()
+	var v []byte
+	for it.Next(&k, &v) {
+		n++
+	}
+	return n
+}
