@@ -20,7 +20,7 @@ ARGS     ?=
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 UNPARAM     := mvdan.cc/unparam@v0.0.0-20260823230713-2fa3d841b0c8
-# The chart's tools, pinned as the linters are (internal/manifests names
+# The chart's tools, pinned as the linters are (internal/dev/manifests names
 # the same helm).
 HELM          := helm.sh/helm/v3/cmd/helm@v3.22.0
 # helm-unittest's go.mod has a replace directive, so go run cannot build it
@@ -74,7 +74,7 @@ image: release
 # The failure and its repair on a lab of namespaces, narrated (as root,
 # under two minutes); it removes all it made, on Ctrl-C too.
 demo: deps build
-	$(GO) build -o bin/nwdemo ./internal/lab/cmd/nwdemo
+	$(GO) build -o bin/nwdemo ./internal/dev/lab/cmd/nwdemo
 	./bin/nwdemo --neighwatch $(BIN)
 
 # The binary, the systemd unit and its EnvironmentFile (kept if it
@@ -91,7 +91,7 @@ install: build
 # deploy/kubernetes/prometheusrule.yaml from deploy/prometheus/alerts.yml,
 # and the chart's copies of the rules and the dashboard.
 manifests:
-	$(GO) run ./internal/manifests/cmd/genrule
+	$(GO) run ./internal/dev/manifests/cmd/genrule
 
 # Runs the agent on defaults. It needs root (or CAP_NET_ADMIN and
 # CAP_NET_RAW); without them it still mirrors the table and serves metrics
@@ -116,7 +116,7 @@ test: deps vet lint cross arm64 fmt-check check-generate checkrules chart
 KERNELS ?= 5.10,6.1,6.12,newest
 HOST    ?= full
 test-kernels: deps
-	$(GO) run ./internal/kernels/cmd/nwkernels run --kernels $(KERNELS) --host $(HOST) --readme README.md
+	$(GO) run ./internal/dev/kernels/cmd/nwkernels run --kernels $(KERNELS) --host $(HOST) --readme README.md
 
 # Tests any user can run: privileged ones skip with their reason (unless
 # CI=true, where they fail instead).
@@ -148,7 +148,7 @@ arm64:
 
 # The Helm chart's unit tests (helm-unittest, tests/ in the chart); lint,
 # the render of every ci/*-values.yaml and its equality with
-# deploy/kubernetes are internal/manifests' tests.
+# deploy/kubernetes are internal/dev/manifests' tests.
 chart:
 	@mkdir -p bin
 	$(GO) mod download $(HELM_UNITTEST)
@@ -161,14 +161,14 @@ fmt-check:
 
 # Regenerates the eBPF objects with clang (bpf2go).
 generate:
-	$(GO) generate ./bpf/... ./internal/bench/progs/... ./internal/lab/fwd/...
+	$(GO) generate ./bpf/... ./internal/dev/bench/progs/... ./internal/dev/lab/fwd/...
 
 # Fails when the committed eBPF objects differ from a fresh build.
 check-generate:
 	@if [ -n "$$(ls bpf/*.c 2>/dev/null)" ]; then \
 		$(MAKE) --no-print-directory generate && \
-		git diff --exit-code --stat -- bpf/ internal/bench/progs/ internal/lab/fwd/ && \
-		test -z "$$(git status --porcelain -- bpf/ internal/bench/progs/ internal/lab/fwd/)" || { git status --short -- bpf/ internal/bench/progs/ internal/lab/fwd/; echo "generated eBPF objects are out of date or uncommitted: run make generate and commit" >&2; exit 1; }; \
+		git diff --exit-code --stat -- bpf/ internal/dev/bench/progs/ internal/dev/lab/fwd/ && \
+		test -z "$$(git status --porcelain -- bpf/ internal/dev/bench/progs/ internal/dev/lab/fwd/)" || { git status --short -- bpf/ internal/dev/bench/progs/ internal/dev/lab/fwd/; echo "generated eBPF objects are out of date or uncommitted: run make generate and commit" >&2; exit 1; }; \
 	fi
 
 checkrules:
@@ -186,7 +186,7 @@ bench:
 # forwarding with and without the tracer, datapath decisions.
 bench-root: build
 	mkdir -p .bench
-	$(GO) build -o bin/nwbench ./internal/bench/cmd/nwbench
+	$(GO) build -o bin/nwbench ./internal/dev/bench/cmd/nwbench
 	./bin/nwbench run --rounds 11 --entries 1000,100000 --bin 'bin/neighwatch,bin/neighwatch@--tracer=off' | tee .bench/sync-100k.txt
 	$(GO) test ./monitor/mirror -run '^$$' -bench DrainInterleaved -benchtime 7x | tee .bench/drain.txt
 	NEIGHWATCH_BENCH_OUT=$(CURDIR)/.bench/forwarding.txt $(GO) test ./bpf -run '^$$' -bench 'Forwarding$$' -benchtime 11x
@@ -195,10 +195,10 @@ bench-root: build
 	$(GO) test ./bpf -run '^$$' -bench Decision -benchtime 2000x -count 5 | tee .bench/decision.txt
 
 lab-up:
-	$(GO) run ./internal/lab/cmd/nwlab up
+	$(GO) run ./internal/dev/lab/cmd/nwlab up
 
 lab-down:
-	$(GO) run ./internal/lab/cmd/nwlab down
+	$(GO) run ./internal/dev/lab/cmd/nwlab down
 
 clean:
 	rm -rf bin .bench .kernels

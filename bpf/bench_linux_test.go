@@ -14,9 +14,9 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/neighwatch/neighwatch/internal/bench/progs"
-	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/pkt"
+	"github.com/neighwatch/neighwatch/internal/dev/bench/progs"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/pkt"
 	"golang.org/x/sys/unix"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/pkt"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/pkt"
 )
 
 const (

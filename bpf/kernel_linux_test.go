@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/lab/fwd"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab/fwd"
 	"golang.org/x/sys/unix"
 )
 

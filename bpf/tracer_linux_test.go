@@ -8,7 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"golang.org/x/sys/unix"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 )
 
 func TestEventsJSONAndHealth(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/prometheus/common/model"
 	"sigs.k8s.io/yaml"
 )

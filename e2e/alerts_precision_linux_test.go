@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 )
 
 // TestAlertsPrecision: on the real Prometheus and Alertmanager, with the

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/control"
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 )
 
 // TestARPPoisoningIsConflict: on one Ethernet segment a spoofer claims the

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 )
 
 // BenchmarkDetectionLatency measures how long the agent, on its default

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/neighwatch/neighwatch/internal/control"
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 )
 
 // TestHelpExitsZero: --help of the command and of every subcommand, and
@@ -32,7 +32,7 @@ func TestHelpExitsZero(t *testing.T) {
 		}
 	}
 	nwlab := filepath.Join(t.TempDir(), "nwlab")
-	if out, err := exec.Command("go", "build", "-o", nwlab, "../internal/lab/cmd/nwlab").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", nwlab, "../internal/dev/lab/cmd/nwlab").CombinedOutput(); err != nil {
 		t.Fatalf("build nwlab: %v\n%s", err, out)
 	}
 	if out, err := exec.Command(nwlab, "--help").Output(); err != nil || !strings.HasPrefix(string(out), "usage: nwlab") {

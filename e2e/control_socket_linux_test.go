@@ -20,7 +20,7 @@ import (
 	"unsafe"
 
 	"github.com/neighwatch/neighwatch/internal/control"
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"golang.org/x/sys/unix"
 )
 

@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 )
 
 // buildDemo builds nwdemo for a test.
 func buildDemo(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "nwdemo")
-	if out, err := exec.Command("go", "build", "-o", bin, "../internal/lab/cmd/nwdemo").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "../internal/dev/lab/cmd/nwdemo").CombinedOutput(); err != nil {
 		t.Fatalf("build nwdemo: %v\n%s", err, out)
 	}
 	return bin

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/control"
-	"github.com/neighwatch/neighwatch/internal/kernels"
-	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/lab/fwd"
+	"github.com/neighwatch/neighwatch/internal/dev/kernels"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab/fwd"
 )
 
 // TestBypassedHostFoundAndRepaired is the loop neighwatch exists for, as

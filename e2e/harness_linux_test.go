@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/control"
-	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/manifests"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/manifests"
 )
 
 // binPath is the neighwatch binary the integration tests run, built once.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/manifests"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/manifests"
 	corev1 "k8s.io/api/core/v1"
 )
 

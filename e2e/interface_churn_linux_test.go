@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/monitor/evidence"
 	"golang.org/x/sys/unix"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 )
 
 // BenchmarkRecoveryAfterMove measures, on the lab with the project's

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/control"
-	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/lab/fwd"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab/fwd"
 )
 
 // managedLab is the lab with the client's entry on the node STALE, the

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/control"
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 )
 
 func TestStateAgeFromCacheinfoSurvivesRestart(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/control"
-	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/lab/fwd"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab/fwd"
 	"golang.org/x/sys/unix"
 )
 

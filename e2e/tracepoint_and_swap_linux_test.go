@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/control"
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 )
 
 // TestTracepointEventForSilentTransition: the kernel forwards through a

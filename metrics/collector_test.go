@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
-	"github.com/neighwatch/neighwatch/internal/connlimit"
+	"github.com/neighwatch/neighwatch/metrics/connlimit"
 	"github.com/neighwatch/neighwatch/monitor/evidence"
 	"github.com/neighwatch/neighwatch/monitor/feed"
 	"github.com/neighwatch/neighwatch/monitor/mirror"

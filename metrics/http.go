@@ -3,7 +3,7 @@ package metrics
 import (
 	"log/slog"
 
-	"github.com/neighwatch/neighwatch/internal/connlimit"
+	"github.com/neighwatch/neighwatch/metrics/connlimit"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

@@ -28,7 +28,7 @@ build() { # DIR TAG
 }
 build "$work/old" old
 build "$newdir" new
-(cd "$newdir" && go build -o "$work/nwbench" ./internal/bench/cmd/nwbench)
+(cd "$newdir" && go build -o "$work/nwbench" ./internal/dev/bench/cmd/nwbench)
 
 echo "# nwbench: old $old, new ${new:-working tree}" | tee "$out/compare-nwbench.txt"
 "$work/nwbench" run --rounds 11 --entries 1000,100000 --bin "$work/old-neighwatch,$work/new-neighwatch" | tee -a "$out/compare-nwbench.txt"

@@ -54,18 +54,18 @@ func declareAgent(fs *flag.FlagSet) (*bound, *options) {
 	type n = span[int]
 	type x = span[float64]
 	const live, restart = true, false
-	o.str(&b.configFile, "config.file", "none", restart, "YAML file of flag values (keys are the flag names without dashes); flags on the command line win; reloaded on SIGHUP and when its content changes")
+	o.str(&b.configFile, "config.file", "none", "YAML file of flag values (keys are the flag names without dashes); flags on the command line win; reloaded on SIGHUP and when its content changes")
 	o.values((*regexList)(&c.Mirror.Interfaces.Include), "interfaces", "all", restart, "comma-separated regexes of interfaces to watch, matched against the whole name")
 	o.values((*regexList)(&c.Mirror.Interfaces.Exclude), "exclude-interfaces", "none", restart, "comma-separated regexes of interfaces to ignore")
 	o.duration(&c.StaleThreshold, "stale-threshold", d{time.Second, 24 * time.Hour, false}, live, "STALE this long makes an entry stale-long")
-	o.str(&c.Metrics.Listen, "metrics.listen", "", restart, "host:port for /metrics, /healthz and /readyz")
+	o.str(&c.Metrics.Listen, "metrics.listen", "", "host:port for /metrics, /healthz and /readyz")
 	o.lookup("metrics.listen").check = func() error {
 		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
 			return fmt.Errorf("--metrics.listen %q is not host:port: %w", c.Metrics.Listen, err)
 		}
 		return nil
 	}
-	o.str(&c.Metrics.WebConfigFile, "web.config.file", "none", restart, "exporter-toolkit web configuration file: TLS and basic auth on the metrics address")
+	o.str(&c.Metrics.WebConfigFile, "web.config.file", "none", "exporter-toolkit web configuration file: TLS and basic auth on the metrics address")
 	o.lookup("web.config.file").check = func() error {
 		if c.Metrics.WebConfigFile == "" {
 			return nil
@@ -77,7 +77,7 @@ func declareAgent(fs *flag.FlagSet) (*bound, *options) {
 	}
 	o.int(&c.Metrics.MaxConnections, "web.max-connections", n{1, 65536, false}, restart, "most connections the metrics address holds at once; when all are taken, a new one takes the slot of a stalled or idle one (README: When the metrics address is full)")
 	o.int(&c.Metrics.MaxConnectionsPerIP, "web.max-connections-per-ip", n{1, 65536, false}, restart, "most connections from one client (an IPv4 address, an IPv6 /64); more are closed at accept")
-	o.str(&c.ControlSocket, "control.socket", "", restart, "Unix socket for the control API (status, events, the runtime remediation and datapath switches, profiles), mode 0600 from its first moment; the agent does not start without it; empty turns the API off")
+	o.str(&c.ControlSocket, "control.socket", "", "Unix socket for the control API (status, events, the runtime remediation and datapath switches, profiles), mode 0600 from its first moment; the agent does not start without it; empty turns the API off")
 	o.int(&c.Metrics.StuckInfoCap, "metrics.stuck-info-limit", n{0, 10000, false}, restart, "most neighwatch_stuck_neighbour_info series per scrape")
 	o.int(&c.Mirror.ReceiveBuffer, "netlink.receive-buffer", n{64 << 10, 1 << 30, false}, restart, "netlink socket receive buffer in bytes (16 MiB); forced past rmem_max with CAP_NET_ADMIN")
 	o.duration(&c.Mirror.ResyncInterval, "netlink.resync-interval", d{10 * time.Second, 24 * time.Hour, true}, restart, "full dump that catches entries the kernel creates without telling netlink (0 turns it off)")
@@ -117,8 +117,8 @@ func declareAgent(fs *flag.FlagSet) (*bound, *options) {
 	o.values((*regexList)(&r.Filter.ExcludeInterfaces), "remediation.exclude-interfaces", "none", live, "comma-separated regexes of interfaces remediation leaves alone")
 	o.values((*prefixList)(&r.Filter.AllowCIDRs), "remediation.allow-cidrs", "all", live, "comma-separated prefixes remediation may act on")
 	o.values((*prefixList)(&r.Filter.DenyCIDRs), "remediation.deny-cidrs", "none", live, "comma-separated prefixes remediation leaves alone")
-	o.str(&b.level, "log.level", "", restart, "log level: debug, info, warn or error")
-	o.str(&b.format, "log.format", "", restart, "log format: text or json")
+	o.str(&b.level, "log.level", "", "log level: debug, info, warn or error")
+	o.str(&b.format, "log.format", "", "log format: text or json")
 	return b, o
 }
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/manifests"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/manifests"
 	"github.com/neighwatch/neighwatch/remediate"
 )
 

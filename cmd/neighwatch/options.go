@@ -119,13 +119,14 @@ func withRange(help, rng string) string {
 }
 
 // str declares a string option bound to p; shown is the default as the
-// README shows it ("" shows p's value).
-func (o *options) str(p *string, name, shown string, live bool, help string) {
+// README shows it ("" shows p's value). Strings (addresses, files,
+// sockets, the logger) apply on restart only.
+func (o *options) str(p *string, name, shown string, help string) {
 	if shown == "" {
 		shown = "`" + *p + "`"
 	}
 	o.fs.StringVar(p, name, *p, help)
-	o.add(&option{name: name, def: shown, live: live, help: help})
+	o.add(&option{name: name, def: shown, help: help})
 }
 
 func (o *options) bool(p *bool, name string, live bool, help string) {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
-	"github.com/neighwatch/neighwatch/internal/connlimit"
+	"github.com/neighwatch/neighwatch/metrics/connlimit"
 	"github.com/neighwatch/neighwatch/internal/control"
 	"github.com/neighwatch/neighwatch/metrics"
 	"github.com/neighwatch/neighwatch/monitor/evidence"

@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/connlimit"
+	"github.com/neighwatch/neighwatch/metrics/connlimit"
 	"github.com/neighwatch/neighwatch/table"
 )
 

@@ -4,7 +4,7 @@ import (
 	"net"
 
 	"github.com/mdlayher/packet"
-	"github.com/neighwatch/neighwatch/internal/nsenter"
+	"github.com/neighwatch/neighwatch/monitor/internal/nsenter"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )

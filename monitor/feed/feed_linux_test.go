@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/monitor/feed"
 	"github.com/neighwatch/neighwatch/monitor/mirror"
 	"github.com/neighwatch/neighwatch/table"

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/table"
 )
 

@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/rtnl"
+	"github.com/neighwatch/neighwatch/monitor/internal/rtnl"
 	"github.com/neighwatch/neighwatch/table"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
-	"github.com/neighwatch/neighwatch/internal/nsenter"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
+	"github.com/neighwatch/neighwatch/monitor/internal/nsenter"
 	"github.com/neighwatch/neighwatch/table"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"

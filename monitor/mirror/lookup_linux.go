@@ -3,7 +3,7 @@ package mirror
 import (
 	"errors"
 
-	"github.com/neighwatch/neighwatch/internal/nsenter"
+	"github.com/neighwatch/neighwatch/monitor/internal/nsenter"
 	"github.com/neighwatch/neighwatch/table"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"

@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/nsenter"
-	"github.com/neighwatch/neighwatch/internal/rtnl"
+	"github.com/neighwatch/neighwatch/monitor/internal/nsenter"
+	"github.com/neighwatch/neighwatch/monitor/internal/rtnl"
 	"github.com/neighwatch/neighwatch/table"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/neighwatch/neighwatch/internal/nsenter"
-	"github.com/neighwatch/neighwatch/internal/rtnl"
+	"github.com/neighwatch/neighwatch/monitor/internal/nsenter"
+	"github.com/neighwatch/neighwatch/monitor/internal/rtnl"
 	"github.com/neighwatch/neighwatch/table"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"

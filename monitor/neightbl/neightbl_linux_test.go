@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/neighwatch/neighwatch/internal/rtnl"
+	"github.com/neighwatch/neighwatch/monitor/internal/rtnl"
 	"github.com/neighwatch/neighwatch/table"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-const root = "../.."
+const root = "../../.."
 
 func read(t *testing.T, rel string) []byte {
 	t.Helper()
@@ -190,11 +190,11 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 // from the files themselves, and what the kernel matrix runs the agent
 // under.
 func TestPrivileges(t *testing.T) {
-	ds, err := DaemonSetPrivileges("../..")
+	ds, err := DaemonSetPrivileges("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sd, err := SystemdPrivileges("../..")
+	sd, err := SystemdPrivileges("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}

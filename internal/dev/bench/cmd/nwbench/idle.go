@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 )
 
 // idleAgent is one agent held idle on a table of its own.

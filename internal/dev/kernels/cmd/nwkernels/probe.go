@@ -16,8 +16,8 @@ import (
 
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/neighwatch/neighwatch/bpf"
-	"github.com/neighwatch/neighwatch/internal/kernels"
-	"github.com/neighwatch/neighwatch/internal/manifests"
+	"github.com/neighwatch/neighwatch/internal/dev/kernels"
+	"github.com/neighwatch/neighwatch/internal/dev/manifests"
 	"github.com/neighwatch/neighwatch/remediate"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"

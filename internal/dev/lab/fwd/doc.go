@@ -6,4 +6,4 @@
 // do not check the project only against itself.
 package fwd
 
-//go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror -I../../../bpf/include" -target bpfel -go-package fwd fwd fwd.c
+//go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror -I../../../../bpf/include" -target bpfel -go-package fwd fwd fwd.c

@@ -17,8 +17,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/kernels"
-	"github.com/neighwatch/neighwatch/internal/manifests"
+	"github.com/neighwatch/neighwatch/internal/dev/kernels"
+	"github.com/neighwatch/neighwatch/internal/dev/manifests"
 )
 
 func run(ctx context.Context, args []string) error {
@@ -159,7 +159,7 @@ func build(ctx context.Context, dir string) (binaries, error) {
 	ld := "-X github.com/prometheus/common/version.Version=" + strings.TrimSpace(string(version))
 	cmds := [][]string{
 		{"go", "build", "-ldflags", ld, "-o", b.neighwatch, "./cmd/neighwatch"},
-		{"go", "build", "-o", b.nwkernels, "./internal/kernels/cmd/nwkernels"},
+		{"go", "build", "-o", b.nwkernels, "./internal/dev/kernels/cmd/nwkernels"},
 	}
 	for _, s := range kernels.Contract {
 		bin := filepath.Join(dir, strings.ReplaceAll(strings.TrimPrefix(s.Package, "./"), "/", "_")+".test")

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/neighwatch/neighwatch/internal/kernels"
+	"github.com/neighwatch/neighwatch/internal/dev/kernels"
 )
 
 // TestReadmeKeptOnFailure: a run where a kernel failed leaves the

@@ -11,7 +11,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 )
 
 const stateFile = "/run/neighwatch-lab"

@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 )
 
 const metricsAddr = "127.0.0.1:9947" // inside the node's namespace

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/neighwatch/neighwatch/internal/manifests"
+	"github.com/neighwatch/neighwatch/internal/dev/manifests"
 )
 
 func main() {

@@ -29,7 +29,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/lab"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/vishvananda/netlink"
 )
 

@@ -163,7 +163,7 @@ func fetchOne(t *testing.T) Image {
 	if archive == "" {
 		t.Fatal("no Debian archive in the APT sources: the matrix fetches its kernels from it")
 	}
-	cache, err := filepath.Abs("../../.kernels/cache")
+	cache, err := filepath.Abs("../../../.kernels/cache")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/neighwatch/neighwatch/internal/kernels"
+	"github.com/neighwatch/neighwatch/internal/dev/kernels"
 )
 
 // execIn boots one kernel, runs a shell command in it and prints what it

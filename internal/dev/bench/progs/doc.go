@@ -2,7 +2,7 @@
 // inject and drop frames.
 package progs
 
-//go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror -I../../../bpf/include" -target bpfel -go-package progs bench progs.c
+//go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror -I../../../../bpf/include" -target bpfel -go-package progs bench progs.c
 
 // Objects are the loaded benchmark programs.
 type Objects = benchObjects

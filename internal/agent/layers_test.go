@@ -1,0 +1,65 @@
+package agent
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/neighwatch/neighwatch/"
+
+// TestLayers holds the arrows of the README's Layout: each package's
+// imports (not its tests') point only down.
+func TestLayers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := map[string][]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(l)
+		pkg := strings.TrimPrefix(f[0], module)
+		for _, i := range f[1:] {
+			if strings.HasPrefix(i, module) {
+				imports[pkg] = append(imports[pkg], strings.TrimPrefix(i, module))
+			}
+		}
+		if _, ok := imports[pkg]; !ok {
+			imports[pkg] = nil
+		}
+	}
+	if len(imports) < 20 {
+		t.Fatalf("go list named %d packages: not the module", len(imports))
+	}
+	under := func(p string, roots ...string) bool {
+		for _, r := range roots {
+			if p == r || strings.HasPrefix(p, r+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	dev := func(p string) bool { return under(p, "internal/dev", "e2e") }
+	for pkg, imps := range imports {
+		for _, i := range imps {
+			var why string
+			switch {
+			case under(pkg, "table", "bpf", "monitor/internal", "metrics/connlimit"):
+				why = "a leaf imports nothing of the project"
+			case under(pkg, "monitor") && !under(i, "table", "bpf", "monitor/internal"):
+				why = "a source imports only the table, bpf and its own helpers"
+			case under(pkg, "remediate") && !under(i, "table", "bpf"):
+				why = "remediation imports only the table and bpf"
+			case !dev(pkg) && dev(i):
+				why = "the product imports no development tooling"
+			case i == "internal/agent" && pkg != "cmd/neighwatch":
+				why = "only the command imports the wiring"
+			case under(i, "cmd"):
+				why = "nothing imports a command"
+			}
+			if why != "" {
+				t.Errorf("%s imports %s: %s", pkg, i, why)
+			}
+		}
+	}
+}
