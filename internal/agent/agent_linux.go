@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
-	"github.com/neighwatch/neighwatch/metrics/connlimit"
 	"github.com/neighwatch/neighwatch/internal/control"
 	"github.com/neighwatch/neighwatch/metrics"
+	"github.com/neighwatch/neighwatch/metrics/connlimit"
 	"github.com/neighwatch/neighwatch/monitor/evidence"
 	"github.com/neighwatch/neighwatch/monitor/feed"
 	"github.com/neighwatch/neighwatch/monitor/mirror"
