@@ -397,10 +397,10 @@ func BenchmarkForwardingSampled(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer f.l.Node.MustIP(b, "neigh", "del", staleIP.String(), "dev", lab.NodeClientIf)
-			if err := tr.SetCandidates([]Candidate{{Ifindex: f.n0, Addr: staleIP, MAC: staleMAC}}); err != nil {
+			if _, err := tr.UpdateCandidates([]Candidate{{Ifindex: f.n0, Addr: staleIP, MAC: staleMAC}}); err != nil {
 				b.Fatal(err)
 			}
-		} else if err := tr.SetCandidates(nil); err != nil {
+		} else if err := tr.PruneCandidates(func(int, netip.Addr) bool { return false }); err != nil {
 			b.Fatal(err)
 		}
 		_, before := tr.PerPacket()

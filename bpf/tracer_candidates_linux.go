@@ -19,23 +19,18 @@ type Candidate struct {
 	MAC     net.HardwareAddr
 }
 
-// SetCandidates replaces the source-MAC candidates: every candidate in
-// the map that cs does not name is removed, and cs is added as
-// UpdateCandidates adds. It walks the map; the feed calls it at start and
-// after the table lost track of its changes, and UpdateCandidates between.
-func (t CandidateFilter) SetCandidates(cs []Candidate) error {
-	want := make(map[tracerNkey]struct{}, len(cs))
-	for _, c := range cs {
-		want[nkeyOf(c.Ifindex, c.Addr)] = struct{}{}
-	}
+// PruneCandidates removes the source-MAC candidates keep no longer
+// wants. It walks the map; the feed calls it after walking the table's
+// candidates again (when the table lost track of its changes), and
+// UpdateCandidates otherwise.
+func (t CandidateFilter) PruneCandidates(keep func(ifindex int, addr netip.Addr) bool) error {
 	var gone []Candidate
 	var k tracerNkey
 	var v tracerCand
 	t.mu.Lock()
 	it := t.objs.SourceCandidates.Iterate()
 	for it.Next(&k, &v) {
-		if _, ok := want[k]; !ok {
-			hk := k.hitKey()
+		if hk := k.hitKey(); !keep(hk.Ifindex, hk.Addr) {
 			gone = append(gone, Candidate{Ifindex: hk.Ifindex, Addr: hk.Addr})
 		}
 	}
@@ -44,7 +39,7 @@ func (t CandidateFilter) SetCandidates(cs []Candidate) error {
 	if err != nil {
 		return fmt.Errorf("walk source-MAC candidates: %w", err)
 	}
-	_, err = t.UpdateCandidates(append(gone, cs...))
+	_, err = t.UpdateCandidates(gone)
 	return err
 }
 

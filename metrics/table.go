@@ -35,6 +35,7 @@ func NewTableCollector(t TableReader, stuckCap int, log *slog.Logger) prometheus
 		bypass        = s.counter("neighbour_bypass_packets_total", "Packets sent to STALE entries without passing the neighbour subsystem, as counted by the tracer.", "interface", "family")
 		stuckInfo     = s.gauge("stuck_neighbour_info", "One series per stuck entry (capped), naming it for alerts.", "interface", "family", "ip", "lladdr", "seen_lladdr")
 		stuckDropped  = s.gauge("stuck_neighbour_info_dropped", "Stuck entries over --metrics.stuck-info-limit, named in no neighwatch_stuck_neighbour_info series now (the same at every scrape).")
+		tableBytes    = s.gauge("table_bytes", "Memory the table's entries take: their records and index, which live outside the Go heap (go_memstats_* do not count them), and the evidence kept of the few that have some.")
 		eventsDropped = s.counter("events_dropped_total", "Events lost by slow subscribers; the table itself loses none.")
 		managed       = s.gauge("managed_neighbours", "Managed entries (the kernel re-validates them itself) by owner: neighwatch (its manage strategy) or other; only non-zero series.", "interface", "family", "owner", "state")
 	)
@@ -91,6 +92,7 @@ func NewTableCollector(t TableReader, stuckCap int, log *slog.Logger) prometheus
 		}
 		ch <- stuckDropped.with(float64(max(st.StuckTotal-len(st.Stuck), 0)))
 		ch <- eventsDropped.with(float64(t.Events().Dropped()))
+		ch <- tableBytes.with(float64(st.Bytes))
 		return nil
 	}
 	return s

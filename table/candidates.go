@@ -1,19 +1,43 @@
 package table
 
-// Candidates calls fn, under the table's lock, for every STALE entry and
-// every entry neighwatch manages, with its lladdr (raw bytes), and from
-// then on keeps the changes to that set for CandidateChanges. fn must not
-// call the table.
-func (t CandidateSet) Candidates(fn func(k Key, lladdr string)) {
+// Candidates calls fn, under the table's lock, for up to max of the
+// STALE entries and entries neighwatch manages, with their lladdr (raw
+// bytes), from the cursor from on, and returns the cursor of the next
+// batch (0: none left), as Range does. A walk that starts at 0 starts
+// keeping the changes to that set for CandidateChanges, so a reader that
+// walks it all and then follows the changes misses none. fn must not call
+// the table, nor keep lladdr (the table's own bytes, valid during the
+// call); max must be positive.
+func (t CandidateSet) Candidates(from uint32, max int, fn func(k Key, lladdr string)) uint32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, e := range t.entries {
-		if e.candidate() {
-			fn(e.Key, e.LLAddr)
-		}
+	if from == 0 {
+		t.candDirty = make(map[Key]struct{}) // a fresh map: a cleared one keeps its size
+		t.candLost = false
 	}
-	t.candDirty = make(map[Key]struct{}) // a fresh map: a cleared one keeps its size
-	t.candLost = false
+	var v Entry
+	for slot := from; slot < t.st.top; slot++ {
+		r := t.st.at(slot)
+		if !r.live() || !r.candidate() {
+			continue
+		}
+		if max == 0 {
+			return slot
+		}
+		max--
+		t.view(&v, slot, r)
+		fn(v.Key, v.LLAddr)
+	}
+	return 0
+}
+
+// IsCandidate reports whether k is a STALE entry or one neighwatch
+// manages.
+func (t CandidateSet) IsCandidate(k Key) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, r, ok := t.st.get(k)
+	return ok && r.candidate()
 }
 
 // CandidateChanges calls fn, under the table's lock, once for each entry
@@ -22,16 +46,18 @@ func (t CandidateSet) Candidates(fn func(k Key, lladdr string)) {
 // gone. It costs what changed, not the table's size. It returns false,
 // calling fn for nothing, when the changes outgrew what the table keeps
 // (a reader that stalled through a storm): the reader must call
-// Candidates again. fn must not call the table.
+// Candidates again. fn must not call the table, nor keep lladdr.
 func (t CandidateSet) CandidateChanges(fn func(k Key, lladdr string)) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.candDirty == nil || t.candLost {
 		return false
 	}
+	var v Entry
 	for k := range t.candDirty {
-		if e := t.entries[k]; e != nil && e.candidate() {
-			fn(k, e.LLAddr)
+		if slot, r, ok := t.st.get(k); ok && r.candidate() {
+			t.view(&v, slot, r)
+			fn(k, v.LLAddr)
 		} else {
 			fn(k, "")
 		}
@@ -53,7 +79,7 @@ func (t *core) candChanged(k Key) {
 	if t.candDirty == nil || t.candLost {
 		return
 	}
-	if len(t.candDirty) >= max(minCandDirty, len(t.entries)) {
+	if len(t.candDirty) >= max(minCandDirty, t.st.n) {
 		t.candLost = true
 		clear(t.candDirty)
 		return

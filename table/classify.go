@@ -26,15 +26,16 @@ func (t Classifier) SetThreshold(d time.Duration) {
 		return
 	}
 	t.setThreshold(d)
-	for _, e := range t.suspects {
-		e.w().silent = false // judged again against the new window
+	for slot := range t.suspects {
+		t.st.w(t.st.at(slot)).silent = false // judged again against the new window
 	}
 	t.suspectDue = now
-	for _, e := range t.entries {
-		if e.State == StateStale {
-			t.reattach(e, now, CauseClassify)
+	t.st.each(func(slot uint32, r *rec) bool {
+		if r.state == StateStale {
+			t.reattach(ent{slot, r}, now, CauseClassify)
 		}
-	}
+		return true
+	})
 	t.advance(now)
 }
 
@@ -42,38 +43,42 @@ func (t Classifier) SetThreshold(d time.Duration) {
 // worse, classified as of now: min ClassStuck walks the stuck entries,
 // ClassAtRisk the at-risk and stuck ones, ClassStaleLong every stale-long
 // entry, and ClassOK every STALE entry, young ones too. fn must not call
-// the table. Walk returns copies of the
-// entries fn picked (returned true for), so a caller can look at 100,000
-// entries and copy a few.
+// the table, nor keep e or its strings: e is a view of the table's own
+// record, valid during the call. Walk returns copies of the entries fn
+// picked (returned true for), so a caller can look at 100,000 entries and
+// copy a few.
 func (t Classifier) Walk(min Class, fn func(e *Entry, ifname string) bool) []Entry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.advance(t.now().UnixNano())
 	var out []Entry
-	visit := func(e *Entry, name string) {
-		if fn(e, name) {
-			out = append(out, e.clone())
+	var v Entry
+	visit := func(slot uint32, name string) {
+		r := t.st.at(slot)
+		t.view(&v, slot, r)
+		if fn(&v, name) {
+			out = append(out, t.entry(slot, r))
 		}
 	}
 	if min >= ClassAtRisk {
-		for _, e := range t.stuck {
-			visit(e, t.iface(e.Ifindex).name)
+		for slot := range t.stuck {
+			visit(slot, t.iface(t.st.at(slot).ifindex).name)
 		}
 		if min == ClassAtRisk {
-			for _, e := range t.atRisk {
-				visit(e, t.iface(e.Ifindex).name)
+			for slot := range t.atRisk {
+				visit(slot, t.iface(t.st.at(slot).ifindex).name)
 			}
 		}
 		return out
 	}
 	for _, s := range t.ifaces {
 		for f := range s.long {
-			for _, e := range s.long[f] {
-				visit(e, s.name)
+			for _, slot := range s.long[f] {
+				visit(slot, s.name)
 			}
 			if min == ClassOK {
-				for _, e := range s.pending[f] {
-					visit(e, s.name)
+				for _, slot := range s.pending[f] {
+					visit(slot, s.name)
 				}
 			}
 		}
@@ -109,8 +114,8 @@ func (t Classifier) Owned() []Entry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]Entry, 0, len(t.owned))
-	for _, e := range t.owned {
-		out = append(out, e.clone())
+	for slot := range t.owned {
+		out = append(out, t.entry(slot, t.st.at(slot)))
 	}
 	return out
 }
@@ -136,11 +141,12 @@ func (t Classifier) Publish(ev Event) {
 
 // reattach recomputes an entry's aggregates after its evidence or age
 // changed, publishing a class event when its class changed.
-func (t *core) reattach(e *Entry, now int64, cause Cause) {
+func (t *core) reattach(e ent, now int64, cause Cause) {
 	old := e.class
 	t.detach(e)
-	if o := e.obs; o != nil {
-		o.Mismatch, o.SourceMismatch = mismatch(e)
+	if e.obs != 0 {
+		o := t.st.o(e.rec)
+		o.Mismatch, o.SourceMismatch = t.mismatch(e)
 	}
 	t.attach(e, now)
 	if e.class != old && t.publishing() {
@@ -153,8 +159,9 @@ func (t *core) reattach(e *Entry, now int64, cause Cause) {
 func (t *core) advance(now int64) (promoted int) {
 	if t.suspectDue != 0 && now >= t.suspectDue {
 		t.suspectDue = 0
-		for _, e := range t.suspects {
-			o := e.w()
+		for slot := range t.suspects {
+			e := t.ent(slot)
+			o := t.st.w(e.rec)
 			switch due := o.SuspectAt + t.silence; {
 			case o.silent:
 			case now >= due:
@@ -165,9 +172,10 @@ func (t *core) advance(now int64) (promoted int) {
 			}
 		}
 	}
-	for k, e := range t.conflicts {
-		if o := e.w(); now-o.ConflictAt >= int64(ConflictHold) {
-			delete(t.conflicts, k)
+	for slot := range t.conflicts {
+		e := t.ent(slot)
+		if o := t.st.w(e.rec); now-o.ConflictAt >= int64(ConflictHold) {
+			delete(t.conflicts, slot)
 			o.ConflictMACs, o.ConflictAt = [2]string{}, 0
 			t.reattach(e, now, CauseClassify)
 		}
@@ -175,8 +183,12 @@ func (t *core) advance(now int64) (promoted int) {
 	for _, s := range t.ifaces {
 		for f := range s.pending {
 			for {
-				e := s.pending[f].min()
-				if e == nil || now-e.Since < t.threshold {
+				slot, ok := s.pending[f].min()
+				if !ok {
+					break
+				}
+				e := t.ent(slot)
+				if now-e.since < t.threshold {
 					break
 				}
 				t.reattach(e, now, CauseClassify)
@@ -188,87 +200,90 @@ func (t *core) advance(now int64) (promoted int) {
 }
 
 // detach removes e's contribution to every aggregate.
-func (t *core) detach(e *Entry) {
-	s := t.iface(e.Ifindex)
-	f := e.Family().idx()
-	s.counts[f][e.State.idx()]--
-	s.managed[f][e.Owner()][e.State.idx()]--
-	if e.Owner() == OwnerNeighwatch {
-		delete(t.owned, e.Key)
+func (t *core) detach(e ent) {
+	s := t.iface(e.ifindex)
+	f := e.family().idx()
+	s.counts[f][e.state.idx()]--
+	s.managed[f][e.owner()][e.state.idx()]--
+	if e.owner() == OwnerNeighwatch {
+		delete(t.owned, e.slot)
 	}
 	if e.heapIdx >= 0 {
-		if e.long {
-			s.long[f].remove(e)
+		if e.long() {
+			s.long[f].remove(t.st, e.slot)
 		} else {
-			s.pending[f].remove(e)
+			s.pending[f].remove(t.st, e.slot)
 		}
 	}
 	switch e.class {
 	case ClassStuck:
 		s.stuck[f]--
-		delete(t.stuck, e.Key)
+		delete(t.stuck, e.slot)
 	case ClassAtRisk:
 		s.atRisk[f]--
-		delete(t.atRisk, e.Key)
+		delete(t.atRisk, e.slot)
 	case ClassConflict:
 		s.conflict[f]--
 	}
-	if e.long {
+	if e.long() {
 		s.staleLong[f]--
 	}
-	if o := e.o(); o.Mismatch || o.SourceMismatch {
+	if o := t.st.o(e.rec); o.Mismatch || o.SourceMismatch {
 		s.mismatched[f]--
 	}
-	if e.multi {
+	if e.multi() {
 		s.multiMAC[f]--
 	}
 }
 
 // attach adds e's contribution to every aggregate and sets its class.
-func (t *core) attach(e *Entry, now int64) {
-	s := t.iface(e.Ifindex)
-	f := e.Family().idx()
-	s.counts[f][e.State.idx()]++
-	s.managed[f][e.Owner()][e.State.idx()]++
-	if e.Owner() == OwnerNeighwatch {
-		t.owned[e.Key] = e
+func (t *core) attach(e ent, now int64) {
+	s := t.iface(e.ifindex)
+	f := e.family().idx()
+	s.counts[f][e.state.idx()]++
+	s.managed[f][e.owner()][e.state.idx()]++
+	if e.owner() == OwnerNeighwatch {
+		t.owned[e.slot] = struct{}{}
 	}
+	o := t.st.o(e.rec)
 	e.class = ClassOK
-	e.long = false
-	if e.State == StateStale {
-		if now-e.Since >= t.threshold {
-			e.long = true
-			s.long[f].push(e)
+	e.setBit(recLong, false)
+	if e.state == StateStale {
+		if now-e.since >= t.threshold {
+			e.setBit(recLong, true)
+			s.long[f].push(t.st, e.slot)
 			s.staleLong[f]++
 			switch {
-			case e.hostGone():
+			case t.hostGone(e):
 				e.class = ClassStuck
-			case e.o().BypassInState > 0:
+			case o.BypassInState > 0:
 				e.class = ClassAtRisk
 			default:
 				e.class = ClassStaleLong
 			}
 		} else {
-			s.pending[f].push(e)
+			s.pending[f].push(t.st, e.slot)
 		}
 	}
-	if e.class != ClassStuck && e.conflicted() {
+	if e.class != ClassStuck && t.conflicted(e) {
 		e.class = ClassConflict
 	}
 	switch e.class {
 	case ClassStuck:
 		s.stuck[f]++
-		t.stuck[e.Key] = e
+		t.stuck[e.slot] = struct{}{}
 	case ClassAtRisk:
 		s.atRisk[f]++
-		t.atRisk[e.Key] = e
+		t.atRisk[e.slot] = struct{}{}
 	case ClassConflict:
 		s.conflict[f]++
 	}
-	if o := e.o(); o.Mismatch || o.SourceMismatch {
+	if o.Mismatch || o.SourceMismatch {
 		s.mismatched[f]++
 	}
-	if e.multi = e.MultiMAC(); e.multi {
+	multi := o.HostMACs[0].MAC != ""
+	e.setBit(recMulti, multi)
+	if multi {
 		s.multiMAC[f]++
 	}
 }
@@ -276,12 +291,12 @@ func (t *core) attach(e *Entry, now int64) {
 // mismatch reports whether ARP/NDP (arp) and the host's own packets
 // (source) last showed the entry's IP at a MAC other than the one the
 // kernel sends to, unexplained: the entry's MAC was not heard since.
-func mismatch(e *Entry) (arp, source bool) {
-	o := e.o()
-	if e.LLAddr == "" || !e.State.Valid() || o.SuspectAt == 0 {
+func (t *core) mismatch(e ent) (arp, source bool) {
+	o := t.st.o(e.rec)
+	if e.macLen == 0 || !e.state.Valid() || o.SuspectAt == 0 {
 		return false, false
 	}
-	return o.SeenMAC != "" && o.SeenMAC != e.LLAddr && o.SeenAt >= e.LLAddrSince, o.SourceMAC != "" && o.SourceMAC != e.LLAddr
+	return o.SeenMAC != "" && !t.macIs(e, o.SeenMAC) && o.SeenAt >= e.llSince, o.SourceMAC != "" && !t.macIs(e, o.SourceMAC)
 }
 
 // classChanges names each class change ("ok -> stale-long") once, not
@@ -295,16 +310,16 @@ var classChanges = func() (n [ClassStuck + 1][ClassStuck + 1]string) { // ClassS
 	return n
 }()
 
-func (t *core) event(e *Entry, kind Kind, cause Cause, now int64) Event {
-	hw := net.HardwareAddr(e.LLAddr) // one copy for both: events are read only
+func (t *core) event(e ent, kind Kind, cause Cause, now int64) Event {
+	hw := net.HardwareAddr(t.st.lladdr(e.slot, e.rec)) // one copy for both: events are read only
 	return Event{
 		Time:      time.Unix(0, now),
-		Ifindex:   e.Ifindex,
-		Interface: t.iface(e.Ifindex).name,
-		Family:    e.Family(),
-		IP:        e.Addr,
-		From:      e.State,
-		To:        e.State,
+		Ifindex:   e.ifindex,
+		Interface: t.iface(e.ifindex).name,
+		Family:    e.family(),
+		IP:        e.ip(),
+		From:      e.state,
+		To:        e.state,
 		LLAddr:    hw,
 		OldLLAddr: hw,
 		Cause:     cause,

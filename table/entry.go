@@ -6,7 +6,8 @@ import (
 )
 
 // Entry is the mirror of one kernel neighbour entry plus what neighwatch
-// knows about it. Times are Unix nanoseconds to keep the entry small.
+// knows about it, as the table hands it out: a copy (the table keeps its
+// entries as records, store.go). Times are Unix nanoseconds.
 type Entry struct {
 	Key
 	LLAddr   string // raw link-layer address bytes
@@ -26,15 +27,11 @@ type Entry struct {
 	// nothing about that MAC.
 	LLAddrSince int64
 
-	// obs is what was observed of the entry's host; nil until something
+	// obs is what was observed of the entry's host; nil when nothing
 	// was (most entries of a large table never see any).
 	obs *Observed
 
-	class   Class
-	gen     uint32 // resync generation that last confirmed the entry
-	heapIdx int32  // position in the stale heap of its interface, -1 if none
-	long    bool   // in the stale-long heap rather than the pending one
-	multi   bool   // counted in the multi-MAC aggregate
+	class Class
 }
 
 // Observed is the evidence gathered about an entry's host. It is kept
@@ -102,41 +99,11 @@ func (e *Entry) o() *Observed {
 	return e.obs
 }
 
-// w returns the entry's evidence for writing, making it on first use.
-func (e *Entry) w() *Observed {
-	if e.obs == nil {
-		e.obs = &Observed{}
-	}
-	return e.obs
-}
-
 // Observed returns a copy of the evidence gathered about the entry's host.
 func (e *Entry) Observed() Observed { return *e.o() }
 
-// clone returns a copy of the entry that shares nothing with it.
-func (e *Entry) clone() Entry {
-	c := *e
-	if e.obs != nil {
-		o := *e.obs
-		c.obs = &o
-	}
-	return c
-}
-
-// candidate reports whether the tracer watches the entry's own packets:
-// STALE, or managed by neighwatch.
-func (e *Entry) candidate() bool { return e.State == StateStale || e.Owner() == OwnerNeighwatch }
-
 // Class returns the classification as of the last table update or Advance.
 func (e *Entry) Class() Class { return e.class }
-
-// hostGone reports whether the evidence says the host is not at the
-// entry's MAC: a unicast probe to it went unanswered, or it stayed
-// silent for the silence window after the host was seen at another MAC.
-func (e *Entry) hostGone() bool {
-	o := e.o()
-	return (o.ProbeUnansweredAt != 0 && o.ProbeMAC == e.LLAddr) || (o.SuspectAt != 0 && o.silent)
-}
 
 // Suspect reports whether the host was seen at another MAC since the
 // entry's MAC was last heard: the suspicion a unicast probe to the

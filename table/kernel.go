@@ -39,12 +39,13 @@ func (t Kernel) EndSync() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for _, e := range t.entries {
-		if e.gen != t.gen {
-			t.remove(e, CauseResync, now)
+	t.st.each(func(slot uint32, r *rec) bool {
+		if r.gen != t.gen {
+			t.remove(ent{slot, r}, CauseResync, now)
 			n++
 		}
-	}
+		return true
+	})
 	t.loading = false
 	return n
 }
@@ -56,12 +57,13 @@ func (t Kernel) DeleteLink(ifindex int32, cause Cause) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for k, e := range t.entries {
-		if k.Ifindex == ifindex {
-			t.remove(e, cause, now)
+	t.st.each(func(slot uint32, r *rec) bool {
+		if r.ifindex == ifindex {
+			t.remove(ent{slot, r}, cause, now)
 			n++
 		}
-	}
+		return true
+	})
 	delete(t.ifaces, ifindex)
 	return n
 }
@@ -75,16 +77,16 @@ func (t Kernel) ApplyTracepoint(k Key, from, to State, when time.Time) bool {
 	now := when.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.entries[k]
+	slot, r, ok := t.st.get(k)
 	u := Update{Ifindex: k.Ifindex, Family: FamilyOf(k.Addr), Addr: k.Addr, State: to}
 	switch {
-	case e == nil && from == StateNone:
-	case e == nil || e.State != from:
+	case !ok && from == StateNone:
+	case !ok || r.state != from:
 		return false
 	default:
-		u.Flags, u.FlagsExt, u.Protocol = e.Flags, e.FlagsExt, e.Protocol
+		u.Flags, u.FlagsExt, u.Protocol = r.flags, r.flagsExt, r.protocol
 		if to.Valid() {
-			u.LLAddr = []byte(e.LLAddr)
+			u.LLAddr = []byte(t.st.lladdr(slot, r))
 		}
 	}
 	t.apply(&u, CauseTracepoint, now)
@@ -94,35 +96,29 @@ func (t Kernel) ApplyTracepoint(k Key, from, to State, when time.Time) bool {
 // apply applies one update. The caller holds t.mu.
 func (t *core) apply(u *Update, cause Cause, now int64) {
 	k := Key{Ifindex: u.Ifindex, Addr: u.Addr}
-	e := t.entries[k]
+	slot, r, ok := t.st.get(k)
 	if u.Delete {
-		if e != nil {
-			t.remove(e, cause, now)
+		if ok {
+			t.remove(ent{slot, r}, cause, now)
 		}
 		return
 	}
 	f := FamilyOf(u.Addr).idx()
-	if e == nil {
-		e = &Entry{
-			Key:      k,
-			LLAddr:   string(u.LLAddr),
-			State:    u.State,
-			Flags:    u.Flags,
-			FlagsExt: u.FlagsExt,
-			Protocol: u.Protocol,
-			Since:    since(u, now),
-			heapIdx:  -1,
-			gen:      t.gen,
-		}
-		e.LLAddrSince = e.Since
-		t.cacheTimes(e, u, now)
-		t.entries[k] = e
+	if !ok {
+		slot, r = t.st.insert(k)
+		e := ent{slot, r}
+		t.st.setLLAddr(slot, r, u.LLAddr)
+		r.state, r.flags, r.flagsExt, r.protocol = u.State, u.Flags, u.FlagsExt, u.Protocol
+		r.since = since(u, now)
+		r.llSince = r.since
+		r.gen = t.gen
+		cacheTimes(r, u, now)
 		t.attach(e, now)
-		if e.candidate() {
+		if r.candidate() {
 			t.candChanged(k)
 		}
 		if !t.loading {
-			t.trans[f][idxAbsent][e.State.idx()]++
+			t.trans[f][idxAbsent][r.state.idx()]++
 		}
 		if t.publishing() {
 			ev := t.event(e, KindTransition, cause, now)
@@ -132,21 +128,27 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 		}
 		return
 	}
-	e.gen = t.gen
-	t.cacheTimes(e, u, now)
-	stateChanged := e.State != u.State
-	llChanged := e.LLAddr != string(u.LLAddr)
-	if !stateChanged && !llChanged && e.Flags == u.Flags && e.FlagsExt == u.FlagsExt && e.Protocol == u.Protocol {
+	e := ent{slot, r}
+	r.gen = t.gen
+	cacheTimes(r, u, now)
+	stateChanged := r.state != u.State
+	llChanged := !t.st.macIs(slot, r, string(u.LLAddr))
+	if !stateChanged && !llChanged && r.flags == u.Flags && r.flagsExt == u.FlagsExt && r.protocol == u.Protocol {
 		return
 	}
-	oldState, oldLL := e.State, e.LLAddr
-	wasCand, oldOwner := e.candidate(), e.Owner()
+	oldState := r.state
+	var oldLL net.HardwareAddr
+	if t.publishing() {
+		oldLL = net.HardwareAddr(t.st.lladdr(slot, r))
+	}
+	wasCand, oldOwner := r.candidate(), r.owner()
 	t.detach(e)
 	if stateChanged {
-		e.State = u.State
-		e.Since = since(u, now)
-		e.Transitions++
-		if o := e.obs; o != nil {
+		r.state = u.State
+		r.since = since(u, now)
+		r.transitions++
+		if r.obs != 0 {
+			o := t.st.o(r)
 			o.BypassInState = 0
 			o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
 		}
@@ -155,17 +157,18 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 	if llChanged {
 		// Entries in INCOMPLETE or FAILED carry no lladdr; only a move from
 		// one address to another counts as a change.
-		if e.LLAddr != "" && len(u.LLAddr) > 0 {
-			e.LLAddrChanges++
-			t.iface(e.Ifindex).lladdrChanges[f]++
+		if r.macLen != 0 && len(u.LLAddr) > 0 {
+			r.llChanges++
+			t.iface(r.ifindex).lladdrChanges[f]++
 		}
-		e.LLAddr = string(u.LLAddr)
+		t.st.setLLAddr(slot, r, u.LLAddr)
 		// A new MAC starts the state afresh, as the kernel's "updated"
 		// does: evidence gathered against the old MAC (sightings of the
 		// host's packets, bypass traffic, probes) says nothing about it.
-		e.Since = since(u, now)
-		e.LLAddrSince = now // seen changing: no older than this message
-		if o := e.obs; o != nil {
+		r.since = since(u, now)
+		r.llSince = now // seen changing: no older than this message
+		if r.obs != 0 {
+			o := t.st.o(r)
 			o.SourceMAC, o.SourceAt, o.SourcePackets = "", 0, 0
 			o.BypassInState = 0
 			o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
@@ -174,24 +177,25 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 			// host's other MACs stay known, but for the new one.
 			o.OwnAt = 0
 			t.unsuspect(e)
-			if h := o.hostMAC(e.LLAddr); h != nil {
+			if h := o.hostMAC(string(u.LLAddr)); h != nil {
 				*h = HostMAC{}
 				o.compactHostMACs()
 			}
 		}
 	}
-	e.Flags, e.FlagsExt, e.Protocol = u.Flags, u.FlagsExt, u.Protocol
-	if o := e.obs; o != nil {
-		o.Mismatch, o.SourceMismatch = mismatch(e)
+	r.flags, r.flagsExt, r.protocol = u.Flags, u.FlagsExt, u.Protocol
+	if r.obs != 0 {
+		o := t.st.o(r)
+		o.Mismatch, o.SourceMismatch = t.mismatch(e)
 	}
 	t.attach(e, now)
-	if (wasCand || e.candidate()) && (wasCand != e.candidate() || llChanged || oldOwner != e.Owner()) {
+	if (wasCand || r.candidate()) && (wasCand != r.candidate() || llChanged || oldOwner != r.owner()) {
 		t.candChanged(k)
 	}
 	if t.publishing() {
 		ev := t.event(e, KindTransition, cause, now)
 		ev.From = oldState
-		ev.OldLLAddr = net.HardwareAddr(oldLL)
+		ev.OldLLAddr = oldLL
 		t.events.Publish(ev)
 	}
 }
@@ -204,26 +208,27 @@ func since(u *Update, now int64) int64 {
 	return now - int64(u.UpdatedAge)
 }
 
-func (t *core) cacheTimes(e *Entry, u *Update, now int64) {
+func cacheTimes(r *rec, u *Update, now int64) {
 	if !u.HasCacheInfo {
 		return
 	}
-	e.Confirm = now - int64(u.ConfirmedAge)
-	e.Used = now - int64(u.UsedAge)
+	r.confirm = now - int64(u.ConfirmedAge)
+	r.used = now - int64(u.UsedAge)
 }
 
-func (t *core) remove(e *Entry, cause Cause, now int64) {
+// remove deletes an entry, after the event that says so is built.
+func (t *core) remove(e ent, cause Cause, now int64) {
 	if e.candidate() {
-		t.candChanged(e.Key)
+		t.candChanged(e.key())
 	}
 	t.detach(e)
-	delete(t.entries, e.Key)
-	delete(t.conflicts, e.Key)
-	delete(t.suspects, e.Key)
-	t.trans[e.Family().idx()][e.State.idx()][idxAbsent]++
+	delete(t.conflicts, e.slot)
+	delete(t.suspects, e.slot)
+	t.trans[e.family().idx()][e.state.idx()][idxAbsent]++
 	if t.publishing() {
 		ev := t.event(e, KindTransition, cause, now)
 		ev.Deleted = true
 		t.events.Publish(ev)
 	}
+	t.st.remove(e.slot)
 }

@@ -12,18 +12,18 @@ func (t Sightings) ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr
 	now := when.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.entries[Key{Ifindex: ifindex, Addr: ip}]
-	if e == nil {
+	e, ok := t.get(Key{Ifindex: ifindex, Addr: ip})
+	if !ok {
 		return false
 	}
-	o := e.w()
+	o := t.st.w(e.rec)
 	was := o.Mismatch
 	if o.SeenMAC != string(mac) {
 		o.SeenMAC = string(mac)
 	}
 	o.SeenAt = now
 	explained := false
-	if string(mac) == e.LLAddr {
+	if t.macIs(e, string(mac)) {
 		explained = t.heard(e, now)
 	} else {
 		t.sighted(e, string(mac), now)
@@ -33,7 +33,7 @@ func (t Sightings) ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr
 	case !t.publishing():
 	case o.Mismatch && !was:
 		ev := t.event(e, KindMismatch, CauseARP, now)
-		ev.Detail = "seen at " + mac.String() + ", kernel sends to " + hwString(e.LLAddr) + ": stuck if that MAC stays silent"
+		ev.Detail = "seen at " + mac.String() + ", kernel sends to " + hwString(t.st.lladdr(e.slot, e.rec)) + ": stuck if that MAC stays silent"
 		t.events.Publish(ev)
 	case explained:
 		t.publishExplained(e, CauseARP, now)
@@ -49,8 +49,8 @@ func (t Sightings) Heard(k Key, mac net.HardwareAddr, when time.Time) bool {
 	now := when.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.entries[k]
-	if e == nil || len(mac) == 0 || string(mac) != e.LLAddr {
+	e, ok := t.get(k)
+	if !ok || len(mac) == 0 || !t.macIs(e, string(mac)) {
 		return false
 	}
 	if t.heard(e, now) {
@@ -72,13 +72,13 @@ func (t Sightings) ObserveSourceMAC(k Key, mac net.HardwareAddr, packets uint64,
 	now := when.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.entries[k]
-	if e == nil || len(mac) == 0 {
+	e, ok := t.get(k)
+	if !ok || len(mac) == 0 {
 		return false
 	}
-	o := e.w()
+	o := t.st.w(e.rec)
 	was := o.SourceMismatch
-	if string(mac) == e.LLAddr {
+	if t.macIs(e, string(mac)) {
 		return false // its own MAC: Heard
 	}
 	if o.SourceMAC != string(mac) {
@@ -91,7 +91,7 @@ func (t Sightings) ObserveSourceMAC(k Key, mac net.HardwareAddr, packets uint64,
 	t.reattach(e, now, CauseTraffic)
 	if o.SourceMismatch && !was && t.publishing() {
 		ev := t.event(e, KindMismatch, CauseTraffic, now)
-		ev.Detail = "packets from " + e.Addr.String() + " come from " + mac.String() + ", kernel sends to " + hwString(e.LLAddr) + ": stuck if that MAC stays silent"
+		ev.Detail = "packets from " + e.ip().String() + " come from " + mac.String() + ", kernel sends to " + hwString(t.st.lladdr(e.slot, e.rec)) + ": stuck if that MAC stays silent"
 		t.events.Publish(ev)
 	}
 	return o.SourceMismatch && !was
@@ -106,15 +106,15 @@ func (t Sightings) AddBypass(k Key, packets uint64, when time.Time) bool {
 	now := when.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.entries[k]
-	if e == nil {
+	e, ok := t.get(k)
+	if !ok {
 		return false
 	}
-	o := e.w()
+	o := t.st.w(e.rec)
 	o.BypassPackets += packets
 	o.LastBypass = now
-	t.iface(e.Ifindex).bypass[e.Family().idx()] += packets
-	if e.State == StateStale {
+	t.iface(e.ifindex).bypass[e.family().idx()] += packets
+	if e.state == StateStale {
 		o.BypassInState += packets
 		if o.BypassInState == packets { // first evidence in this period
 			t.reattach(e, now, CauseTraffic)
@@ -130,11 +130,11 @@ func (t Sightings) ProbeUnanswered(k Key, mac string, when time.Time) bool {
 	now := when.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.entries[k]
-	if e == nil || mac == "" || e.LLAddr != mac {
+	e, ok := t.get(k)
+	if !ok || mac == "" || !t.macIs(e, mac) {
 		return false
 	}
-	o := e.w()
+	o := t.st.w(e.rec)
 	o.ProbeUnansweredAt, o.ProbeMAC = now, mac
 	t.reattach(e, now, CauseRemediate)
 	return true
@@ -149,16 +149,16 @@ func (t Sightings) ObserveConflict(k Key, a, b net.HardwareAddr, when time.Time)
 	now := when.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.entries[k]
-	if e == nil || len(a) == 0 || len(b) == 0 || string(a) == string(b) {
+	e, ok := t.get(k)
+	if !ok || len(a) == 0 || len(b) == 0 || string(a) == string(b) {
 		return false
 	}
-	o := e.w()
+	o := t.st.w(e.rec)
 	if now > o.ConflictAt {
 		o.ConflictAt = now
 	}
 	o.ConflictMACs = [2]string{string(a), string(b)}
-	t.conflicts[k] = e
+	t.conflicts[e.slot] = struct{}{}
 	t.reattach(e, now, CauseARP)
 	return true
 }
@@ -166,15 +166,19 @@ func (t Sightings) ObserveConflict(k Key, a, b net.HardwareAddr, when time.Time)
 // Suspects calls fn, under the table's lock, for each entry whose host
 // was seen at another MAC since its MAC was last heard, and returns
 // copies of those fn picked (returned true for). It costs the suspects,
-// not the table. fn must not call the table.
+// not the table. fn must not call the table, nor keep e or its strings
+// (a view of the table's own record, as Walk's).
 func (t Sightings) Suspects(fn func(e *Entry, ifname string) bool) []Entry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.advance(t.now().UnixNano())
 	var out []Entry
-	for _, e := range t.suspects {
-		if fn(e, t.iface(e.Ifindex).name) {
-			out = append(out, e.clone())
+	var v Entry
+	for slot := range t.suspects {
+		r := t.st.at(slot)
+		t.view(&v, slot, r)
+		if fn(&v, t.iface(r.ifindex).name) {
+			out = append(out, t.entry(slot, r))
 		}
 	}
 	return out
@@ -193,11 +197,11 @@ func (t Sightings) OnSuspect(fn func()) {
 // than the entry's, which begins a suspicion unless one is on. A MAC the
 // host is known at begins none while the entry's MAC was heard within the
 // recheck time. The caller holds t.mu and reattaches e.
-func (t *core) sighted(e *Entry, mac string, now int64) {
-	if e.LLAddr == "" || !e.State.Valid() {
+func (t *core) sighted(e ent, mac string, now int64) {
+	if e.macLen == 0 || !e.state.Valid() {
 		return
 	}
-	o := e.w()
+	o := t.st.w(e.rec)
 	if h := o.hostMAC(mac); h != nil {
 		h.At = max(h.At, now)
 		if o.OwnAt != 0 && now-o.OwnAt < t.recheck {
@@ -209,7 +213,7 @@ func (t *core) sighted(e *Entry, mac string, now int64) {
 		return
 	}
 	o.SuspectAt, o.silent = now, false
-	t.suspects[e.Key] = e
+	t.suspects[e.slot] = struct{}{}
 	if due := now + t.silence; t.suspectDue == 0 || due < t.suspectDue {
 		t.suspectDue = due
 	}
@@ -222,8 +226,8 @@ func (t *core) sighted(e *Entry, mac string, now int64) {
 // suspicion since is explained (its MAC becomes one of the host's), and
 // so is an unanswered probe before. It reports whether it explained a
 // suspicion. The caller holds t.mu and reattaches e.
-func (t *core) heard(e *Entry, now int64) bool {
-	o := e.w()
+func (t *core) heard(e ent, now int64) bool {
+	o := t.st.w(e.rec)
 	o.OwnAt = max(o.OwnAt, now)
 	if o.ProbeUnansweredAt != 0 && o.ProbeUnansweredAt <= now {
 		o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
@@ -237,17 +241,23 @@ func (t *core) heard(e *Entry, now int64) bool {
 }
 
 // unsuspect ends e's suspicion.
-func (t *core) unsuspect(e *Entry) {
-	if o := e.obs; o != nil && o.SuspectAt != 0 {
+func (t *core) unsuspect(e ent) {
+	if o := t.st.o(e.rec); o.SuspectAt != 0 {
 		o.SuspectAt, o.SuspectMAC, o.silent = 0, "", false
-		delete(t.suspects, e.Key)
+		delete(t.suspects, e.slot)
 	}
 }
 
 // publishExplained says that the entry's MAC answered after its host was
 // seen at another MAC: the host has more than one.
-func (t *core) publishExplained(e *Entry, cause Cause, now int64) {
+func (t *core) publishExplained(e ent, cause Cause, now int64) {
 	ev := t.event(e, KindMismatch, cause, now)
-	ev.Detail = "the entry's MAC answered after the host was seen at " + hwString(e.o().HostMACs[0].MAC) + ": both are the host's"
+	ev.Detail = "the entry's MAC answered after the host was seen at " + hwString(t.st.o(e.rec).HostMACs[0].MAC) + ": both are the host's"
 	t.events.Publish(ev)
+}
+
+// get returns the entry of k.
+func (t *core) get(k Key) (ent, bool) {
+	slot, r, ok := t.st.get(k)
+	return ent{slot, r}, ok
 }

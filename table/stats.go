@@ -49,6 +49,7 @@ type Stats struct {
 	Interfaces  []InterfaceStats
 	Transitions []Transition // only non-zero ones
 	Entries     int
+	Bytes       int     // what the entries take in memory (Table.Bytes)
 	Stuck       []Entry // at most the requested cap
 	StuckTotal  int
 }
@@ -60,7 +61,7 @@ func (t Classifier) Stats(stuckCap int) Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.advance(now)
-	st := Stats{Entries: len(t.entries), StuckTotal: len(t.stuck)}
+	st := Stats{Entries: t.st.n, StuckTotal: len(t.stuck), Bytes: t.st.bytes()}
 	for idx, s := range t.ifaces {
 		is := InterfaceStats{Ifindex: idx, Name: s.name}
 		for f := range 2 {
@@ -79,13 +80,13 @@ func (t Classifier) Stats(stuckCap int) Stats {
 			fs.LLAddrChanges = s.lladdrChanges[f]
 			fs.Bypass = s.bypass[f]
 			fs.Managed = s.managed[f]
-			oldest := s.long[f].min()
-			if oldest == nil {
-				oldest = s.pending[f].min()
+			oldest, ok := s.long[f].min()
+			if !ok {
+				oldest, ok = s.pending[f].min()
 			}
-			if oldest != nil {
+			if ok {
 				fs.HasStale = true
-				fs.OldestStale = time.Duration(now - oldest.Since)
+				fs.OldestStale = time.Duration(now - t.st.at(oldest).since)
 			}
 		}
 		st.Interfaces = append(st.Interfaces, is)
@@ -104,11 +105,11 @@ func (t Classifier) Stats(stuckCap int) Stats {
 			}
 		}
 	}
-	for _, e := range t.stuck {
+	for slot := range t.stuck {
 		if len(st.Stuck) >= stuckCap {
 			break
 		}
-		st.Stuck = append(st.Stuck, e.clone())
+		st.Stuck = append(st.Stuck, t.entry(slot, t.st.at(slot)))
 	}
 	return st
 }

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -35,17 +36,15 @@ type (
 type core struct {
 	mu        sync.Mutex
 	threshold int64 // stale-long threshold, ns
-	entries   map[Key]*Entry
+	st        *store
 	ifaces    map[int32]*ifaceState
-	stuck     map[Key]*Entry
-	atRisk    map[Key]*Entry
-	owned     map[Key]*Entry // managed by neighwatch (NDA_PROTOCOL), any state
-	conflicts map[Key]*Entry // entries with a conflict, to clear after ConflictHold
-	// suspects are the entries whose host was seen at another MAC since
-	// their MAC was last heard; suspectDue is when the first of them not
-	// yet silent has been silent for the silence window.
-	suspects   map[Key]*Entry
-	suspectDue int64
+	// Indexes of a few entries each, by slot: stuck, at-risk, managed by
+	// neighwatch (NDA_PROTOCOL, any state), with a conflict (to clear
+	// after ConflictHold), and suspects (the host seen at another MAC
+	// since the entry's MAC was last heard). suspectDue is when the first
+	// suspect not yet silent has been silent for the silence window.
+	stuck, atRisk, owned, conflicts, suspects map[uint32]struct{}
+	suspectDue                                int64
 	// recheck: a sighting at one of the host's known MACs is a suspicion
 	// again once the entry's MAC has not been heard for this long (half
 	// the threshold). silence: how long the entry's MAC must stay silent
@@ -81,8 +80,8 @@ type ifaceState struct {
 	lladdrChanges [2]uint64
 	bypass        [2]uint64
 	managed       [2][numOwners][numStates]int
-	pending       [2]staleHeap // STALE, not yet past the threshold
-	long          [2]staleHeap // STALE past the threshold
+	pending       [2]staleHeap // STALE, not yet past the threshold, by slot
+	long          [2]staleHeap // STALE past the threshold, by slot
 }
 
 // New returns an empty table that classifies entries STALE for at least
@@ -93,16 +92,19 @@ func New(threshold time.Duration, events *Broadcaster) *Table {
 		events = NewBroadcaster()
 	}
 	t := &core{
-		entries:   make(map[Key]*Entry),
+		st:        newStore(),
 		ifaces:    make(map[int32]*ifaceState),
-		stuck:     make(map[Key]*Entry),
-		atRisk:    make(map[Key]*Entry),
-		owned:     make(map[Key]*Entry),
-		conflicts: make(map[Key]*Entry),
-		suspects:  make(map[Key]*Entry),
+		stuck:     make(map[uint32]struct{}),
+		atRisk:    make(map[uint32]struct{}),
+		owned:     make(map[uint32]struct{}),
+		conflicts: make(map[uint32]struct{}),
+		suspects:  make(map[uint32]struct{}),
 		events:    events,
 		now:       time.Now,
 	}
+	// The store's slabs live outside the Go heap: given back when the
+	// table is collected.
+	runtime.AddCleanup(t, func(st *store) { st.release() }, t.st)
 	t.setThreshold(threshold)
 	return &Table{core: t, Kernel: Kernel{t}, Sightings: Sightings{t}, CandidateSet: CandidateSet{t}, Classifier: Classifier{t}}
 }
@@ -128,7 +130,15 @@ func (t *core) iface(ifindex int32) *ifaceState {
 func (t *core) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.entries)
+	return t.st.n
+}
+
+// Bytes returns the memory the entries take: the store's slabs and
+// index, and the evidence of the entries that have some.
+func (t *core) Bytes() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.st.bytes()
 }
 
 // Lookup returns a copy of one entry.
@@ -136,11 +146,11 @@ func (t *core) Lookup(k Key) (Entry, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.advance(t.now().UnixNano())
-	e := t.entries[k]
-	if e == nil {
+	slot, r, ok := t.st.get(k)
+	if !ok {
 		return Entry{}, false
 	}
-	return e.clone(), true
+	return t.entry(slot, r), true
 }
 
 // Snapshot returns a copy of every entry, classified as of now, and the
@@ -149,10 +159,11 @@ func (t *core) Snapshot() ([]Entry, map[int32]string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.advance(t.now().UnixNano())
-	out := make([]Entry, 0, len(t.entries))
-	for _, e := range t.entries {
-		out = append(out, e.clone())
-	}
+	out := make([]Entry, 0, t.st.n)
+	t.st.each(func(slot uint32, r *rec) bool {
+		out = append(out, t.entry(slot, r))
+		return true
+	})
 	names := make(map[int32]string, len(t.ifaces))
 	for i, s := range t.ifaces {
 		names[i] = s.name
@@ -170,14 +181,28 @@ func (t *core) LinkName(ifindex int32) string {
 	return strconv.Itoa(int(ifindex))
 }
 
-// Keys returns the key of every entry: a cheap way to walk a large table
-// entry by entry (with Lookup) without copying it whole.
-func (t *core) Keys() []Key {
+// Range calls fn, under the table's lock, for up to max entries from
+// the cursor from on (0: the start), and returns the cursor of the next
+// call, 0 when it walked to the end. A large table is walked a batch at
+// a time, so neither a copy of it nor the lock is held for long; entries
+// added or removed between calls may be seen or not. fn must not call
+// the table, nor keep e or its strings (a view of the table's own
+// record, as Walk's); max must be positive.
+func (t *core) Range(from uint32, max int, fn func(e *Entry)) uint32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]Key, 0, len(t.entries))
-	for k := range t.entries {
-		out = append(out, k)
+	var e Entry
+	for slot := from; slot < t.st.top; slot++ {
+		r := t.st.at(slot)
+		if !r.live() {
+			continue
+		}
+		if max == 0 {
+			return slot
+		}
+		max--
+		t.view(&e, slot, r)
+		fn(&e)
 	}
-	return out
+	return 0
 }

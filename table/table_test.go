@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -379,23 +380,35 @@ func TestStuckCap(t *testing.T) {
 }
 
 func TestHeapOrder(t *testing.T) {
+	st := newStore()
+	defer st.release()
 	var h staleHeap
-	es := make([]*Entry, 50)
-	for i := range es {
-		es[i] = &Entry{Since: int64((i * 37) % 50), heapIdx: -1}
-		h.push(es[i])
+	slots := make([]uint32, 50)
+	for i := range slots {
+		slot, r := st.insert(Key{Ifindex: 1, Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i)})})
+		r.since = int64((i * 37) % 50)
+		slots[i] = slot
+		h.push(st, slot)
 	}
 	for i := 0; i < 50; i += 3 {
-		h.remove(es[i])
+		h.remove(st, slots[i])
 	}
-	last := int64(-1)
-	for h.min() != nil {
-		e := h.min()
-		if e.Since < last {
-			t.Fatalf("heap out of order: %d after %d", e.Since, last)
+	last, n := int64(-1), 0
+	for {
+		slot, ok := h.min()
+		if !ok {
+			break
 		}
-		last = e.Since
-		h.remove(e)
+		if s := st.at(slot).since; s < last {
+			t.Fatalf("heap out of order: %d after %d", s, last)
+		} else {
+			last = s
+		}
+		h.remove(st, slot)
+		n++
+	}
+	if n != 50-17 {
+		t.Errorf("%d entries came out of the heap, want %d", n, 50-17)
 	}
 }
 
@@ -497,7 +510,7 @@ func TestCandidateChanges(t *testing.T) {
 	tb.Apply(CauseNetlink, upd(2, ipA, StateStale, macA), upd(2, ipB, StateReachable, macA))
 	changes := func() map[Key]string {
 		out := map[Key]string{}
-		if !tb.CandidateChanges(func(k Key, ll string) { out[k] = ll }) {
+		if !tb.CandidateChanges(func(k Key, ll string) { out[k] = strings.Clone(ll) }) {
 			return nil
 		}
 		return out
@@ -506,7 +519,7 @@ func TestCandidateChanges(t *testing.T) {
 		t.Fatal("changes reported before Candidates")
 	}
 	all := map[Key]string{}
-	tb.Candidates(func(k Key, ll string) { all[k] = ll })
+	allCandidates(tb, func(k Key, ll string) { all[k] = strings.Clone(ll) })
 	if len(all) != 1 || all[Key{2, ipA}] != string(macA) {
 		t.Fatalf("candidates = %v, want only %v", all, ipA)
 	}
@@ -539,11 +552,19 @@ func TestCandidateChanges(t *testing.T) {
 		t.Fatal("a storm past the bound was reported as complete")
 	}
 	n := 0
-	tb.Candidates(func(Key, string) { n++ })
+	allCandidates(tb, func(Key, string) { n++ })
 	if n != 0 {
 		t.Fatalf("candidates after the storm = %d, want none", n)
 	}
 	if got := changes(); got == nil || len(got) != 0 {
 		t.Fatalf("changes after walking again = %v, want none", got)
+	}
+}
+
+// allCandidates walks every candidate one at a time, as a reader that
+// walks in batches does, cursor after cursor.
+func allCandidates(tb *Table, fn func(k Key, lladdr string)) {
+	for from := tb.Candidates(0, 1, fn); from != 0; {
+		from = tb.Candidates(from, 1, fn)
 	}
 }

@@ -174,6 +174,9 @@ func build(cfg Config) (a *agent, err error) {
 			a.close()
 		}
 	}()
+	if w := memWarning(gcThresh3(), cgroupMemoryLimit()); w != "" {
+		log.Warn(w)
+	}
 	if !c.has(unix.CAP_NET_ADMIN) {
 		log.Warn("netlink receive buffer not forced past net.core.rmem_max: needs CAP_NET_ADMIN; bursts may overflow and cost resyncs")
 	}

@@ -124,19 +124,26 @@ func (t *tracerPart) run(ctx context.Context, tr *bpf.Tracer, size int) (reload 
 	return grown.Load(), err
 }
 
+// gcThresh3 is how many entries the node's neighbour tables may hold:
+// the gc_thresh3 of IPv4 and IPv6 together (0 when they cannot be read).
+func gcThresh3() int {
+	ps, err := neightbl.NewReader(netns.None()).Read()
+	if err != nil {
+		return 0
+	}
+	sum := 0
+	for _, p := range ps {
+		sum += int(p.Thresh3)
+	}
+	return sum
+}
+
 // mapSize is the capacity the tracer's maps need now: what the kernel's
 // neighbour tables may hold (gc_thresh3, IPv4 and IPv6), or the table's
 // size with a quarter more where it is larger (exempt entries, such as
 // PERMANENT ones, do not count against gc_thresh3).
 func (t *tracerPart) mapSize() int {
-	need := t.table.Len() * 5 / 4
-	if ps, err := neightbl.NewReader(netns.None()).Read(); err == nil {
-		sum := 0
-		for _, p := range ps {
-			sum += int(p.Thresh3)
-		}
-		need = max(need, sum)
-	}
+	need := max(t.table.Len()*5/4, gcThresh3())
 	size := bpf.MapSizeFor(need)
 	if t.maxMap > 0 && size > t.maxMap {
 		size = t.maxMap

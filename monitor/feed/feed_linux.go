@@ -2,8 +2,10 @@ package feed
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -73,6 +75,9 @@ type Feed struct {
 	lastSizes       time.Time // when the map sizes were last counted
 	lastRetry       time.Time // when unmirrored entries were last retried
 	candBuf         []bpf.Candidate
+	// candWalked: the candidates were walked whole before, so a walk
+	// again must also prune what the map keeps of the last.
+	candWalked bool
 }
 
 // Defaults is the feed's configuration on the agent's defaults. New
@@ -263,19 +268,16 @@ func (f *Feed) seed() (int, error) {
 		f.mu.Unlock()
 		return err
 	}
-	for _, k := range f.table.Keys() {
-		e, ok := f.table.Lookup(k)
-		if !ok {
-			continue
-		}
-		batch = append(batch, bpf.SeedEntry{Ifindex: int(e.Ifindex), Addr: e.Addr, State: uint8(e.State), MAC: e.HardwareAddr()})
-		if len(batch) == cap(batch) {
-			if err := flush(); err != nil {
-				return n, err
-			}
+	var err error
+	for from := uint32(0); ; {
+		from = f.table.Range(from, cap(batch), func(e *table.Entry) {
+			batch = append(batch, bpf.SeedEntry{Ifindex: int(e.Ifindex), Addr: e.Addr, State: uint8(e.State), MAC: e.HardwareAddr()})
+		})
+		if err = flush(); err != nil || from == 0 {
+			break
 		}
 	}
-	if err := flush(); err != nil {
+	if err != nil {
 		return n, err
 	}
 	f.syncCandidates(true)
@@ -332,30 +334,49 @@ func (f *Feed) syncCandidates(all bool) {
 	add := func(k table.Key, lladdr string) {
 		c := bpf.Candidate{Ifindex: int(k.Ifindex), Addr: k.Addr}
 		if len(lladdr) == 6 {
-			c.MAC = net.HardwareAddr(lladdr)
+			c.MAC = net.HardwareAddr(lladdr) // a copy: lladdr is the table's
 		}
 		cs = append(cs, c)
 	}
-	var err error
+	var errs []error
 	if !all && f.table.CandidateChanges(add) {
 		if len(cs) == 0 {
 			return
 		}
-		_, err = f.tracer.UpdateCandidates(cs)
+		_, err := f.tracer.UpdateCandidates(cs)
+		errs = append(errs, err)
 	} else {
-		cs = make([]bpf.Candidate, 0, f.table.Len()+64)
-		f.table.Candidates(add)
-		err = f.tracer.SetCandidates(cs)
+		// The whole set, a batch at a time: nothing the size of the
+		// table is held, and the table's lock only for a batch.
+		for from := uint32(0); ; {
+			cs = cs[:0]
+			from = f.table.Candidates(from, candBatch, add)
+			_, err := f.tracer.UpdateCandidates(cs)
+			errs = append(errs, err)
+			if from == 0 {
+				break
+			}
+		}
+		if f.candWalked {
+			// What the map still holds that the table no longer names.
+			errs = append(errs, f.tracer.PruneCandidates(func(ifindex int, addr netip.Addr) bool {
+				return f.table.IsCandidate(table.Key{Ifindex: int32(ifindex), Addr: addr})
+			}))
+		}
+		f.candWalked = true
 	}
-	if err != nil {
+	if err := errors.Join(errs...); err != nil {
 		f.log.Warn("tracer: setting source-MAC candidates", "err", err)
 	}
 	f.c.candidates.Store(int64(f.tracer.Candidates()))
 	if cap(cs) > 4096 {
-		cs = nil // the start's or a storm's: let it go
+		cs = nil // a storm's: let it go
 	}
 	f.candBuf = cs[:0]
 }
+
+// candBatch is how many candidates a full walk hands the tracer at once.
+const candBatch = 4096
 
 func (f *Feed) applyTransition(tr bpf.SilentTransition) {
 	k := table.Key{Ifindex: int32(tr.Key.Ifindex), Addr: tr.Key.Addr}

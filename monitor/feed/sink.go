@@ -15,11 +15,12 @@ type Sink interface {
 	AddBypass(k table.Key, packets uint64, when time.Time) bool
 	ObserveSourceMAC(k table.Key, mac net.HardwareAddr, packets uint64, when time.Time) bool
 	Heard(k table.Key, mac net.HardwareAddr, when time.Time) bool
-	Candidates(fn func(k table.Key, lladdr string))
+	Candidates(from uint32, max int, fn func(k table.Key, lladdr string)) uint32
 	CandidateChanges(fn func(k table.Key, lladdr string)) bool
+	IsCandidate(k table.Key) bool
 	CountClass(min table.Class) int
 	CountOwned() int
-	Keys() []table.Key
+	Range(from uint32, max int, fn func(e *table.Entry)) uint32
 	Len() int
 	Lookup(k table.Key) (table.Entry, bool)
 }

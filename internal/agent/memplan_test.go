@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestMemWarning(t *testing.T) {
+	if w := memWarning(1_000_000, 0); w != "" {
+		t.Errorf("no limit: %q", w)
+	}
+	need := memNeed(1_000_000)
+	if w := memWarning(1_000_000, need); w != "" {
+		t.Errorf("a limit equal to the need: %q", w)
+	}
+	w := memWarning(1_000_000, 256<<20)
+	for _, want := range []string{"1000000 entries", "gc_thresh3", "256 MiB", "resources.limits.memory"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warning %q does not say %q", w, want)
+		}
+	}
+	if strings.Contains(w, "\n") {
+		t.Errorf("warning is more than one line: %q", w)
+	}
+}
+
+// TestCgroupMemoryLimitFiles: the limit is read from the cgroup the
+// process is in, in either hierarchy; none, "max" and v1's unlimited
+// are no limit.
+func TestCgroupMemoryLimitFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name, cgroup string
+		files        map[string]string
+		want         int64
+	}{
+		{"v2", "0::/kubepods/pod1/c1\n", map[string]string{"kubepods/pod1/c1/memory.max": "268435456\n"}, 256 << 20},
+		{"v2 max", "0::/x\n", map[string]string{"x/memory.max": "max\n"}, 0},
+		{"v2 namespaced", "0::/\n", map[string]string{"memory.max": "134217728"}, 128 << 20},
+		{"v1", "5:cpu,cpuacct:/a\n4:memory:/kubepods/p2\n0::/\n", map[string]string{"memory/kubepods/p2/memory.limit_in_bytes": "67108864"}, 64 << 20},
+		{"v1 unlimited", "4:memory:/\n", map[string]string{"memory/memory.limit_in_bytes": "9223372036854771712"}, 0},
+		{"none", "1:name=systemd:/\n", nil, 0},
+	} {
+		dir := t.TempDir()
+		for p, v := range tc.files {
+			p = filepath.Join(dir, "root", p)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pc := filepath.Join(dir, "cgroup")
+		if err := os.WriteFile(pc, []byte(tc.cgroup), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := cgroupMemoryLimitAt(pc, filepath.Join(dir, "root")); got != tc.want {
+			t.Errorf("%s: limit %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

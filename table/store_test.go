@@ -1,0 +1,185 @@
+package table
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+)
+
+// TestStoreAgainstAMap: a random run of inserts, removals and lookups
+// finds in the store exactly what a Go map of the same keys holds, the
+// index's backward-shift deletion included, across growth, shrinking
+// and slot reuse.
+func TestStoreAgainstAMap(t *testing.T) {
+	st := newStore()
+	defer st.release()
+	model := map[Key]uint32{} // key -> the ifindex-independent tag kept in rec.transitions
+	rng := rand.New(rand.NewPCG(1, 2))
+	key := func() Key {
+		i := rng.IntN(3 * slotsPerSlab)
+		if i%3 == 0 {
+			return Key{Ifindex: int32(i % 7), Addr: netip.AddrFrom16([16]byte{0xfe, 0x80, 15: byte(i), 14: byte(i >> 8), 13: byte(i >> 16)})}
+		}
+		return Key{Ifindex: int32(i % 7), Addr: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})}
+	}
+	check := func(k Key) {
+		want, in := model[k]
+		_, r, ok := st.get(k)
+		if ok != in || (ok && (r.transitions != want || r.key() != k)) {
+			t.Fatalf("get(%v) = %v (%+v), model says %v %d", k, ok, r, in, want)
+		}
+	}
+	for i := range 400_000 {
+		k := key()
+		switch _, in := model[k]; {
+		case !in && (i < 250_000 || rng.IntN(4) == 0):
+			_, r := st.insert(k)
+			r.transitions = uint32(i)
+			model[k] = uint32(i)
+		case in && (i >= 250_000 || rng.IntN(3) == 0):
+			slot, _, _ := st.get(k)
+			st.remove(slot)
+			delete(model, k)
+		}
+		check(k)
+		check(key())
+	}
+	if st.n != len(model) || st.index.n != len(model) {
+		t.Fatalf("store holds %d (index %d), model %d", st.n, st.index.n, len(model))
+	}
+	seen := 0
+	st.each(func(slot uint32, r *rec) bool {
+		if model[r.key()] != r.transitions {
+			t.Fatalf("slot %d holds %v, not in the model", slot, r.key())
+		}
+		seen++
+		return true
+	})
+	if seen != len(model) {
+		t.Fatalf("each saw %d entries, model holds %d", seen, len(model))
+	}
+}
+
+// TestStoreShrinks: a table that grew to several slabs and lost its
+// entries gives the slabs back.
+func TestStoreShrinks(t *testing.T) {
+	st := newStore()
+	defer st.release()
+	var slots []uint32
+	for i := range 3 * slotsPerSlab {
+		slot, _ := st.insert(Key{Ifindex: 1, Addr: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})})
+		slots = append(slots, slot)
+	}
+	grown := st.bytes()
+	if len(st.slabs) != 3 {
+		t.Fatalf("%d slabs for %d entries", len(st.slabs), 3*slotsPerSlab)
+	}
+	for _, slot := range slots[10:] {
+		st.remove(slot)
+	}
+	if len(st.slabs) != 1 || st.bytes() >= grown/2 {
+		t.Fatalf("after removing all but 10 entries: %d slabs, %d bytes (grown: %d)", len(st.slabs), st.bytes(), grown)
+	}
+	for i, slot := range slots[:10] {
+		if r := st.at(slot); !r.live() || r.key().Addr != netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}) {
+			t.Fatalf("entry %d lost in the shrink", i)
+		}
+	}
+	// Growing again past the old top reuses no slot twice, though the
+	// free list named slots that the top's shrink left behind.
+	owner := map[uint32]Key{}
+	st.each(func(slot uint32, r *rec) bool { owner[slot] = r.key(); return true })
+	for i := range 2 * slotsPerSlab {
+		k := Key{Ifindex: 2, Addr: netip.AddrFrom4([4]byte{11, byte(i >> 16), byte(i >> 8), byte(i)})}
+		slot, _ := st.insert(k)
+		if o, taken := owner[slot]; taken {
+			t.Fatalf("slot %d given to %v while %v holds it", slot, k, o)
+		}
+		owner[slot] = k
+	}
+	for slot, k := range owner {
+		if got, _, ok := st.get(k); !ok || got != slot {
+			t.Fatalf("%v: slot %d, %v; want %d", k, got, ok, slot)
+		}
+	}
+}
+
+// TestLongLLAddr: an lladdr longer than the record holds (InfiniBand's
+// 20 bytes) is kept whole, compared, replaced and forgotten with its
+// entry.
+func TestLongLLAddr(t *testing.T) {
+	tb, _ := newTestTable(0)
+	ib := make([]byte, 20)
+	for i := range ib {
+		ib[i] = byte(i + 1)
+	}
+	ip := netip.MustParseAddr("10.9.0.1")
+	k := Key{Ifindex: 4, Addr: ip}
+	tb.Apply(CauseNetlink, Update{Ifindex: 4, Family: FamilyInet, Addr: ip, State: StateReachable, LLAddr: ib})
+	if e, ok := tb.Lookup(k); !ok || e.LLAddr != string(ib) {
+		t.Fatalf("lookup = %q, %v; want the 20-byte lladdr", e.LLAddr, ok)
+	}
+	if !tb.Heard(k, ib, tb.now()) {
+		t.Error("the entry's own 20-byte MAC was not recognised")
+	}
+	tb.Apply(CauseNetlink, Update{Ifindex: 4, Family: FamilyInet, Addr: ip, State: StateReachable, LLAddr: []byte{2, 0, 0, 0, 0, 1}})
+	if e, _ := tb.Lookup(k); e.LLAddr != string([]byte{2, 0, 0, 0, 0, 1}) || e.LLAddrChanges != 1 {
+		t.Fatalf("after a change to a 6-byte lladdr: %x, %d changes", e.LLAddr, e.LLAddrChanges)
+	}
+	if len(tb.st.longMACs) != 0 {
+		t.Errorf("the long lladdr is still kept: %v", tb.st.longMACs)
+	}
+}
+
+// TestRangeWalksEveryEntryOnce: a walk in batches sees each entry once,
+// and one that deletes between batches never sees a deleted one.
+func TestRangeWalksEveryEntryOnce(t *testing.T) {
+	tb, _ := newTestTable(0)
+	const n = 1000
+	var us []Update
+	for i := range n {
+		us = append(us, Update{Ifindex: 2, Family: FamilyInet, Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), State: StateStale, LLAddr: []byte{2, 0, 0, 0, byte(i >> 8), byte(i)}})
+	}
+	tb.Apply(CauseNetlink, us...)
+	seen := map[Key]int{}
+	batches := 0
+	for from := uint32(0); ; batches++ {
+		from = tb.Range(from, 64, func(e *Entry) {
+			seen[e.Key]++
+			if e.LLAddr[5] != e.Addr.As4()[3] {
+				t.Fatalf("%v has lladdr %x", e.Addr, e.LLAddr)
+			}
+		})
+		if batches == 3 { // delete the upper half meanwhile
+			tb.Apply(CauseNetlink, deletes(us[n/2:])...)
+		}
+		if from == 0 {
+			break
+		}
+	}
+	if batches < n/2/64 {
+		t.Errorf("%d batches of at most 64", batches)
+	}
+	for k, c := range seen {
+		if c != 1 {
+			t.Errorf("%v seen %d times", k, c)
+		}
+	}
+	for i, u := range us {
+		k := Key{Ifindex: 2, Addr: u.Addr}
+		if i < n/2 && seen[k] != 1 {
+			t.Errorf("%v, never deleted, not seen", u.Addr)
+		}
+	}
+	if len(seen) >= n {
+		t.Errorf("saw %d entries: the deleted half was walked", len(seen))
+	}
+}
+
+func deletes(us []Update) []Update {
+	out := make([]Update, len(us))
+	for i, u := range us {
+		out[i] = Update{Delete: true, Ifindex: u.Ifindex, Family: u.Family, Addr: u.Addr}
+	}
+	return out
+}
