@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Image is a Debian kernel unpacked and ready to boot.
@@ -44,10 +46,22 @@ type Fetcher struct {
 const busyboxPath = "/bin/busybox"
 
 // Fetch returns the images of ks, fetching and unpacking what is missing.
+// It holds the cache's lock meanwhile: make test runs the matrix and the
+// package tests (one of which boots a kernel) at once, and two fetches
+// into one cache would write the same files.
 func (f *Fetcher) Fetch(ctx context.Context, ks []Kernel) ([]Image, error) {
 	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	lock, err := os.OpenFile(filepath.Join(f.Dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return nil, fmt.Errorf("lock the kernel cache %s: %w", f.Dir, err)
+	}
+	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN) //nolint:errcheck // closing unlocks too
 	out := make([]Image, len(ks))
 	var missing []int
 	for i, k := range ks {

@@ -46,6 +46,14 @@ type idleAgent struct {
 	gcLive []int
 	forced int
 	err    error
+	// ready is how long the agent took from start to ready; cg is the
+	// memory cgroup it runs in (what a pod's limit applies to: its RSS,
+	// and the kernel memory it is charged for, the tracer's maps among
+	// it), cgKB its usage at each sample.
+	ready    time.Duration
+	cg       memCgroup
+	cgKB     []int
+	scrapeMS []float64 // the last sample's scrapes
 }
 
 // idle holds agents idle side by side, one table each, and samples what
@@ -91,6 +99,7 @@ func idle(args []string) error {
 				_ = a.cmd.Process.Signal(syscall.SIGTERM)
 				_ = a.cmd.Wait()
 			}
+			_ = a.cg.remove()
 			_ = exec.Command("ip", "netns", "del", a.ns.Name).Run()
 		}
 	}
@@ -193,7 +202,16 @@ func (a *idleAgent) start() error {
 	if err != nil {
 		return err
 	}
+	cg, err := newMemCgroup(lab.Unique("nwidle"))
+	if err != nil {
+		return err
+	}
+	a.cg = cg
+	began := time.Now()
 	if err := a.cmd.Start(); err != nil {
+		return err
+	}
+	if err := a.cg.add(a.cmd.Process.Pid); err != nil {
 		return err
 	}
 	go a.readGCTrace(stderr)
@@ -203,6 +221,7 @@ func (a *idleAgent) start() error {
 	}
 	for i := 0; ; i++ {
 		if code, _, err := a.ns.HTTPGet("http://127.0.0.1:9947" + part); err == nil && code == 200 {
+			a.ready = time.Since(began)
 			return nil
 		}
 		if i > 1200 {
@@ -248,6 +267,15 @@ func (a *idleAgent) sample(at time.Duration, last bool) {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	_, rss := procMem(pid)
+	if last {
+		for range 5 {
+			t0 := time.Now()
+			if code, _, err := a.ns.HTTPGet("http://127.0.0.1:9947/metrics"); err == nil && code == 200 {
+				a.scrapeMS = append(a.scrapeMS, float64(time.Since(t0).Microseconds())/1000)
+			}
+		}
+	}
+	a.cgKB = append(a.cgKB, int(a.cg.usage()>>10))
 	if len(a.at) == 0 || last {
 		code, body, err := a.ns.HTTPGet("http://127.0.0.1:9947/metrics")
 		if err != nil || code != 200 {
@@ -301,7 +329,29 @@ func (a *idleAgent) report(d time.Duration) {
 			marks = append(marks, fmt.Sprintf("%v %.1f", a.at[i].Round(time.Second), rss[i]))
 		}
 	}
+	fmt.Printf("  ready %.1f s after start\n", a.ready.Seconds())
 	fmt.Printf("  RSS MiB: %s; min %.1f max %.1f\n", strings.Join(marks, ", "), minf(rss), maxf(rss))
+	if hwm, _ := procMem(a.cmd.Process.Pid); hwm > 0 {
+		fmt.Printf("  RSS peak (VmHWM) %.1f MiB\n", float64(hwm)/1024)
+	}
+	cg := make([]float64, len(a.cgKB))
+	for i, kb := range a.cgKB {
+		cg[i] = float64(kb) / 1024
+	}
+	var cgLate []float64
+	for i := range cg {
+		if a.at[i] >= 2*time.Minute {
+			cgLate = append(cgLate, cg[i])
+		}
+	}
+	if len(cgLate) == 0 {
+		cgLate = cg
+	}
+	fmt.Printf("  cgroup memory MiB (RSS and kernel memory charged: the tracer's maps): from minute 2 on max %.1f; peak %.1f\n", maxf(cgLate), float64(a.cg.peak())/(1<<20))
+	if len(a.scrapeMS) > 0 {
+		sort.Float64s(a.scrapeMS)
+		fmt.Printf("  one scrape: median %.1f ms of %d (max %.1f)\n", med(a.scrapeMS), len(a.scrapeMS), maxf(a.scrapeMS))
+	}
 	// RSS after the first two minutes, when the start-up has settled.
 	var late []float64
 	for i := range n {

@@ -1,0 +1,53 @@
+package kernels
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestContractNamesRealTests: every test a suite names exists in its
+// package, so a renamed test cannot drop out of the matrix unseen; the
+// ends' tests run on the oldest and the newest kernel only.
+func TestContractNamesRealTests(t *testing.T) {
+	decl := regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\)`)
+	for _, s := range Contract {
+		files, _ := filepath.Glob(filepath.Join("../../..", s.Package, "*_test.go"))
+		have := map[string]bool{}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range decl.FindAllStringSubmatch(string(b), -1) {
+				have[m[1]] = true
+			}
+		}
+		if len(have) == 0 {
+			t.Fatalf("%s: no tests found", s.Package)
+		}
+		names := strings.Split(strings.TrimSuffix(strings.TrimPrefix(s.Run, "^("), ")$"), "|")
+		if s.Ends != "" {
+			names = append(names, strings.Split(s.Ends, "|")...)
+		}
+		for _, n := range names {
+			if !have[n] {
+				t.Errorf("%s names %s, which it does not declare", s.Package, n)
+			}
+		}
+		if s.Ends == "" {
+			continue
+		}
+		for _, k := range Debian {
+			re := regexp.MustCompile(s.RunFor(k.Name))
+			end := k.Name == Debian[0].Name || k.Name == Debian[len(Debian)-1].Name
+			for _, n := range strings.Split(s.Ends, "|") {
+				if re.MatchString(n) != end {
+					t.Errorf("%s on %s: %s runs %v, want %v", s.Package, k.Name, n, re.MatchString(n), end)
+				}
+			}
+		}
+	}
+}
