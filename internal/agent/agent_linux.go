@@ -174,7 +174,7 @@ func build(cfg Config) (a *agent, err error) {
 			a.close()
 		}
 	}()
-	if w := memWarning(gcThresh3(), cgroupMemoryLimit()); w != "" {
+	if w := memWarning(gcThresh3(), tracerMapSlots(cfg.Tracer, c), cgroupMemoryLimit()); w != "" {
 		log.Warn(w)
 	}
 	if !c.has(unix.CAP_NET_ADMIN) {

@@ -138,6 +138,19 @@ func gcThresh3() int {
 	return sum
 }
 
+// tracerMapSlots is the capacity the tracer's maps will have for the
+// node's gc_thresh3, or 0 when no tracer will load: for the memory plan.
+func tracerMapSlots(cfg TracerConfig, c caps) int {
+	if cfg.Mode == bpf.TracerOff || !c.bpf() {
+		return 0
+	}
+	size := bpf.MapSizeFor(gcThresh3())
+	if cfg.MaxMap > 0 && size > cfg.MaxMap {
+		size = cfg.MaxMap
+	}
+	return size
+}
+
 // mapSize is the capacity the tracer's maps need now: what the kernel's
 // neighbour tables may hold (gc_thresh3, IPv4 and IPv6), or the table's
 // size with a quarter more where it is larger (exempt entries, such as

@@ -1,32 +1,108 @@
 package agent
 
-import "fmt"
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
 
-// What the agent's memory comes to, as the node's memory accounting (the
-// pod's cgroup) sees it: a base, and per neighbour entry the table's
-// record and index (outside the Go heap) plus the elements of the
-// tracer's kernel maps that the entry fills (charged to the agent's
-// cgroup too). Measured with nwbench idle at 1,000 and 1,000,000 STALE
-// entries (BENCHMARKS.md, Memory); the README's formula and the chart's
-// default limit are these.
+// What the agent costs the node's memory accounting (the cgroup a pod's
+// limit applies to), measured with nwbench idle at 1,000, 100,000 and
+// 1,000,000 STALE entries (BENCHMARKS.md, Memory): a base; per entry the
+// table's record and index and the Go heap's share; with the tracer, per
+// entry the elements of its kernel maps (the mirror, the STALE MAC, the
+// source-MAC candidate), and per map slot the 16 bytes the kernel sets
+// aside in each of its four hash maps, whatever they hold. The README's
+// formula and the chart's comment on its memory limit are these.
 const (
-	memBaseBytes  = 40 << 20
-	memEntryBytes = 400
+	memBaseBytes         = 32 << 20
+	memEntryBytes        = 120
+	memTracerEntryBytes  = 370
+	memTracerMapSlotByte = 64
 )
 
 // memNeed is the memory the agent needs for a node whose neighbour
-// tables may hold entries entries.
-func memNeed(entries int) int64 {
-	return memBaseBytes + int64(entries)*memEntryBytes
+// tables may hold entries entries, with the tracer's maps of mapSlots
+// slots (0: no tracer).
+func memNeed(entries, mapSlots int) int64 {
+	need := int64(memBaseBytes) + int64(entries)*memEntryBytes
+	if mapSlots > 0 {
+		need += int64(entries)*memTracerEntryBytes + int64(mapSlots)*memTracerMapSlotByte
+	}
+	return need
 }
 
 // memWarning is the one line that says the cgroup's memory limit is too
 // small for the entries the node's neighbour tables may hold, or "".
-func memWarning(entries int, limit int64) string {
-	need := memNeed(entries)
+func memWarning(entries, mapSlots int, limit int64) string {
+	need := memNeed(entries, mapSlots)
 	if limit <= 0 || need <= limit {
 		return ""
 	}
-	return fmt.Sprintf("memory: the neighbour tables may hold %d entries (gc_thresh3 of IPv4 and IPv6), which need about %d MiB (%d MiB and %d bytes per entry); the cgroup's memory limit is %d MiB: raise the limit (the chart's resources.limits.memory) or lower gc_thresh3, or the agent may be OOM-killed as the table grows",
-		entries, need>>20, memBaseBytes>>20, memEntryBytes, limit>>20)
+	tracer := "without the tracer"
+	if mapSlots > 0 {
+		tracer = fmt.Sprintf("with the tracer's maps of %d slots", mapSlots)
+	}
+	return fmt.Sprintf("memory: the neighbour tables may hold %d entries (gc_thresh3 of IPv4 and IPv6), which need about %d MiB %s (README, Memory); the cgroup's memory limit is %d MiB: raise the limit (the chart's resources.limits.memory) or lower gc_thresh3, or the agent may be OOM-killed as the table grows",
+		entries, need>>20, tracer, limit>>20)
+}
+
+// cgroupMemoryLimitAt reads the limit from a /proc/<pid>/cgroup file and
+// the cgroup file system mounted at root (split out for tests).
+func cgroupMemoryLimitAt(procCgroup, root string) int64 {
+	f, err := os.Open(procCgroup)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	var v1, v2 string
+	for sc.Scan() {
+		// hierarchy-ID:controller-list:path
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			v2 = parts[2]
+		case containsField(parts[1], "memory"):
+			v1 = parts[2]
+		}
+	}
+	var candidates []string
+	if v1 != "" {
+		candidates = append(candidates, filepath.Join(root, "memory", v1, "memory.limit_in_bytes"), filepath.Join(root, "memory", "memory.limit_in_bytes"))
+	}
+	if v2 != "" {
+		candidates = append(candidates, filepath.Join(root, v2, "memory.max"), filepath.Join(root, "unified", v2, "memory.max"), filepath.Join(root, "memory.max"))
+	}
+	for _, p := range candidates {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := strings.TrimSpace(string(b))
+		if s == "max" {
+			return 0
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 || n >= 1<<62 { // v1's "unlimited" is near 2^63
+			return 0
+		}
+		return n
+	}
+	return 0
+}
+
+func containsField(list, name string) bool {
+	for _, f := range strings.Split(list, ",") {
+		if f == name {
+			return true
+		}
+	}
+	return false
 }
