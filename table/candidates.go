@@ -25,7 +25,7 @@ func (t CandidateSet) Candidates(from uint32, max int, fn func(k Key, lladdr str
 			return slot
 		}
 		max--
-		t.view(&v, slot, r)
+		t.st.view(&v, slot, r)
 		fn(v.Key, v.LLAddr)
 	}
 	return 0
@@ -56,7 +56,7 @@ func (t CandidateSet) CandidateChanges(fn func(k Key, lladdr string)) bool {
 	var v Entry
 	for k := range t.candDirty {
 		if slot, r, ok := t.st.get(k); ok && r.candidate() {
-			t.view(&v, slot, r)
+			t.st.view(&v, slot, r)
 			fn(k, v.LLAddr)
 		} else {
 			fn(k, "")

@@ -55,9 +55,9 @@ func (t Classifier) Walk(min Class, fn func(e *Entry, ifname string) bool) []Ent
 	var v Entry
 	visit := func(slot uint32, name string) {
 		r := t.st.at(slot)
-		t.view(&v, slot, r)
+		t.st.view(&v, slot, r)
 		if fn(&v, name) {
-			out = append(out, t.entry(slot, r))
+			out = append(out, t.st.entry(slot, r))
 		}
 	}
 	if min >= ClassAtRisk {
@@ -115,7 +115,7 @@ func (t Classifier) Owned() []Entry {
 	defer t.mu.Unlock()
 	out := make([]Entry, 0, len(t.owned))
 	for slot := range t.owned {
-		out = append(out, t.entry(slot, t.st.at(slot)))
+		out = append(out, t.st.entry(slot, t.st.at(slot)))
 	}
 	return out
 }
@@ -160,7 +160,7 @@ func (t *core) advance(now int64) (promoted int) {
 	if t.suspectDue != 0 && now >= t.suspectDue {
 		t.suspectDue = 0
 		for slot := range t.suspects {
-			e := t.ent(slot)
+			e := t.st.ent(slot)
 			o := t.st.w(e.rec)
 			switch due := o.SuspectAt + t.silence; {
 			case o.silent:
@@ -173,7 +173,7 @@ func (t *core) advance(now int64) (promoted int) {
 		}
 	}
 	for slot := range t.conflicts {
-		e := t.ent(slot)
+		e := t.st.ent(slot)
 		if o := t.st.w(e.rec); now-o.ConflictAt >= int64(ConflictHold) {
 			delete(t.conflicts, slot)
 			o.ConflictMACs, o.ConflictAt = [2]string{}, 0
@@ -187,7 +187,7 @@ func (t *core) advance(now int64) (promoted int) {
 				if !ok {
 					break
 				}
-				e := t.ent(slot)
+				e := t.st.ent(slot)
 				if now-e.since < t.threshold {
 					break
 				}
@@ -254,7 +254,7 @@ func (t *core) attach(e ent, now int64) {
 			s.long[f].push(t.st, e.slot)
 			s.staleLong[f]++
 			switch {
-			case t.hostGone(e):
+			case t.st.hostGone(e):
 				e.class = ClassStuck
 			case o.BypassInState > 0:
 				e.class = ClassAtRisk
@@ -265,7 +265,7 @@ func (t *core) attach(e ent, now int64) {
 			s.pending[f].push(t.st, e.slot)
 		}
 	}
-	if e.class != ClassStuck && t.conflicted(e) {
+	if e.class != ClassStuck && t.st.conflicted(e) {
 		e.class = ClassConflict
 	}
 	switch e.class {
@@ -296,7 +296,7 @@ func (t *core) mismatch(e ent) (arp, source bool) {
 	if e.macLen == 0 || !e.state.Valid() || o.SuspectAt == 0 {
 		return false, false
 	}
-	return o.SeenMAC != "" && !t.macIs(e, o.SeenMAC) && o.SeenAt >= e.llSince, o.SourceMAC != "" && !t.macIs(e, o.SourceMAC)
+	return o.SeenMAC != "" && !t.st.macIs(e.slot, e.rec, o.SeenMAC) && o.SeenAt >= e.llSince, o.SourceMAC != "" && !t.st.macIs(e.slot, e.rec, o.SourceMAC)
 }
 
 // classChanges names each class change ("ok -> stale-long") once, not

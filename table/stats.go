@@ -109,7 +109,7 @@ func (t Classifier) Stats(stuckCap int) Stats {
 		if len(st.Stuck) >= stuckCap {
 			break
 		}
-		st.Stuck = append(st.Stuck, t.entry(slot, t.st.at(slot)))
+		st.Stuck = append(st.Stuck, t.st.entry(slot, t.st.at(slot)))
 	}
 	return st
 }

@@ -150,7 +150,7 @@ func (t *core) Lookup(k Key) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	return t.entry(slot, r), true
+	return t.st.entry(slot, r), true
 }
 
 // Snapshot returns a copy of every entry, classified as of now, and the
@@ -161,7 +161,7 @@ func (t *core) Snapshot() ([]Entry, map[int32]string) {
 	t.advance(t.now().UnixNano())
 	out := make([]Entry, 0, t.st.n)
 	t.st.each(func(slot uint32, r *rec) bool {
-		out = append(out, t.entry(slot, r))
+		out = append(out, t.st.entry(slot, r))
 		return true
 	})
 	names := make(map[int32]string, len(t.ifaces))
@@ -201,7 +201,7 @@ func (t *core) Range(from uint32, max int, fn func(e *Entry)) uint32 {
 			return slot
 		}
 		max--
-		t.view(&e, slot, r)
+		t.st.view(&e, slot, r)
 		fn(&e)
 	}
 	return 0
