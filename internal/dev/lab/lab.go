@@ -97,9 +97,11 @@ var memlock sync.Once
 
 // Patience stretches a bound on how long to wait for something by
 // NEIGHWATCH_TIME_SCALE (default 1): the kernel matrix sets it for guests
-// that run under emulation, where everything takes several times longer.
-// Bounds on what the agent promises (detection within threshold plus
-// period) are not stretched this way.
+// that run under emulation, where everything takes several times longer:
+// the agent's own timers too, so the bounds on what it promises
+// (detection within the threshold plus a period) are stretched there as
+// well. The promise itself is measured on the host's kernel (README,
+// Precision), where the scale is 1.
 func Patience(d time.Duration) time.Duration {
 	if f, err := strconv.ParseFloat(os.Getenv("NEIGHWATCH_TIME_SCALE"), 64); err == nil && f > 1 {
 		return time.Duration(float64(d) * f)
