@@ -489,11 +489,19 @@ func TestManageOnDefaults(t *testing.T) {
 		}
 	}
 	took := time.Since(moved)
-	body := a.metrics(t)
+	// The probe's outcome is recorded once the engine has seen the entry
+	// change, which may come after the first reply: wait for it, bounded.
+	var body string
 	probes := 0
-	for _, o := range []string{"moved", "fixed"} {
-		v, _ := strconv.Atoi(metricValue(body, `neighwatch_remediation_actions_total{outcome="`+o+`",strategy="probe"}`))
-		probes += v
+	for deadline := time.Now().Add(lab.Patience(10 * time.Second)); probes == 0 && time.Now().Before(deadline); {
+		body = a.metrics(t)
+		for _, o := range []string{"moved", "fixed"} {
+			v, _ := strconv.Atoi(metricValue(body, `neighwatch_remediation_actions_total{outcome="`+o+`",strategy="probe"}`))
+			probes += v
+		}
+		if probes == 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 	if probes == 0 {
 		t.Errorf("traffic back %v after the move without a probe: the kernel's re-validation, not evidence\n%s", took, grep(body, "remediation_actions_total"))
