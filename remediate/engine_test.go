@@ -187,7 +187,12 @@ func TestEngineProbeMoves(t *testing.T) {
 	e := New(fastConfig(ModeOn, StrategyProbe, StrategyKick), tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
-	lab.WaitFor(t, 5*time.Second, "a moved outcome", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 1 })
+	// The outcome is counted first and the time to fix observed just
+	// after (under qemu-aarch64 a read fell between them): wait for both.
+	lab.WaitFor(t, 5*time.Second, "a moved outcome and one detection-to-fix observation", func() bool {
+		st := e.Stats()
+		return st.Actions[StrategyProbe][OutcomeMoved] == 1 && st.FixCount == 1
+	})
 	if got := fa.Calls(); len(got) != 1 || got[0] != "probe1 10.0.0.0" {
 		t.Fatalf("calls = %v, want one broadcast probe", got)
 	}
