@@ -31,14 +31,14 @@ func (r *rec) owner() Owner {
 // silent for the silence window after the host was seen at another MAC.
 func (s *store) hostGone(e ent) bool {
 	o := s.o(e.rec)
-	return (o.ProbeUnansweredAt != 0 && s.macIs(e.slot, e.rec, o.ProbeMAC)) || (o.SuspectAt != 0 && o.silent)
+	return (o.ProbeUnansweredAt != 0 && s.macIs(e, o.ProbeMAC)) || (o.SuspectAt != 0 && o.silent)
 }
 
 // conflicted reports whether the entry's MAC is one of two that answered
 // for its IP (while it is in a dynamic state: the kernel follows answers).
 func (s *store) conflicted(e ent) bool {
 	o := s.o(e.rec)
-	return o.ConflictAt != 0 && e.macLen != 0 && (s.macIs(e.slot, e.rec, o.ConflictMACs[0]) || s.macIs(e.slot, e.rec, o.ConflictMACs[1])) &&
+	return o.ConflictAt != 0 && e.macLen != 0 && (s.macIs(e, o.ConflictMACs[0]) || s.macIs(e, o.ConflictMACs[1])) &&
 		e.state&(StateReachable|StateStale|StateDelay|StateProbe) != 0
 }
 

@@ -132,7 +132,7 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 	r.gen = t.gen
 	cacheTimes(r, u, now)
 	stateChanged := r.state != u.State
-	llChanged := !t.st.macIs(slot, r, string(u.LLAddr))
+	llChanged := !t.st.macIs(ent{slot, r}, string(u.LLAddr))
 	if !stateChanged && !llChanged && r.flags == u.Flags && r.flagsExt == u.FlagsExt && r.protocol == u.Protocol {
 		return
 	}

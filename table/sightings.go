@@ -23,7 +23,7 @@ func (t Sightings) ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr
 	}
 	o.SeenAt = now
 	explained := false
-	if t.st.macIs(e.slot, e.rec, string(mac)) {
+	if t.st.macIs(e, string(mac)) {
 		explained = t.heard(e, now)
 	} else {
 		t.sighted(e, string(mac), now)
@@ -50,7 +50,7 @@ func (t Sightings) Heard(k Key, mac net.HardwareAddr, when time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.get(k)
-	if !ok || len(mac) == 0 || !t.st.macIs(e.slot, e.rec, string(mac)) {
+	if !ok || len(mac) == 0 || !t.st.macIs(e, string(mac)) {
 		return false
 	}
 	if t.heard(e, now) {
@@ -78,7 +78,7 @@ func (t Sightings) ObserveSourceMAC(k Key, mac net.HardwareAddr, packets uint64,
 	}
 	o := t.st.w(e.rec)
 	was := o.SourceMismatch
-	if t.st.macIs(e.slot, e.rec, string(mac)) {
+	if t.st.macIs(e, string(mac)) {
 		return false // its own MAC: Heard
 	}
 	if o.SourceMAC != string(mac) {
@@ -131,7 +131,7 @@ func (t Sightings) ProbeUnanswered(k Key, mac string, when time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.get(k)
-	if !ok || mac == "" || !t.st.macIs(e.slot, e.rec, mac) {
+	if !ok || mac == "" || !t.st.macIs(e, mac) {
 		return false
 	}
 	o := t.st.w(e.rec)

@@ -227,13 +227,13 @@ func (s *store) lladdr(slot uint32, r *rec) string {
 	return string(r.mac[:r.macLen])
 }
 
-// macIs reports whether a record's lladdr is mac (raw bytes), without
+// macIs reports whether an entry's lladdr is mac (raw bytes), without
 // allocating.
-func (s *store) macIs(slot uint32, r *rec, mac string) bool {
-	if r.macLen == longMAC {
-		return s.longMACs[slot] == mac
+func (s *store) macIs(e ent, mac string) bool {
+	if e.macLen == longMAC {
+		return s.longMACs[e.slot] == mac
 	}
-	return len(mac) == int(r.macLen) && string(r.mac[:r.macLen]) == mac
+	return len(mac) == int(e.macLen) && string(e.mac[:e.macLen]) == mac
 }
 
 // setLLAddr sets a record's lladdr.
