@@ -174,7 +174,8 @@ func build(cfg Config) (a *agent, err error) {
 			a.close()
 		}
 	}()
-	if w := memWarning(gcThresh3(), tracerMapSlots(cfg.Tracer, c), cgroupMemoryLimit()); w != "" {
+	entries := gcThresh3()
+	if w := memWarning(entries, tracerMapSlots(cfg.Tracer, c, entries), cgroupMemoryLimit()); w != "" {
 		log.Warn(w)
 	}
 	if !c.has(unix.CAP_NET_ADMIN) {

@@ -138,15 +138,22 @@ func gcThresh3() int {
 	return sum
 }
 
-// tracerMapSlots is the capacity the tracer's maps will have for the
-// node's gc_thresh3, or 0 when no tracer will load: for the memory plan.
-func tracerMapSlots(cfg TracerConfig, c caps) int {
+// tracerMapSlots is the capacity the tracer's maps will have for a node
+// whose neighbour tables may hold entries entries, or 0 when no tracer
+// will load: for the memory plan.
+func tracerMapSlots(cfg TracerConfig, c caps, entries int) int {
 	if cfg.Mode == bpf.TracerOff || !c.bpf() {
 		return 0
 	}
-	size := bpf.MapSizeFor(gcThresh3())
-	if cfg.MaxMap > 0 && size > cfg.MaxMap {
-		size = cfg.MaxMap
+	return mapSlots(entries, cfg.MaxMap)
+}
+
+// mapSlots is the capacity of maps that must hold need entries, at most
+// maxMap (0: no bound).
+func mapSlots(need, maxMap int) int {
+	size := bpf.MapSizeFor(need)
+	if maxMap > 0 && size > maxMap {
+		size = maxMap
 	}
 	return size
 }
@@ -156,12 +163,7 @@ func tracerMapSlots(cfg TracerConfig, c caps) int {
 // size with a quarter more where it is larger (exempt entries, such as
 // PERMANENT ones, do not count against gc_thresh3).
 func (t *tracerPart) mapSize() int {
-	need := max(t.table.Len()*5/4, gcThresh3())
-	size := bpf.MapSizeFor(need)
-	if t.maxMap > 0 && size > t.maxMap {
-		size = t.maxMap
-	}
-	return size
+	return mapSlots(max(t.table.Len()*5/4, gcThresh3()), t.maxMap)
 }
 
 // reads serves the tracer collector: the running tracer and its feed
