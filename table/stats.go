@@ -1,7 +1,8 @@
 package table
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 	"time"
 )
 
@@ -61,7 +62,8 @@ func (t Classifier) Stats(stuckCap int) Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.advance(now)
-	st := Stats{Entries: t.st.n, StuckTotal: len(t.stuck), Bytes: t.st.bytes()}
+	st := Stats{Entries: t.st.n, StuckTotal: len(t.stuck), Bytes: t.st.bytes(),
+		Interfaces: make([]InterfaceStats, 0, len(t.ifaces))}
 	for idx, s := range t.ifaces {
 		is := InterfaceStats{Ifindex: idx, Name: s.name}
 		for f := range 2 {
@@ -91,7 +93,7 @@ func (t Classifier) Stats(stuckCap int) Stats {
 		}
 		st.Interfaces = append(st.Interfaces, is)
 	}
-	sort.Slice(st.Interfaces, func(i, j int) bool { return st.Interfaces[i].Ifindex < st.Interfaces[j].Ifindex })
+	slices.SortFunc(st.Interfaces, func(a, b InterfaceStats) int { return cmp.Compare(a.Ifindex, b.Ifindex) })
 	for f := range 2 {
 		fam := FamilyInet
 		if f == 1 {
