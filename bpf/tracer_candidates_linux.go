@@ -46,40 +46,49 @@ func (t CandidateFilter) PruneCandidates(keep func(ifindex int, addr netip.Addr)
 // UpdateCandidates adds, changes or removes source-MAC candidates: one
 // with a MAC is watched for packets from its address at another MAC, one
 // without is no longer watched. A candidate that stays with the same MAC
-// keeps what was seen of it. It costs a map lookup and at most one update
-// per change, and reports how many candidates did not fit in the map.
+// keeps what was seen of it. A new or removed candidate costs one map
+// syscall, one already watched two or three; it reports how many
+// candidates did not fit in the map.
 func (t CandidateFilter) UpdateCandidates(cs []Candidate) (notWatched int, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var errs []error
 	slots, ifaces := false, false
-	var old tracerCand
+	var k tracerNkey // declared once: handed over as a pointer, it lives on the heap
+	var v, old tracerCand
 	for _, c := range cs {
-		k := nkeyOf(c.Ifindex, c.Addr)
-		had := t.objs.SourceCandidates.Lookup(k, &old) == nil
-		switch {
-		case len(c.MAC) != 6:
-			if !had {
+		k = nkeyOf(c.Ifindex, c.Addr)
+		if len(c.MAC) != 6 {
+			err := t.objs.SourceCandidates.Delete(raw(&k))
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
 				continue
 			}
-			if err := t.objs.SourceCandidates.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			delete(t.sightings, k)
 			slots = t.candSlot(k, -1) || slots
 			ifaces = t.candIface(c.Ifindex, -1) || ifaces
-		case had && old.Mac == [6]byte(c.MAC):
-		default:
-			if err := t.objs.SourceCandidates.Put(k, tracerCand{Mac: [6]byte(c.MAC)}); err != nil {
-				notWatched++
+			continue
+		}
+		v = tracerCand{Mac: [6]byte(c.MAC)}
+		err := t.objs.SourceCandidates.Update(raw(&k), raw(&v), ebpf.UpdateNoExist)
+		had := errors.Is(err, ebpf.ErrKeyExist)
+		if had {
+			if t.objs.SourceCandidates.Lookup(raw(&k), raw(&old)) == nil && old.Mac == v.Mac {
 				continue
 			}
-			delete(t.sightings, k) // counts from zero again
-			if !had {
-				slots = t.candSlot(k, 1) || slots
-				ifaces = t.candIface(c.Ifindex, 1) || ifaces
-			}
+			err = t.objs.SourceCandidates.Put(raw(&k), raw(&v))
+		}
+		if err != nil {
+			notWatched++
+			continue
+		}
+		delete(t.sightings, k) // counts from zero again
+		if !had {
+			slots = t.candSlot(k, 1) || slots
+			ifaces = t.candIface(c.Ifindex, 1) || ifaces
 		}
 	}
 	if notWatched > 0 {

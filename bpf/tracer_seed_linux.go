@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -63,12 +64,16 @@ func (k tracerNkey) hitKey() HitKey {
 
 // Seed fills the in-kernel mirror with entries the tracepoints have not
 // reported yet. The tracepoints are attached first, so an entry they have
-// already recorded is newer and is left alone. A STALE entry is counted
-// in the STALE-MAC map first and in the filters only if it fits, as the
-// tracepoints do. What does not fit is returned, not lost: the caller
-// counts it and tries again. The per-interface counters and the MAC
-// filter are read once, updated in memory and written back once; a
-// tracepoint that changes them in between loses that change.
+// already recorded is newer and is left alone: the insert does not
+// replace (BPF_NOEXIST), and a STALE entry counted before an insert that
+// found one is uncounted. A STALE entry is counted in the STALE-MAC map
+// first and in the filters only if it fits, as the tracepoints do. What
+// does not fit is returned, not lost: the caller counts it and tries
+// again. The per-interface counters and the MAC filter are read once,
+// updated in memory and written back once; a tracepoint that changes them
+// in between loses that change. A new entry costs one map syscall, two if
+// STALE (its MAC's count and the insert), three if its MAC is already
+// counted.
 func (t Seeder) Seed(entries []SeedEntry) (n int, unmirrored []HitKey, err error) {
 	var buckets [4096]uint32
 	var bloom [16384]uint32
@@ -79,28 +84,31 @@ func (t Seeder) Seed(entries []SeedEntry) (n int, unmirrored []HitKey, err error
 		return 0, nil, err
 	}
 	stale := 0
+	// What the syscalls read, declared once: handed over as pointers,
+	// they live on the heap.
+	var (
+		k  tracerNkey
+		v  tracerNval
+		mk tracerMkey
+		mv tracerMval
+	)
 	for _, e := range entries {
-		k := nkeyOf(e.Ifindex, e.Addr)
-		var probe tracerNval
-		if t.objs.NeighMirror.Lookup(k, &probe) == nil {
-			continue // a tracepoint got there first
-		}
-		v := tracerNval{State: e.State}
+		k = nkeyOf(e.Ifindex, e.Addr)
+		v = tracerNval{State: e.State}
 		copy(v.Mac[:], e.MAC)
-		var mk tracerMkey
 		if e.State == unix.NUD_STALE && len(e.MAC) >= 6 {
 			mk = tracerMkey{Ifindex: uint32(e.Ifindex), Family: k.Family}
 			copy(mk.Mac[:], e.MAC)
-			if t.countStale(mk, k) {
+			if t.countStale(&mk, k, &mv) {
 				v.StaleOk = 1
 			}
 		}
-		if err := t.objs.NeighMirror.Update(k, v, ebpf.UpdateNoExist); err != nil {
+		if err := t.objs.NeighMirror.Update(raw(&k), raw(&v), ebpf.UpdateNoExist); err != nil {
 			if v.StaleOk == 1 {
 				t.uncountStale(mk)
 			}
 			if errors.Is(err, ebpf.ErrKeyExist) {
-				continue
+				continue // a tracepoint got there first
 			}
 			unmirrored = append(unmirrored, k.hitKey())
 			continue
@@ -125,15 +133,20 @@ func (t Seeder) Seed(entries []SeedEntry) (n int, unmirrored []HitKey, err error
 }
 
 // countStale adds one entry to a STALE MAC's count, as count_stale does;
-// false when the map is full.
-func (t *tracerCore) countStale(mk tracerMkey, k tracerNkey) bool {
-	var mv tracerMval
-	if err := t.objs.StaleMacs.Lookup(mk, &mv); err == nil {
-		mv.Count++
-		mv.Entry = k
-		return t.objs.StaleMacs.Put(mk, mv) == nil
+// false when the map is full. A MAC not counted yet, the common case,
+// takes one syscall. mv is scratch space.
+func (t *tracerCore) countStale(mk *tracerMkey, k tracerNkey, mv *tracerMval) bool {
+	*mv = tracerMval{Count: 1, Entry: k}
+	err := t.objs.StaleMacs.Update(raw(mk), raw(mv), ebpf.UpdateNoExist)
+	if !errors.Is(err, ebpf.ErrKeyExist) {
+		return err == nil
 	}
-	return t.objs.StaleMacs.Update(mk, tracerMval{Count: 1, Entry: k}, ebpf.UpdateNoExist) == nil
+	if t.objs.StaleMacs.Lookup(raw(mk), raw(mv)) != nil {
+		return false
+	}
+	mv.Count++
+	mv.Entry = k
+	return t.objs.StaleMacs.Put(raw(mk), raw(mv)) == nil
 }
 
 func (t *tracerCore) uncountStale(mk tracerMkey) {
@@ -189,4 +202,12 @@ func countKeys(m *ebpf.Map) int {
 		n++
 	}
 	return n
+}
+
+// raw hands a generated key or value to the kernel as it lies in memory,
+// so the per-entry paths (seeding, candidates) skip cilium/ebpf's
+// reflection on every call. The generated types match their maps' layout
+// byte for byte (TestRawLayouts).
+func raw[T tracerNkey | tracerNval | tracerMkey | tracerMval | tracerCand](v *T) unsafe.Pointer {
+	return unsafe.Pointer(v)
 }
