@@ -193,7 +193,7 @@ type lastHit struct {
 
 // sizesEvery and retryEvery pace the work that walks whole maps or sets.
 const (
-	sizesEvery = 5 * time.Minute
+	sizesEvery = 5 * time.Minute // neighwatch_tracer_map_entries{map="mirror"}: its help says so
 	retryEvery = time.Minute
 )
 
