@@ -655,20 +655,9 @@ func BenchmarkSeed(b *testing.B) {
 // (what RefreshMirrorSize does) and key by key (what it did).
 func BenchmarkCountMirror(b *testing.B) {
 	lab.Require(b)
-	tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, MirrorSize: 1 << 17})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tr.Close()
+	tr := loadEmpty(b, 1<<17)
 	const n = 100_000
-	batch := make([]SeedEntry, 0, n)
-	for i := range n {
-		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-		batch = append(batch, SeedEntry{Ifindex: 1, Addr: a, State: unix.NUD_REACHABLE, MAC: net.HardwareAddr{2, 0, 0, byte(i >> 16), byte(i >> 8), byte(i)}})
-	}
-	if k, _, err := tr.Seed(batch); err != nil || k != n {
-		b.Fatalf("seeded %d of %d: %v", k, n, err)
-	}
+	seedReachable(b, tr, n)
 	for _, c := range []struct {
 		name  string
 		count func(*ebpf.Map) int

@@ -41,25 +41,39 @@ func TestRawLayouts(t *testing.T) {
 // 4,096) and on an empty map.
 func TestCountKeysInBatches(t *testing.T) {
 	lab.Require(t)
-	tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, MirrorSize: 1 << 14})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := loadEmpty(t, 1<<14)
 	if n, m := countKeys(tr.objs.NeighMirror), countKeysOneByOne(tr.objs.NeighMirror); n != 0 || m != 0 {
 		t.Fatalf("empty mirror counted %d in batches, %d key by key", n, m)
 	}
 	const want = 10_000
-	batch := make([]SeedEntry, 0, want)
-	for i := range want {
-		a := netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)})
-		batch = append(batch, SeedEntry{Ifindex: 1 + i%3, Addr: a, State: unix.NUD_REACHABLE, MAC: net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)}})
-	}
-	n, _, err := tr.Seed(batch)
-	if err != nil || n != want {
-		t.Fatalf("seeded %d of %d: %v", n, want, err)
-	}
+	seedReachable(t, tr, want)
 	if got, byKey := countKeys(tr.objs.NeighMirror), countKeysOneByOne(tr.objs.NeighMirror); got != want || byKey != want {
 		t.Fatalf("mirror of %d entries counted %d in batches, %d key by key", want, got, byKey)
+	}
+}
+
+// loadEmpty loads an xmit tracer whose mirror holds mirrorSize entries,
+// closed when the test ends.
+func loadEmpty(tb testing.TB, mirrorSize int) *Tracer {
+	tb.Helper()
+	tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, MirrorSize: mirrorSize})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// seedReachable seeds n REACHABLE entries, each with an address and a MAC
+// of its own (10.0.0.0/8, n at most 2^24), spread over ifindexes 1 to 3.
+func seedReachable(tb testing.TB, tr *Tracer, n int) {
+	tb.Helper()
+	batch := make([]SeedEntry, 0, n)
+	for i := range n {
+		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		batch = append(batch, SeedEntry{Ifindex: 1 + i%3, Addr: a, State: unix.NUD_REACHABLE, MAC: net.HardwareAddr{2, 0, 0, byte(i >> 16), byte(i >> 8), byte(i)}})
+	}
+	if k, _, err := tr.Seed(batch); err != nil || k != n {
+		tb.Fatalf("seeded %d of %d: %v", k, n, err)
 	}
 }

@@ -72,8 +72,8 @@ func (k tracerNkey) hitKey() HitKey {
 // again. The per-interface counters and the MAC filter are read once,
 // updated in memory and written back once; a tracepoint that changes them
 // in between loses that change. A new entry costs one map syscall, two if
-// STALE (its MAC's count and the insert), three if its MAC is already
-// counted.
+// STALE (its MAC's count and the insert), four if that MAC is already
+// counted (the count's insert refused, read and written).
 func (t Seeder) Seed(entries []SeedEntry) (n int, unmirrored []HitKey, err error) {
 	var buckets [4096]uint32
 	var bloom [16384]uint32
