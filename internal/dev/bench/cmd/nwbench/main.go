@@ -10,8 +10,8 @@
 // With two or more --bin agents (say the build before and after a change),
 // every round runs each of them after the bare dump, each round starting
 // with the next one, and the report adds each agent's per-round ratio to
-// the first. An agent may carry
-// extra flags after an @: --bin 'bin/neighwatch,bin/neighwatch@--tracer=off'.
+// the first. Each run waits for a quiet machine first (waitQuiet). An
+// agent may carry extra flags after an @: --bin 'bin/neighwatch,bin/neighwatch@--tracer=off'.
 package main
 
 import (
@@ -215,7 +215,9 @@ func runSize(n, rounds, scrapes int, self string, bins []string) error {
 	// vsFirst[i] are agent i's per-round ratios to agent 0: sync, steady
 	// RSS, peak RSS, scrape median.
 	vsFirst := make([][4][]float64, len(bins))
+	var waited []float64
 	for r := 0; r < rounds; r++ {
+		waited = append(waited, waitQuiet(30*time.Second).Seconds())
 		out, err := nsx.Command(self, "bare").Output()
 		if err != nil {
 			return fmt.Errorf("bare: %w", err)
@@ -236,6 +238,7 @@ func runSize(n, rounds, scrapes int, self string, bins []string) error {
 		this := make([][4]float64, len(bins))
 		for j := range bins {
 			i := (r + j) % len(bins)
+			waited = append(waited, waitQuiet(30*time.Second).Seconds())
 			ar, err := runAgent(nsx, bins[i], scrapes)
 			if err != nil {
 				return fmt.Errorf("%s: %w", bins[i], err)
@@ -265,6 +268,7 @@ func runSize(n, rounds, scrapes int, self string, bins []string) error {
 	row := func(what string, v []float64, unit string) {
 		fmt.Printf("  %-40s median %8.3f %s  min %8.3f  max %8.3f\n", what, med(v), unit, minf(v), maxf(v))
 	}
+	row("wait for a quiet machine before each run", waited, "s ")
 	row("bare NeighList dump", bareSync, "ms")
 	row("bare NeighList peak RSS (VmHWM)", bareHWM, "MB")
 	for i, bin := range bins {
