@@ -83,3 +83,32 @@ func BenchmarkLiveHeapPerEntry(b *testing.B) {
 	b.ReportMetric(heapPerEntry, "heap-bytes/entry")
 	b.ReportMetric(float64(unsafe.Sizeof(rec{})), "bytes/record")
 }
+
+// BenchmarkResync measures a periodic resync of an unchanged table: a
+// dump's worth of updates, in the order the first dump inserted them,
+// between BeginSync and EndSync. ns/entry is per dumped entry.
+//
+//	go test ./table -run '^$' -bench Resync -benchtime 5x
+func BenchmarkResync(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			tb := New(time.Minute, nil)
+			us := benchUpdates(n, StateStale)
+			tb.BeginSync(true)
+			tb.Apply(CauseNetlink, us...)
+			tb.EndSync()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				tb.BeginSync(false)
+				for i := 0; i < len(us); i += 256 {
+					tb.Apply(CauseNetlink, us[i:min(i+256, len(us))]...)
+				}
+				if d := tb.EndSync(); d != 0 {
+					b.Fatalf("resync deleted %d entries", d)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+		})
+	}
+}

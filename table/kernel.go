@@ -29,6 +29,7 @@ func (t Kernel) BeginSync(initial bool) {
 	t.mu.Lock()
 	t.gen++
 	t.loading = initial
+	t.dumping = true
 	t.mu.Unlock()
 }
 
@@ -46,7 +47,7 @@ func (t Kernel) EndSync() int {
 		}
 		return true
 	})
-	t.loading = false
+	t.loading, t.dumping = false, false
 	return n
 }
 
@@ -96,7 +97,18 @@ func (t Kernel) ApplyTracepoint(k Key, from, to State, when time.Time) bool {
 // apply applies one update. The caller holds t.mu.
 func (t *core) apply(u *Update, cause Cause, now int64) {
 	k := Key{Ifindex: u.Ifindex, Addr: u.Addr}
-	slot, r, ok := t.st.get(k)
+	// Dump replies come in the order the store holds them (getInOrder);
+	// notifications do not.
+	var (
+		slot uint32
+		r    *rec
+		ok   bool
+	)
+	if t.dumping {
+		slot, r, ok = t.st.getInOrder(k)
+	} else {
+		slot, r, ok = t.st.get(k)
+	}
 	if u.Delete {
 		if ok {
 			t.remove(ent{slot, r}, cause, now)

@@ -97,6 +97,8 @@ type store struct {
 	obsFree []uint32
 	// longMACs are the lladdrs longer than inlineMAC, by slot.
 	longMACs map[uint32]string
+	// next is the slot after the one getInOrder last found or made.
+	next uint32
 }
 
 func newStore() *store {
@@ -129,6 +131,27 @@ func (s *store) get(k Key) (uint32, *rec, bool) {
 	return slot, s.at(slot), true
 }
 
+// getInOrder is get for a caller that walks the entries in the order
+// they were inserted: a dump lists them in the kernel's hash order, the
+// order the first dump inserted them in, so during a resync the entry
+// asked for is most often in the slot after the last one. That slot is
+// tried first, a sequential read instead of the index's two random ones
+// (at a million entries, most of a resync's time in user space). On a
+// miss it costs one compare more than get.
+func (s *store) getInOrder(k Key) (uint32, *rec, bool) {
+	if slot := s.next; slot < s.top {
+		if r := s.at(slot); r.live() && r.ifindex == k.Ifindex && r.addr == k.Addr.As16() && r.is4 == k.Addr.Is4() {
+			s.next = slot + 1
+			return slot, r, true
+		}
+	}
+	slot, r, ok := s.get(k)
+	if ok {
+		s.next = slot + 1
+	}
+	return slot, r, ok
+}
+
 // insert makes a live record for k, which must not be in the store.
 func (s *store) insert(k Key) (uint32, *rec) {
 	slot, ok := s.popFree()
@@ -145,6 +168,7 @@ func (s *store) insert(k Key) (uint32, *rec) {
 	*r = rec{addr: k.Addr.As16(), ifindex: k.Ifindex, is4: k.Addr.Is4(), heapIdx: -1, bits: recLive}
 	s.index.add(s, slot)
 	s.n++
+	s.next = slot + 1
 	return slot, r
 }
 

@@ -183,3 +183,81 @@ func deletes(us []Update) []Update {
 	}
 	return out
 }
+
+// TestGetInOrder: the in-order lookup finds what get finds, whether the
+// slot after the last one holds the key asked for, another key that
+// differs only in its interface or family, a freed record, or nothing;
+// and a walk in insertion order is answered from the next slot.
+func TestGetInOrder(t *testing.T) {
+	st := newStore()
+	defer st.release()
+	v4 := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}) }
+	var keys []Key
+	for i := range 1000 {
+		k := Key{Ifindex: 2, Addr: v4(i)}
+		switch i % 10 {
+		case 3: // same address on another interface
+			k.Ifindex = 3
+		case 7: // the v4-mapped IPv6 address of an IPv4 one: As16 alike
+			k.Addr = netip.AddrFrom16(v4(i - 1).As16())
+		}
+		keys = append(keys, k)
+		st.insert(k)
+	}
+	for i := 0; i < len(keys); i += 50 {
+		slot, _, _ := st.get(keys[i])
+		st.remove(slot)
+	}
+	// The keys that may sit in the next slot without being asked for.
+	probes := func(k Key) []Key {
+		other := k
+		other.Ifindex++
+		mapped := Key{Ifindex: k.Ifindex, Addr: netip.AddrFrom16(k.Addr.As16())}
+		if k.Addr.Is4In6() {
+			mapped.Addr = k.Addr.Unmap()
+		}
+		return []Key{k, other, mapped}
+	}
+	check := func(k Key) {
+		ws, wr, wok := st.get(k)
+		gs, gr, gok := st.getInOrder(k)
+		if gok != wok || gs != ws || gr != wr {
+			t.Fatalf("getInOrder(%v) = %d %v, get = %d %v", k, gs, gok, ws, wok)
+		}
+		if gok && gr.key() != k {
+			t.Fatalf("getInOrder(%v) returned the record of %v", k, gr.key())
+		}
+	}
+	// Each key in the next slot, asked for itself and for its near
+	// misses; then the freed slots and the past-the-top one next.
+	for _, k := range keys {
+		if slot, _, ok := st.get(k); ok {
+			for _, p := range probes(k) {
+				st.next = slot
+				check(p)
+			}
+		}
+	}
+	for _, k := range keys {
+		for _, next := range []uint32{0, 50, st.top} {
+			for _, p := range probes(k) {
+				st.next = next
+				check(p)
+			}
+		}
+	}
+	// A walk in insertion order: every live key is in the next slot but
+	// those right after a freed one (slots 1, 51, 101, ...).
+	st.next = 0
+	hits := 0
+	for _, k := range keys {
+		want := st.next
+		slot, _, ok := st.getInOrder(k)
+		if ok && slot == want {
+			hits++
+		}
+	}
+	if want := st.n - len(keys)/50; hits != want {
+		t.Fatalf("a walk in order found %d of %d live entries in the next slot, want %d", hits, st.n, want)
+	}
+}

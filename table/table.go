@@ -60,6 +60,7 @@ type core struct {
 	candDirty map[Key]struct{}
 	candLost  bool
 	loading   bool // initial dump: no events, no transition counts
+	dumping   bool // between BeginSync and EndSync
 	// onSuspect, if set, is called (under the lock: it must not block)
 	// when a suspicion begins.
 	onSuspect func()
