@@ -69,6 +69,13 @@ func (r *rec) ip() netip.Addr {
 
 func (r *rec) key() Key { return Key{Ifindex: r.ifindex, Addr: r.ip()} }
 
+// is reports whether the record holds the key whose address is addr
+// (As16) of the family is4 on ifindex: an IPv4 address and its
+// v4-mapped IPv6 form share addr, and are two keys.
+func (r *rec) is(addr [16]byte, ifindex int32, is4 bool) bool {
+	return r.addr == addr && r.ifindex == ifindex && r.is4 == is4
+}
+
 func (r *rec) family() Family {
 	if r.is4 {
 		return FamilyInet
@@ -140,7 +147,7 @@ func (s *store) get(k Key) (uint32, *rec, bool) {
 // miss it costs one compare more than get.
 func (s *store) getInOrder(k Key) (uint32, *rec, bool) {
 	if slot := s.next; slot < s.top {
-		if r := s.at(slot); r.live() && r.ifindex == k.Ifindex && r.addr == k.Addr.As16() && r.is4 == k.Addr.Is4() {
+		if r := s.at(slot); r.live() && r.is(k.Addr.As16(), k.Ifindex, k.Addr.Is4()) {
 			s.next = slot + 1
 			return slot, r, true
 		}
@@ -350,7 +357,7 @@ func (x *index) find(s *store, k Key) (uint32, bool) {
 		if v == 0 {
 			return 0, false
 		}
-		if r := s.at(v - 1); r.addr == addr && r.ifindex == k.Ifindex && r.is4 == is4 {
+		if r := s.at(v - 1); r.is(addr, k.Ifindex, is4) {
 			return v - 1, true
 		}
 	}
