@@ -113,22 +113,15 @@ func TestStalledBodiesDoNotStarve(t *testing.T) {
 	for i := range sources {
 		l.Client.MustIP(t, "addr", "add", fmt.Sprintf("10.0.1.%d/24", 100+i), "dev", lab.ClientIf)
 	}
-	stalled := "GET /metrics HTTP/1.1\r\nHost: node\r\nContent-Length: 1000\r\n\r\n"
-	perAddress := `neighwatch_http_connections_refused_total{listener="metrics",reason="per-address"}`
-	// One address alone first, while the listener has room: past its
-	// share (--web.max-connections-per-ip, 8) the agent refuses it at
-	// accept. In the flood below that need not show: the listener fills
-	// from all 16 at once, and evictions keep their shares even.
-	lab.WaitFor(t, 60*time.Second, "the agent to refuse connections past one address's share", func() bool {
+	// openStalled opens n connections from 10.0.1.src in the client
+	// namespace, each sending headers and a Content-Length, never the
+	// body; the ones the dial refused are left out.
+	openStalled := func(src byte, n int) []net.Conn {
+		const stalled = "GET /metrics HTTP/1.1\r\nHost: node\r\nContent-Length: 1000\r\n\r\n"
 		var cs []net.Conn
-		defer func() {
-			for _, c := range cs {
-				c.Close()
-			}
-		}()
+		d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(10, 0, 1, src)}}
 		_ = l.Client.Do(func() error {
-			d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(10, 0, 1, 100)}}
-			for range 12 {
+			for range n {
 				if c, err := d.Dial("tcp", lab.NodeClientIP.String()+":9947"); err == nil {
 					_, _ = c.Write([]byte(stalled))
 					cs = append(cs, c)
@@ -136,13 +129,29 @@ func TestStalledBodiesDoNotStarve(t *testing.T) {
 			}
 			return nil
 		})
+		return cs
+	}
+	refused := func(body, reason string) string {
+		return metricValue(body, `neighwatch_http_connections_refused_total{listener="metrics",reason="`+reason+`"}`)
+	}
+	// One address alone first, while the listener has room: past its
+	// share (--web.max-connections-per-ip, 8) the agent refuses it at
+	// accept. In the flood below that need not show: the listener fills
+	// from all 16 at once, and evictions keep their shares even.
+	lab.WaitFor(t, 60*time.Second, "the agent to refuse connections past one address's share", func() bool {
+		cs := openStalled(100, 12)
+		defer func() {
+			for _, c := range cs {
+				c.Close()
+			}
+		}()
 		// Accepted in order: by the time this scrape is answered, the 12
 		// were let in or refused.
 		code, b, err := l.Node.HTTPGet("http://prom:s3cret@" + metricsAddr + "/metrics")
 		if err != nil || code != http.StatusOK {
 			return false
 		}
-		v, err := strconv.ParseFloat(metricValue(b, perAddress), 64)
+		v, err := strconv.ParseFloat(refused(b, "per-address"), 64)
 		return err == nil && v >= 1
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -152,20 +161,8 @@ func TestStalledBodiesDoNotStarve(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(10, 0, 1, byte(100+w%sources))}}
 			for ctx.Err() == nil {
-				var cs []net.Conn
-				_ = l.Client.Do(func() error {
-					for range conns / 50 {
-						c, err := d.Dial("tcp", lab.NodeClientIP.String()+":9947")
-						if err != nil {
-							continue
-						}
-						_, _ = c.Write([]byte(stalled))
-						cs = append(cs, c)
-					}
-					return nil
-				})
+				cs := openStalled(byte(100+w%sources), conns/50)
 				opened.Add(int64(len(cs)))
 				// Hold them until the agent closes them, then open more.
 				for _, c := range cs {
@@ -223,8 +220,8 @@ func TestStalledBodiesDoNotStarve(t *testing.T) {
 	if maxConns != 64 {
 		t.Errorf("the metrics listener held at most %d connections during the attack, want all 64 slots taken", maxConns)
 	}
-	if v, err := strconv.ParseFloat(metricValue(body, `neighwatch_http_connections_refused_total{listener="metrics",reason="total"}`), 64); err != nil || v < 1 {
-		t.Errorf("refusals on a full listener %q after 16 addresses opened %d connections, want at least one:\n%s", metricValue(body, `neighwatch_http_connections_refused_total{listener="metrics",reason="total"}`), opened.Load(), grep(body, "http_connections"))
+	if v, err := strconv.ParseFloat(refused(body, "total"), 64); err != nil || v < 1 {
+		t.Errorf("refusals on a full listener %q after 16 addresses opened %d connections, want at least one:\n%s", refused(body, "total"), opened.Load(), grep(body, "http_connections"))
 	}
 	t.Logf("RSS %d kB before, %d kB right after", rss0, procRSS(t, pid))
 	// The agent returns a flood's memory to the OS within 10 s of its end
