@@ -75,12 +75,15 @@ func (m *movedClient) move(t *testing.T) {
 }
 
 // waitTraffic pings until replies come back or d passes; it returns how
-// long that took.
+// long that took. One request waits 200 ms for its reply (a veth answers
+// in well under a millisecond), so the time returned is within 200 ms of
+// the repair: a wait of a second per request had used up a second of a
+// bound that is itself a few seconds.
 func (m *movedClient) waitTraffic(t *testing.T, d time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for time.Since(start) < d {
-		if err := m.Client.Ping(m.backend, 1, 1*time.Second); err == nil {
+		if err := m.Client.Ping(m.backend, 1, 200*time.Millisecond); err == nil {
 			return time.Since(start)
 		}
 	}
@@ -203,7 +206,7 @@ func TestRemediationProbeRepairsMovedClient(t *testing.T) {
 			m.agent = a
 			events := collectEvents(t, sock)
 			m.move(t)
-			took := m.waitTraffic(t, staleThreshold+3*time.Second)
+			took := m.waitTraffic(t, lab.Patience(staleThreshold+3*time.Second))
 			a.waitAction(t, "probe", "moved", 1)
 			e := m.kernelEntry(t)
 			if !strings.EqualFold(e.LLAddr, m.newMAC.String()) {
