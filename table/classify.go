@@ -296,7 +296,7 @@ func (t *core) mismatch(e ent) (arp, source bool) {
 	if e.macLen == 0 || !e.state.Valid() || o.SuspectAt == 0 {
 		return false, false
 	}
-	return o.SeenMAC != "" && !t.st.macIs(e, o.SeenMAC) && o.SeenAt >= e.llSince, o.SourceMAC != "" && !t.st.macIs(e, o.SourceMAC)
+	return o.SeenMAC != "" && !t.st.macIs(e, o.SeenMAC) && o.SeenAt >= t.st.ns(e.llSince), o.SourceMAC != "" && !t.st.macIs(e, o.SourceMAC)
 }
 
 // classChanges names each class change ("ok -> stale-long") once, not

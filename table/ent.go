@@ -18,7 +18,7 @@ func (r *rec) candidate() bool { return r.state == StateStale || r.owner() == Ow
 // owner is Entry.Owner of the record.
 func (r *rec) owner() Owner {
 	switch {
-	case r.flagsExt&FlagExtManaged == 0:
+	case uint32(r.flagsExt)&FlagExtManaged == 0:
 		return OwnerNone
 	case r.protocol == ProtocolNeighwatch:
 		return OwnerNeighwatch
@@ -48,14 +48,14 @@ func (s *store) fill(e *Entry, slot uint32, r *rec) {
 		Key:           r.key(),
 		State:         r.state,
 		Flags:         r.flags,
-		FlagsExt:      r.flagsExt,
+		FlagsExt:      uint32(r.flagsExt),
 		Protocol:      r.protocol,
 		Since:         r.since,
-		Confirm:       r.confirm,
-		Used:          r.used,
+		Confirm:       s.ns(r.confirm),
+		Used:          s.ns(r.used),
 		Transitions:   r.transitions,
 		LLAddrChanges: r.llChanges,
-		LLAddrSince:   r.llSince,
+		LLAddrSince:   s.ns(r.llSince),
 		class:         r.class,
 	}
 	e.LLAddr = s.lladdr(slot, r)

@@ -85,7 +85,7 @@ func (t Kernel) ApplyTracepoint(k Key, from, to State, when time.Time) bool {
 	case !ok || r.state != from:
 		return false
 	default:
-		u.Flags, u.FlagsExt, u.Protocol = r.flags, r.flagsExt, r.protocol
+		u.Flags, u.FlagsExt, u.Protocol = r.flags, uint32(r.flagsExt), r.protocol
 		if to.Valid() {
 			u.LLAddr = []byte(t.st.lladdr(slot, r))
 		}
@@ -120,11 +120,11 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 		slot, r = t.st.insert(k)
 		e := ent{slot, r}
 		t.st.setLLAddr(slot, r, u.LLAddr)
-		r.state, r.flags, r.flagsExt, r.protocol = u.State, u.Flags, u.FlagsExt, u.Protocol
+		r.state, r.flags, r.flagsExt, r.protocol = u.State, u.Flags, uint8(u.FlagsExt), u.Protocol
 		r.since = since(u, now)
-		r.llSince = r.since
+		r.llSince = t.st.ms(r.since)
 		r.gen = t.gen
-		cacheTimes(r, u, now)
+		t.st.cacheTimes(r, u, now)
 		t.attach(e, now)
 		if r.candidate() {
 			t.candChanged(k)
@@ -142,10 +142,10 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 	}
 	e := ent{slot, r}
 	r.gen = t.gen
-	cacheTimes(r, u, now)
+	t.st.cacheTimes(r, u, now)
 	stateChanged := r.state != u.State
 	llChanged := !t.st.macIs(ent{slot, r}, string(u.LLAddr))
-	if !stateChanged && !llChanged && r.flags == u.Flags && r.flagsExt == u.FlagsExt && r.protocol == u.Protocol {
+	if !stateChanged && !llChanged && r.flags == u.Flags && r.flagsExt == uint8(u.FlagsExt) && r.protocol == u.Protocol {
 		return
 	}
 	oldState := r.state
@@ -178,7 +178,7 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 		// does: evidence gathered against the old MAC (sightings of the
 		// host's packets, bypass traffic, probes) says nothing about it.
 		r.since = since(u, now)
-		r.llSince = now // seen changing: no older than this message
+		r.llSince = t.st.ms(now) // seen changing: no older than this message
 		if r.obs != 0 {
 			o := t.st.o(r)
 			o.SourceMAC, o.SourceAt, o.SourcePackets = "", 0, 0
@@ -195,7 +195,7 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 			}
 		}
 	}
-	r.flags, r.flagsExt, r.protocol = u.Flags, u.FlagsExt, u.Protocol
+	r.flags, r.flagsExt, r.protocol = u.Flags, uint8(u.FlagsExt), u.Protocol
 	if r.obs != 0 {
 		o := t.st.o(r)
 		o.Mismatch, o.SourceMismatch = t.mismatch(e)
@@ -220,12 +220,12 @@ func since(u *Update, now int64) int64 {
 	return now - int64(u.UpdatedAge)
 }
 
-func cacheTimes(r *rec, u *Update, now int64) {
+func (s *store) cacheTimes(r *rec, u *Update, now int64) {
 	if !u.HasCacheInfo {
 		return
 	}
-	r.confirm = now - int64(u.ConfirmedAge)
-	r.used = now - int64(u.UsedAge)
+	r.confirm = s.ms(now - int64(u.ConfirmedAge))
+	r.used = s.ms(now - int64(u.UsedAge))
 }
 
 // remove deletes an entry, after the event that says so is built.

@@ -12,24 +12,26 @@ import (
 // was observed of the entry's host lives apart, on the Go heap, for the
 // few entries that have some (obs).
 type rec struct {
-	addr     [16]byte // As16 of the IP
-	ifindex  int32
-	flagsExt uint32
-	since    int64 // when the current state began (Unix ns)
-	confirm  int64 // last confirmation (NDA_CACHEINFO confirmed)
-	used     int64 // last use by kernel output (NDA_CACHEINFO used)
-	llSince  int64 // when the entry got its current lladdr
+	addr    [16]byte // As16 of the IP
+	ifindex int32
+	obs     uint32 // 1 + index in store.obs; 0: nothing observed
+	since   int64  // when the current state began (Unix ns)
+
+	// Milliseconds from the store's epoch (store.ms): the last
+	// confirmation and use (NDA_CACHEINFO confirmed and used), and when
+	// the entry got its current lladdr.
+	confirm, used, llSince int32
 
 	transitions, llChanges uint32
-	gen                    uint32 // resync generation that last confirmed the entry
-	heapIdx                int32  // position in its interface's stale heap, -1 if none
-	obs                    uint32 // 1 + index in store.obs; 0: nothing observed
+	heapIdx                int32           // position in its interface's stale heap, -1 if none
+	mac                    [inlineMAC]byte // the lladdr, when it fits
+	gen                    uint16          // resync generation that last confirmed the entry
 
-	mac      [inlineMAC]byte // the lladdr, when it fits
-	macLen   uint8           // its length; longMAC: in store.longMACs
+	macLen   uint8 // the lladdr's length; longMAC: in store.longMACs
 	is4      bool
 	state    State
 	flags    uint8
+	flagsExt uint8 // NTF_EXT_* (the kernel defines bits 0 to 2)
 	protocol uint8
 	class    Class
 	bits     uint8 // recLive, recLong, recMulti
@@ -37,7 +39,7 @@ type rec struct {
 
 // inlineMAC is the longest lladdr kept in the record (Ethernet's 6
 // bytes fit; InfiniBand's 20 go to store.longMACs).
-const inlineMAC = 8
+const inlineMAC = 6
 
 const longMAC = 0xff
 
@@ -83,7 +85,7 @@ func (r *rec) family() Family {
 	return FamilyInet6
 }
 
-// slotsPerSlab records make a slab: 64 Ki records, 6 MiB.
+// slotsPerSlab records make a slab: 64 Ki records, 4.5 MiB.
 const slotsPerSlab = 1 << 16
 
 // store holds the entries: records in slabs that never move (a *rec
@@ -106,6 +108,9 @@ type store struct {
 	longMACs map[uint32]string
 	// next is the slot after the one getInOrder last found or made.
 	next uint32
+	// epoch is the Unix ns that the records' millisecond times count
+	// from (0 until the first is stored).
+	epoch int64
 }
 
 func newStore() *store {
@@ -172,7 +177,8 @@ func (s *store) insert(k Key) (uint32, *rec) {
 		s.top++
 	}
 	r := s.at(slot)
-	*r = rec{addr: k.Addr.As16(), ifindex: k.Ifindex, is4: k.Addr.Is4(), heapIdx: -1, bits: recLive}
+	*r = rec{addr: k.Addr.As16(), ifindex: k.Ifindex, is4: k.Addr.Is4(), heapIdx: -1, bits: recLive,
+		confirm: msNone, used: msNone, llSince: msNone}
 	s.index.add(s, slot)
 	s.n++
 	s.next = slot + 1

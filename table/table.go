@@ -51,7 +51,7 @@ type core struct {
 	// after a sighting for silence alone to make it stuck.
 	recheck, silence int64
 	trans            [2][numStates + 1][numStates + 1]uint64
-	gen              uint32
+	gen              uint16
 	// candDirty holds the keys of changes to the set of STALE entries
 	// and of entries neighwatch manages, or to their addresses (the
 	// candidates of the tracer's source-MAC program), since the last
