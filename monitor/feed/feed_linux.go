@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/monitor/internal/pace"
 	"github.com/neighwatch/neighwatch/table"
 	"golang.org/x/sync/errgroup"
 )
@@ -72,8 +73,9 @@ type Feed struct {
 	keyBuf          []bpf.HitKey
 	totals          map[bpf.HitKey]uint64
 	sights          map[bpf.HitKey]bpf.Sighting
-	lastSizes       time.Time // when the map sizes were last counted
-	lastRetry       time.Time // when unmirrored entries were last retried
+	lastSizes       time.Time     // when the map sizes were last counted
+	sizesTook       time.Duration // how long that count took
+	lastRetry       time.Time     // when unmirrored entries were last retried
 	candBuf         []bpf.Candidate
 	// candWalked: the candidates were walked whole before, so a walk
 	// again must also prune what the map keeps of the last.
@@ -192,6 +194,8 @@ type lastHit struct {
 }
 
 // sizesEvery and retryEvery pace the work that walks whole maps or sets.
+// The mirror's count waits longer when it costs more (pace.Wait): 5
+// minutes up to about 300,000 entries.
 const (
 	sizesEvery = 5 * time.Minute // neighwatch_tracer_map_entries{map="mirror"}: its help says so
 	retryEvery = time.Minute
@@ -226,9 +230,11 @@ func (f *Feed) interval() {
 		f.forgetLast()
 		f.lastRetry = time.Now()
 	}
-	if time.Since(f.lastSizes) >= sizesEvery {
+	if time.Since(f.lastSizes) >= pace.Wait(sizesEvery, f.sizesTook) {
+		began := time.Now()
 		f.tracer.RefreshMirrorSize()
 		f.lastSizes = time.Now()
+		f.sizesTook = f.lastSizes.Sub(began)
 	}
 }
 

@@ -323,3 +323,34 @@ func openFDs(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// TestPeriodicResyncPacedByCost: the periodic resync waits at least
+// pace.Factor times what the last one took. With a 10 ms interval and
+// 3,000 entries (a dump of a millisecond or more), a second and a half
+// holds a handful of periodic resyncs, not 150. A busy machine makes
+// dumps slower and the count smaller, never larger.
+func TestPeriodicResyncPacedByCost(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	l := lab.New(t, "pac")
+	const hosts = 3000
+	lines := make([]string, 0, hosts)
+	for i := range hosts {
+		lines = append(lines, fmt.Sprintf("neigh add %s lladdr %s dev %s nud permanent",
+			lab.HostIP(100, i), lab.HostMAC(i, 0), lab.NodeClientIf))
+	}
+	if err := l.Node.Batch(lines); err != nil {
+		t.Fatal(err)
+	}
+	m := startMirror(t, l.Node, mirror.Config{ResyncInterval: 10 * time.Millisecond})
+	lab.WaitFor(t, 20*time.Second, "a periodic resync", func() bool { return m.Counters().Dumps >= 2 })
+	before := m.Counters()
+	window := 1500 * time.Millisecond
+	time.Sleep(window)
+	after := m.Counters()
+	n := after.ResyncPeriodic - before.ResyncPeriodic
+	t.Logf("%d periodic resyncs in %v with a %d-entry table, interval 10ms", n, window, m.table.Len())
+	if n >= 30 {
+		t.Errorf("%d periodic resyncs in %v: not paced by their cost (unpaced: one per 10ms)", n, window)
+	}
+}
