@@ -80,7 +80,7 @@ func declareAgent(fs *flag.FlagSet) (*bound, *options) {
 	o.str(&c.ControlSocket, "control.socket", "", "Unix socket for the control API (status, events, the runtime remediation and datapath switches, profiles), mode 0600 from its first moment; the agent does not start without it; empty turns the API off")
 	o.int(&c.Metrics.StuckInfoCap, "metrics.stuck-info-limit", n{0, 10000, false}, restart, "most neighwatch_stuck_neighbour_info series per scrape")
 	o.int(&c.Mirror.ReceiveBuffer, "netlink.receive-buffer", n{64 << 10, 1 << 30, false}, restart, "netlink socket receive buffer in bytes (16 MiB); forced past rmem_max with CAP_NET_ADMIN")
-	o.duration(&c.Mirror.ResyncInterval, "netlink.resync-interval", d{10 * time.Second, 24 * time.Hour, true}, restart, "full dump that catches entries the kernel creates without telling netlink (0 turns it off)")
+	o.duration(&c.Mirror.ResyncInterval, "netlink.resync-interval", d{10 * time.Second, 24 * time.Hour, true}, restart, "full dump that catches entries the kernel creates without telling netlink (0 turns it off); it waits at least 1,000 times as long as the last one took (about 11 minutes at 1,000,000 entries)")
 	o.duration(&c.Evidence.ConflictWindow, "arp.conflict-window", d{100 * time.Millisecond, time.Hour, false}, restart, "two MACs answering for one IP in turn within this window are a conflict; one change is a move")
 	o.values(parsed(&c.Tracer.Mode, bpf.ParseTracerMode), "tracer", "", restart, "bypass tracer: off, auto (fentry, else xmit), xmit, or fentry (falls back to xmit)")
 	o.duration(&c.Tracer.Feed.Interval, "tracer.interval", d{100 * time.Millisecond, time.Minute, false}, restart, "how often tracer hit counts and source-MAC sightings reach the table")
