@@ -73,11 +73,10 @@ func (s *store) rebase(epoch int64) {
 			*m = clampMS(int64(*m) - shift)
 		}
 	}
-	for slot := uint32(0); slot < s.top; slot++ {
-		if r := s.at(slot); r.live() {
-			move(&r.confirm)
-			move(&r.used)
-			move(&r.llSince)
-		}
-	}
+	s.each(func(_ uint32, r *rec) bool {
+		move(&r.confirm)
+		move(&r.used)
+		move(&r.llSince)
+		return true
+	})
 }
