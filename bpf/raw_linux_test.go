@@ -25,6 +25,8 @@ func TestRawLayouts(t *testing.T) {
 		{tracerMapNeighMirror, unsafe.Sizeof(tracerNkey{}), unsafe.Sizeof(tracerNval{})},
 		{tracerMapStaleMacs, unsafe.Sizeof(tracerMkey{}), unsafe.Sizeof(tracerMval{})},
 		{tracerMapSourceCandidates, unsafe.Sizeof(tracerNkey{}), unsafe.Sizeof(tracerCand{})},
+		// Mapped into memory as an array of Go values: the stride must match.
+		{tracerMapSeedBatch, 4, unsafe.Sizeof(tracerSeedEntry{})},
 	} {
 		ms := spec.Maps[c.m]
 		if ms == nil {

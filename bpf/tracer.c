@@ -9,6 +9,7 @@
 
 #include "tracer.h"
 #include <linux/pkt_cls.h>
+#include <asm/errno.h>
 
 // count_stale adds a STALE entry to the STALE-MAC map and, if it holds
 // it, to the per-interface buckets and the MAC filter. It reports whether
@@ -48,6 +49,143 @@ static __always_inline void uncount_stale(const struct nkey *k, const __u8 *mac)
 			bpf_map_delete_elem(&stale_macs, &mk);
 	}
 	__sync_fetch_and_add(&stale_on_if[k->ifindex % STALE_BUCKETS], -1);
+}
+
+// Seeding: user space writes a batch of table entries into seed_batch
+// (mapped into its memory), runs tr_seed once (BPF_PROG_RUN), and reads
+// each entry's result back. tr_candidates takes the source-MAC candidates
+// the same way. Each entry takes the same path as one a
+// tracepoint reports, without a syscall: one batch of SEED_BATCH costs
+// one syscall instead of two or more per entry.
+#define SEED_BATCH 1024
+
+enum seed_result {
+	SEED_INSERTED = 1,   /* mirrored, and if STALE, counted */
+	SEED_EXISTS = 2,     /* a tracepoint mirrored it first: its entry stays */
+	SEED_UNMIRRORED = 3, /* the mirror is full */
+	SEED_UNCOUNTED = 4,  /* mirrored, but STALE and the STALE-MAC map is full (or no MAC) */
+};
+
+struct seed_entry {
+	struct nkey key;
+	__u8 mac[6];
+	__u8 state;
+	__u8 has_mac; /* mac holds an Ethernet address */
+	__u8 result;  /* enum seed_result or cand_result, written back */
+	__u8 pad[7];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, SEED_BATCH);
+	__type(key, __u32);
+	__type(value, struct seed_entry);
+} seed_batch SEC(".maps");
+
+struct seed_args {
+	__u32 n; /* entries in seed_batch */
+};
+
+const enum seed_result *unused_seed_result __attribute__((unused));
+
+// errno_is tests a map helper's error by its low 32 bits only: before 6.4
+// the verifier calls the map's own update and delete directly, and those
+// returned int, so a negative error reaches the program zero-extended
+// (on 6.1, -EEXIST reads 4294967279).
+static __always_inline int errno_is(long err, int e)
+{
+	return (__s32)err == -e;
+}
+
+static long seed_one(__u32 i, void *unused)
+{
+	struct seed_entry *e = bpf_map_lookup_elem(&seed_batch, &i);
+	if (!e)
+		return 1;
+	struct nkey k = e->key;
+	struct nval nv = {.state = e->state};
+	__builtin_memcpy(nv.mac, e->mac, 6);
+	if (nv.state == NUD_STALE && e->has_mac)
+		nv.stale_ok = count_stale(&k, nv.mac);
+	long err = bpf_map_update_elem(&neigh_mirror, &k, &nv, BPF_NOEXIST);
+	if (err) {
+		if (nv.stale_ok)
+			uncount_stale(&k, nv.mac);
+		e->result = errno_is(err, EEXIST) ? SEED_EXISTS : SEED_UNMIRRORED;
+		return 0;
+	}
+	e->result = nv.state == NUD_STALE && !nv.stale_ok ? SEED_UNCOUNTED : SEED_INSERTED;
+	return 0;
+}
+
+enum cand_result {
+	CAND_ADDED = 1,   /* a new candidate */
+	CAND_KEPT = 2,    /* already a candidate with this MAC: what was seen of it stays */
+	CAND_CHANGED = 3, /* already a candidate, now with this MAC: seen from zero */
+	CAND_FULL = 4,    /* not watched: the map is full */
+	CAND_REMOVED = 5, /* has_mac 0: no longer a candidate */
+	CAND_ABSENT = 6,  /* has_mac 0, and it was none */
+	CAND_FAILED = 7,  /* has_mac 0, and the kernel refused the delete */
+};
+
+const enum cand_result *unused_cand_result __attribute__((unused));
+
+static long cand_one(__u32 i, void *unused)
+{
+	struct seed_entry *e = bpf_map_lookup_elem(&seed_batch, &i);
+	if (!e)
+		return 1;
+	struct nkey k = e->key;
+	if (!e->has_mac) {
+		long err = bpf_map_delete_elem(&source_candidates, &k);
+		e->result = !err ? CAND_REMOVED : errno_is(err, ENOENT) ? CAND_ABSENT : CAND_FAILED;
+		return 0;
+	}
+	struct cand c = {};
+	__builtin_memcpy(c.mac, e->mac, 6);
+	long err = bpf_map_update_elem(&source_candidates, &k, &c, BPF_NOEXIST);
+	if (!err) {
+		e->result = CAND_ADDED;
+		return 0;
+	}
+	if (!errno_is(err, EEXIST)) {
+		e->result = CAND_FULL;
+		return 0;
+	}
+	struct cand *old = bpf_map_lookup_elem(&source_candidates, &k);
+	if (old && mac_eq(old->mac, c.mac)) {
+		e->result = CAND_KEPT;
+		return 0;
+	}
+	e->result = bpf_map_update_elem(&source_candidates, &k, &c, BPF_ANY) ? CAND_FULL : CAND_CHANGED;
+	return 0;
+}
+
+// tr_candidates adds, changes or removes the source-MAC candidates of
+// the first n entries of seed_batch, as tr_seed seeds them.
+SEC("syscall")
+int tr_candidates(struct seed_args *args)
+{
+	__u32 n = args->n;
+	if (n > SEED_BATCH)
+		n = SEED_BATCH;
+	bpf_loop(n, cand_one, NULL, 0);
+	return 0;
+}
+
+// tr_seed inserts the first n entries of seed_batch. A syscall program
+// (5.14) that loops with bpf_loop (5.17) over maps allocated on demand,
+// which sleepable programs may use from 6.0: older kernels refuse it, and
+// user space seeds entry by entry instead.
+SEC("syscall")
+int tr_seed(struct seed_args *args)
+{
+	__u32 n = args->n;
+	if (n > SEED_BATCH)
+		n = SEED_BATCH;
+	bpf_loop(n, seed_one, NULL, 0);
+	return 0;
 }
 
 static __always_inline void track(struct neighbour *n, __u8 source, int dead)

@@ -23,6 +23,18 @@ type tracerCand struct {
 	Packets  uint64
 }
 
+type tracerCandResult uint32
+
+const (
+	tracerCandResultCAND_ADDED   tracerCandResult = 1
+	tracerCandResultCAND_KEPT    tracerCandResult = 2
+	tracerCandResultCAND_CHANGED tracerCandResult = 3
+	tracerCandResultCAND_FULL    tracerCandResult = 4
+	tracerCandResultCAND_REMOVED tracerCandResult = 5
+	tracerCandResultCAND_ABSENT  tracerCandResult = 6
+	tracerCandResultCAND_FAILED  tracerCandResult = 7
+)
+
 type tracerHitv struct {
 	_       structs.HostLayout
 	Packets uint64
@@ -58,6 +70,25 @@ type tracerNval struct {
 	Mac     [6]uint8
 	StaleOk uint8
 }
+
+type tracerSeedEntry struct {
+	_      structs.HostLayout
+	Key    tracerNkey
+	Mac    [6]uint8
+	State  uint8
+	HasMac uint8
+	Result uint8
+	Pad    [7]uint8
+}
+
+type tracerSeedResult uint32
+
+const (
+	tracerSeedResultSEED_INSERTED   tracerSeedResult = 1
+	tracerSeedResultSEED_EXISTS     tracerSeedResult = 2
+	tracerSeedResultSEED_UNMIRRORED tracerSeedResult = 3
+	tracerSeedResultSEED_UNCOUNTED  tracerSeedResult = 4
+)
 
 type tracerTpEvent struct {
 	_      structs.HostLayout
@@ -103,17 +134,20 @@ const (
 const (
 	tracerMapHits                = "hits"
 	tracerMapNeighMirror         = "neigh_mirror"
+	tracerMapSeedBatch           = "seed_batch"
 	tracerMapSourceCandidates    = "source_candidates"
 	tracerMapStaleMacs           = "stale_macs"
 	tracerMapTpEvents            = "tp_events"
 	tracerMapTrStats             = "tr_stats"
 	tracerMapWatchedBig          = "watched_big"
+	tracerProgTrCandidates       = "tr_candidates"
 	tracerProgTrCleanup          = "tr_cleanup"
 	tracerProgTrCleanupRaw       = "tr_cleanup_raw"
 	tracerProgTrCreate           = "tr_create"
 	tracerProgTrCreateRaw        = "tr_create_raw"
 	tracerProgTrEventSendDone    = "tr_event_send_done"
 	tracerProgTrEventSendDoneRaw = "tr_event_send_done_raw"
+	tracerProgTrSeed             = "tr_seed"
 	tracerProgTrSource           = "tr_source"
 	tracerProgTrTimerHandler     = "tr_timer_handler"
 	tracerProgTrTimerHandlerRaw  = "tr_timer_handler_raw"
@@ -126,6 +160,8 @@ const (
 	tracerVarSourceBloom         = "source_bloom"
 	tracerVarStaleOnIf           = "stale_on_if"
 	tracerVarUnusedCand          = "unused_cand"
+	tracerVarUnusedCandResult    = "unused_cand_result"
+	tracerVarUnusedSeedResult    = "unused_seed_result"
 	tracerVarUnusedTpEvent       = "unused_tp_event"
 	tracerVarUnusedTpSource      = "unused_tp_source"
 	tracerVarUnusedTrStat        = "unused_tr_stat"
@@ -176,12 +212,14 @@ type tracerSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tracerProgramSpecs struct {
+	TrCandidates       *ebpf.ProgramSpec `ebpf:"tr_candidates"`
 	TrCleanup          *ebpf.ProgramSpec `ebpf:"tr_cleanup"`
 	TrCleanupRaw       *ebpf.ProgramSpec `ebpf:"tr_cleanup_raw"`
 	TrCreate           *ebpf.ProgramSpec `ebpf:"tr_create"`
 	TrCreateRaw        *ebpf.ProgramSpec `ebpf:"tr_create_raw"`
 	TrEventSendDone    *ebpf.ProgramSpec `ebpf:"tr_event_send_done"`
 	TrEventSendDoneRaw *ebpf.ProgramSpec `ebpf:"tr_event_send_done_raw"`
+	TrSeed             *ebpf.ProgramSpec `ebpf:"tr_seed"`
 	TrSource           *ebpf.ProgramSpec `ebpf:"tr_source"`
 	TrTimerHandler     *ebpf.ProgramSpec `ebpf:"tr_timer_handler"`
 	TrTimerHandlerRaw  *ebpf.ProgramSpec `ebpf:"tr_timer_handler_raw"`
@@ -196,6 +234,7 @@ type tracerProgramSpecs struct {
 type tracerMapSpecs struct {
 	Hits             *ebpf.MapSpec `ebpf:"hits"`
 	NeighMirror      *ebpf.MapSpec `ebpf:"neigh_mirror"`
+	SeedBatch        *ebpf.MapSpec `ebpf:"seed_batch"`
 	SourceCandidates *ebpf.MapSpec `ebpf:"source_candidates"`
 	StaleMacs        *ebpf.MapSpec `ebpf:"stale_macs"`
 	TpEvents         *ebpf.MapSpec `ebpf:"tp_events"`
@@ -207,18 +246,20 @@ type tracerMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tracerVariableSpecs struct {
-	Epoch          *ebpf.VariableSpec `ebpf:"epoch"`
-	MacBloom       *ebpf.VariableSpec `ebpf:"mac_bloom"`
-	NetnsIno       *ebpf.VariableSpec `ebpf:"netns_ino"`
-	SourceBloom    *ebpf.VariableSpec `ebpf:"source_bloom"`
-	StaleOnIf      *ebpf.VariableSpec `ebpf:"stale_on_if"`
-	UnusedCand     *ebpf.VariableSpec `ebpf:"unused_cand"`
-	UnusedTpEvent  *ebpf.VariableSpec `ebpf:"unused_tp_event"`
-	UnusedTpSource *ebpf.VariableSpec `ebpf:"unused_tp_source"`
-	UnusedTrStat   *ebpf.VariableSpec `ebpf:"unused_tr_stat"`
-	WatchAll       *ebpf.VariableSpec `ebpf:"watch_all"`
-	WatchedBits    *ebpf.VariableSpec `ebpf:"watched_bits"`
-	XmitFilter     *ebpf.VariableSpec `ebpf:"xmit_filter"`
+	Epoch            *ebpf.VariableSpec `ebpf:"epoch"`
+	MacBloom         *ebpf.VariableSpec `ebpf:"mac_bloom"`
+	NetnsIno         *ebpf.VariableSpec `ebpf:"netns_ino"`
+	SourceBloom      *ebpf.VariableSpec `ebpf:"source_bloom"`
+	StaleOnIf        *ebpf.VariableSpec `ebpf:"stale_on_if"`
+	UnusedCand       *ebpf.VariableSpec `ebpf:"unused_cand"`
+	UnusedCandResult *ebpf.VariableSpec `ebpf:"unused_cand_result"`
+	UnusedSeedResult *ebpf.VariableSpec `ebpf:"unused_seed_result"`
+	UnusedTpEvent    *ebpf.VariableSpec `ebpf:"unused_tp_event"`
+	UnusedTpSource   *ebpf.VariableSpec `ebpf:"unused_tp_source"`
+	UnusedTrStat     *ebpf.VariableSpec `ebpf:"unused_tr_stat"`
+	WatchAll         *ebpf.VariableSpec `ebpf:"watch_all"`
+	WatchedBits      *ebpf.VariableSpec `ebpf:"watched_bits"`
+	XmitFilter       *ebpf.VariableSpec `ebpf:"xmit_filter"`
 }
 
 // tracerObjects contains all objects after they have been loaded into the kernel.
@@ -243,6 +284,7 @@ func (o *tracerObjects) Close() error {
 type tracerMaps struct {
 	Hits             *ebpf.Map `ebpf:"hits"`
 	NeighMirror      *ebpf.Map `ebpf:"neigh_mirror"`
+	SeedBatch        *ebpf.Map `ebpf:"seed_batch"`
 	SourceCandidates *ebpf.Map `ebpf:"source_candidates"`
 	StaleMacs        *ebpf.Map `ebpf:"stale_macs"`
 	TpEvents         *ebpf.Map `ebpf:"tp_events"`
@@ -254,6 +296,7 @@ func (m *tracerMaps) Close() error {
 	return _TracerClose(
 		m.Hits,
 		m.NeighMirror,
+		m.SeedBatch,
 		m.SourceCandidates,
 		m.StaleMacs,
 		m.TpEvents,
@@ -266,30 +309,34 @@ func (m *tracerMaps) Close() error {
 //
 // It can be passed to loadTracerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tracerVariables struct {
-	Epoch          *ebpf.Variable `ebpf:"epoch"`
-	MacBloom       *ebpf.Variable `ebpf:"mac_bloom"`
-	NetnsIno       *ebpf.Variable `ebpf:"netns_ino"`
-	SourceBloom    *ebpf.Variable `ebpf:"source_bloom"`
-	StaleOnIf      *ebpf.Variable `ebpf:"stale_on_if"`
-	UnusedCand     *ebpf.Variable `ebpf:"unused_cand"`
-	UnusedTpEvent  *ebpf.Variable `ebpf:"unused_tp_event"`
-	UnusedTpSource *ebpf.Variable `ebpf:"unused_tp_source"`
-	UnusedTrStat   *ebpf.Variable `ebpf:"unused_tr_stat"`
-	WatchAll       *ebpf.Variable `ebpf:"watch_all"`
-	WatchedBits    *ebpf.Variable `ebpf:"watched_bits"`
-	XmitFilter     *ebpf.Variable `ebpf:"xmit_filter"`
+	Epoch            *ebpf.Variable `ebpf:"epoch"`
+	MacBloom         *ebpf.Variable `ebpf:"mac_bloom"`
+	NetnsIno         *ebpf.Variable `ebpf:"netns_ino"`
+	SourceBloom      *ebpf.Variable `ebpf:"source_bloom"`
+	StaleOnIf        *ebpf.Variable `ebpf:"stale_on_if"`
+	UnusedCand       *ebpf.Variable `ebpf:"unused_cand"`
+	UnusedCandResult *ebpf.Variable `ebpf:"unused_cand_result"`
+	UnusedSeedResult *ebpf.Variable `ebpf:"unused_seed_result"`
+	UnusedTpEvent    *ebpf.Variable `ebpf:"unused_tp_event"`
+	UnusedTpSource   *ebpf.Variable `ebpf:"unused_tp_source"`
+	UnusedTrStat     *ebpf.Variable `ebpf:"unused_tr_stat"`
+	WatchAll         *ebpf.Variable `ebpf:"watch_all"`
+	WatchedBits      *ebpf.Variable `ebpf:"watched_bits"`
+	XmitFilter       *ebpf.Variable `ebpf:"xmit_filter"`
 }
 
 // tracerPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadTracerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tracerPrograms struct {
+	TrCandidates       *ebpf.Program `ebpf:"tr_candidates"`
 	TrCleanup          *ebpf.Program `ebpf:"tr_cleanup"`
 	TrCleanupRaw       *ebpf.Program `ebpf:"tr_cleanup_raw"`
 	TrCreate           *ebpf.Program `ebpf:"tr_create"`
 	TrCreateRaw        *ebpf.Program `ebpf:"tr_create_raw"`
 	TrEventSendDone    *ebpf.Program `ebpf:"tr_event_send_done"`
 	TrEventSendDoneRaw *ebpf.Program `ebpf:"tr_event_send_done_raw"`
+	TrSeed             *ebpf.Program `ebpf:"tr_seed"`
 	TrSource           *ebpf.Program `ebpf:"tr_source"`
 	TrTimerHandler     *ebpf.Program `ebpf:"tr_timer_handler"`
 	TrTimerHandlerRaw  *ebpf.Program `ebpf:"tr_timer_handler_raw"`
@@ -300,12 +347,14 @@ type tracerPrograms struct {
 
 func (p *tracerPrograms) Close() error {
 	return _TracerClose(
+		p.TrCandidates,
 		p.TrCleanup,
 		p.TrCleanupRaw,
 		p.TrCreate,
 		p.TrCreateRaw,
 		p.TrEventSendDone,
 		p.TrEventSendDoneRaw,
+		p.TrSeed,
 		p.TrSource,
 		p.TrTimerHandler,
 		p.TrTimerHandlerRaw,

@@ -46,50 +46,42 @@ func (t CandidateFilter) PruneCandidates(keep func(ifindex int, addr netip.Addr)
 // UpdateCandidates adds, changes or removes source-MAC candidates: one
 // with a MAC is watched for packets from its address at another MAC, one
 // without is no longer watched. A candidate that stays with the same MAC
-// keeps what was seen of it. A new or removed candidate costs one map
-// syscall, one already watched two or three; it reports how many
+// keeps what was seen of it. Where the kernel took tr_candidates, a batch
+// of 1,024 costs one syscall; else a new or removed candidate costs one
+// map syscall, one already watched two or three. It reports how many
 // candidates did not fit in the map.
 func (t CandidateFilter) UpdateCandidates(cs []Candidate) (notWatched int, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var errs []error
 	slots, ifaces := false, false
-	var k tracerNkey // declared once: handed over as a pointer, it lives on the heap
-	var v, old tracerCand
-	for _, c := range cs {
-		k = nkeyOf(c.Ifindex, c.Addr)
-		if len(c.MAC) != 6 {
-			err := t.objs.SourceCandidates.Delete(raw(&k))
-			if errors.Is(err, ebpf.ErrKeyNotExist) {
-				continue
+	note := func(k tracerNkey, r tracerCandResult, err error) {
+		switch r {
+		case tracerCandResultCAND_ADDED, tracerCandResultCAND_REMOVED:
+			d := int32(1)
+			if r == tracerCandResultCAND_REMOVED {
+				d = -1
 			}
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
+			delete(t.sightings, k) // counts from zero again
+			slots = t.candSlot(k, d) || slots
+			ifaces = t.candIface(int(k.Ifindex), int(d)) || ifaces
+		case tracerCandResultCAND_CHANGED:
 			delete(t.sightings, k)
-			slots = t.candSlot(k, -1) || slots
-			ifaces = t.candIface(c.Ifindex, -1) || ifaces
-			continue
-		}
-		v = tracerCand{Mac: [6]byte(c.MAC)}
-		err := t.objs.SourceCandidates.Update(raw(&k), raw(&v), ebpf.UpdateNoExist)
-		had := errors.Is(err, ebpf.ErrKeyExist)
-		if had {
-			if t.objs.SourceCandidates.Lookup(raw(&k), raw(&old)) == nil && old.Mac == v.Mac {
-				continue
-			}
-			err = t.objs.SourceCandidates.Put(raw(&k), raw(&v))
-		}
-		if err != nil {
+		case tracerCandResultCAND_FULL:
 			notWatched++
-			continue
+		case tracerCandResultCAND_FAILED:
+			if err == nil {
+				err = errors.New("the kernel refused")
+			}
+			errs = append(errs, fmt.Errorf("remove source-MAC candidate %v: %w", k.hitKey(), err))
 		}
-		delete(t.sightings, k) // counts from zero again
-		if !had {
-			slots = t.candSlot(k, 1) || slots
-			ifaces = t.candIface(c.Ifindex, 1) || ifaces
+	}
+	if t.seed.cand != nil {
+		if err := t.candidatesInKernel(cs, note); err != nil {
+			errs = append(errs, err)
 		}
+	} else {
+		t.candidatesEach(cs, note)
 	}
 	if notWatched > 0 {
 		errs = append(errs, fmt.Errorf("source-MAC candidates map full (%d entries): %d candidates not watched", t.objs.SourceCandidates.MaxEntries(), notWatched))
@@ -109,6 +101,74 @@ func (t CandidateFilter) UpdateCandidates(cs []Candidate) (notWatched int, err e
 		errs = append(errs, t.syncSourceLinksLocked())
 	}
 	return notWatched, errors.Join(errs...)
+}
+
+// candidatesInKernel hands the candidates to tr_candidates a batch at a
+// time and notes what became of each.
+func (t CandidateFilter) candidatesInKernel(cs []Candidate, note func(tracerNkey, tracerCandResult, error)) error {
+	t.seed.mu.Lock()
+	defer t.seed.mu.Unlock()
+	for len(cs) > 0 {
+		b := t.seed.batch[:min(len(cs), len(t.seed.batch))]
+		for i := range b {
+			c := &cs[i]
+			b[i] = tracerSeedEntry{Key: nkeyOf(c.Ifindex, c.Addr)}
+			if len(c.MAC) == 6 {
+				b[i].Mac, b[i].HasMac = [6]byte(c.MAC), 1
+			}
+		}
+		if err := t.runBatch(t.seed.cand, len(b)); err != nil {
+			return fmt.Errorf("update source-MAC candidates in the kernel: %w", err)
+		}
+		for i := range b {
+			r := tracerCandResult(b[i].Result)
+			if r < tracerCandResultCAND_ADDED || r > tracerCandResultCAND_FAILED {
+				return fmt.Errorf("update source-MAC candidates in the kernel: entry %d of %d has no result (%d)", i, len(b), r)
+			}
+			note(b[i].Key, r, nil)
+		}
+		cs = cs[len(b):]
+	}
+	return nil
+}
+
+// candidatesEach updates the candidates one by one with map syscalls.
+func (t CandidateFilter) candidatesEach(cs []Candidate, note func(tracerNkey, tracerCandResult, error)) {
+	var k tracerNkey // declared once: handed over as a pointer, it lives on the heap
+	var v, old tracerCand
+	for _, c := range cs {
+		k = nkeyOf(c.Ifindex, c.Addr)
+		if len(c.MAC) != 6 {
+			switch err := t.objs.SourceCandidates.Delete(raw(&k)); {
+			case err == nil:
+				note(k, tracerCandResultCAND_REMOVED, nil)
+			case errors.Is(err, ebpf.ErrKeyNotExist):
+				note(k, tracerCandResultCAND_ABSENT, nil)
+			default:
+				note(k, tracerCandResultCAND_FAILED, err)
+			}
+			continue
+		}
+		v = tracerCand{Mac: [6]byte(c.MAC)}
+		err := t.objs.SourceCandidates.Update(raw(&k), raw(&v), ebpf.UpdateNoExist)
+		if err == nil {
+			note(k, tracerCandResultCAND_ADDED, nil)
+			continue
+		}
+		if !errors.Is(err, ebpf.ErrKeyExist) {
+			note(k, tracerCandResultCAND_FULL, nil)
+			continue
+		}
+		if t.objs.SourceCandidates.Lookup(raw(&k), raw(&old)) == nil && old.Mac == v.Mac {
+			note(k, tracerCandResultCAND_KEPT, nil)
+			continue
+		}
+		if t.objs.SourceCandidates.Put(raw(&k), raw(&v)) != nil {
+			note(k, tracerCandResultCAND_FULL, nil)
+			continue
+		}
+		note(k, tracerCandResultCAND_CHANGED, nil)
+	}
 }
 
 // sourceBloom is the source filter the candidates make: a slot is set

@@ -81,6 +81,8 @@ type tracerCore struct {
 
 	hitEntries, mirrorEntries atomic.Int64
 
+	seed seeding // tr_seed, where the kernel took it
+
 	// Per-packet hooks, attached only while SetPerPacket(true).
 	inNetNS      func(func() error) error
 	perPacket    bool          // any per-packet hook attached
@@ -195,6 +197,7 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	t.loadNeighbourHooks(l, spec)
 	t.loadBypass(l, opts)
 	t.loadSource(l)
+	t.loadSeed(l)
 
 	// The per-packet hooks start detached: the caller attaches them
 	// while some entry needs watching (SetPerPacket).
@@ -233,6 +236,7 @@ func (t *Tracer) Close() error {
 		delete(t.sourceLinks, idx)
 	}
 	t.mu.Unlock()
+	errs = append(errs, t.closeSeed())
 	for _, p := range t.progs {
 		errs = append(errs, p.Close())
 	}

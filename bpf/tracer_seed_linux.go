@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
 )
 
@@ -69,12 +71,139 @@ func (k tracerNkey) hitKey() HitKey {
 // found one is uncounted. A STALE entry is counted in the STALE-MAC map
 // first and in the filters only if it fits, as the tracepoints do. What
 // does not fit is returned, not lost: the caller counts it and tries
-// again. The per-interface counters and the MAC filter are read once,
-// updated in memory and written back once; a tracepoint that changes them
-// in between loses that change. A new entry costs one map syscall, two if
-// STALE (its MAC's count and the insert), four if that MAC is already
-// counted (the count's insert refused, read and written).
+// again.
+//
+// Where the kernel took tr_seed (6.0 on), the kernel does this, a batch
+// of 1,024 entries a syscall (seedInKernel); else user space does it
+// entry by entry (seedEach).
 func (t Seeder) Seed(entries []SeedEntry) (n int, unmirrored []HitKey, err error) {
+	if t.seed.prog != nil {
+		return t.seedInKernel(entries)
+	}
+	return t.seedEach(entries)
+}
+
+// seeding is tr_seed and tr_candidates, and the batch they read, mapped
+// into this process.
+type seeding struct {
+	mu         sync.Mutex // one batch at a time
+	prog, cand *ebpf.Program
+	mem        []byte
+	batch      []tracerSeedEntry // mem as entries
+}
+
+// loadSeed loads tr_seed and tr_candidates, and maps their batch; where
+// the kernel refuses them, Seed and UpdateCandidates go on entry by entry
+// and Programs says why.
+func (t *tracerCore) loadSeed(l *progLoader) {
+	var progs [2]*ebpf.Program
+	var sts []ProgramStatus
+	// Before 5.14 the kernel has no syscall programs, and its EINVAL
+	// would read as the verifier's.
+	noType := features.HaveProgramType(ebpf.Syscall)
+	for i, name := range []string{"tr_seed", "tr_candidates"} {
+		if noType != nil {
+			sts = append(sts, ProgramStatus{Program: name, Hook: hookOf(l.spec, name), Feature: FeatureSeed,
+				Refusal: refusal(noType, false), Error: oneLine(noType)})
+			continue
+		}
+		_, p, _, st := loadHook(l, hook{feature: FeatureSeed, progs: []string{name}})
+		progs[i] = p
+		sts = append(sts, st...)
+	}
+	if progs[0] != nil || progs[1] != nil {
+		m := t.objs.SeedBatch
+		size := int(m.MaxEntries()) * int(unsafe.Sizeof(tracerSeedEntry{}))
+		mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			for i, p := range progs {
+				if p != nil {
+					p.Close()
+					sts[i] = ProgramStatus{Program: sts[i].Program, Hook: sts[i].Hook, Feature: FeatureSeed,
+						Refusal: RefusedOther, Error: "map the batch: " + err.Error()}
+				}
+			}
+			progs = [2]*ebpf.Program{}
+		} else {
+			t.seed.mem = mem
+			t.seed.batch = unsafe.Slice((*tracerSeedEntry)(unsafe.Pointer(unsafe.SliceData(mem))), m.MaxEntries())
+		}
+	}
+	t.seed.prog, t.seed.cand = progs[0], progs[1]
+	for _, p := range progs {
+		if p != nil {
+			t.progs = append(t.progs, p)
+		}
+	}
+	t.programs = append(t.programs, sts...)
+}
+
+// runBatch runs p over the first n entries of the batch, which the caller
+// wrote whole (results zero).
+func (t *tracerCore) runBatch(p *ebpf.Program, n int) error {
+	_, err := p.Run(&ebpf.RunOptions{Context: uint32(n)})
+	return err
+}
+
+// SeedsInKernel reports whether Seed runs in the kernel (tr_seed), a
+// batch a syscall, rather than entry by entry.
+func (t Seeder) SeedsInKernel() bool { return t.seed.prog != nil }
+
+// closeSeed unmaps the batch; the program closes with the others.
+func (t *tracerCore) closeSeed() error {
+	if t.seed.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(t.seed.mem)
+	t.seed.mem, t.seed.batch, t.seed.prog, t.seed.cand = nil, nil, nil, nil
+	return err
+}
+
+// seedInKernel hands the entries to tr_seed a batch at a time: it counts
+// and inserts each as seedEach would, in the kernel, and writes back what
+// became of it.
+func (t Seeder) seedInKernel(entries []SeedEntry) (n int, unmirrored []HitKey, err error) {
+	t.seed.mu.Lock()
+	defer t.seed.mu.Unlock()
+	for len(entries) > 0 {
+		b := t.seed.batch[:min(len(entries), len(t.seed.batch))]
+		for i := range b {
+			e := &entries[i]
+			b[i] = tracerSeedEntry{Key: nkeyOf(e.Ifindex, e.Addr), State: e.State}
+			copy(b[i].Mac[:], e.MAC)
+			if len(e.MAC) >= 6 {
+				b[i].HasMac = 1
+			}
+		}
+		if err := t.runBatch(t.seed.prog, len(b)); err != nil {
+			return n, unmirrored, fmt.Errorf("seed the mirror in the kernel: %w", err)
+		}
+		for i := range b {
+			switch tracerSeedResult(b[i].Result) {
+			case tracerSeedResultSEED_INSERTED:
+				n++
+			case tracerSeedResultSEED_UNCOUNTED:
+				n++
+				unmirrored = append(unmirrored, b[i].Key.hitKey())
+			case tracerSeedResultSEED_UNMIRRORED:
+				unmirrored = append(unmirrored, b[i].Key.hitKey())
+			case tracerSeedResultSEED_EXISTS:
+			default:
+				return n, unmirrored, fmt.Errorf("seed the mirror in the kernel: entry %d of %d has no result (%d)", i, len(b), b[i].Result)
+			}
+		}
+		entries = entries[len(b):]
+	}
+	return n, unmirrored, nil
+}
+
+// seedEach seeds entry by entry with map syscalls. The per-interface
+// counters and the MAC filter are read once, updated in memory and
+// written back once; a tracepoint that changes them in between loses that
+// change. A new entry costs one map syscall, two if STALE (its MAC's
+// count and the insert), four if that MAC is already counted (the count's
+// insert refused, read and written).
+func (t Seeder) seedEach(entries []SeedEntry) (n int, unmirrored []HitKey, err error) {
 	var buckets [4096]uint32
 	var bloom [16384]uint32
 	if err := t.objs.StaleOnIf.Get(&buckets); err != nil {

@@ -40,8 +40,9 @@ func (s Suite) Name() string {
 }
 
 // Contract lists the suites: the tracer loads and degrades program by
-// program, counts each redirect helper exactly and follows large
-// ifindexes and a full map; entries the kernel creates silently are
+// program, counts each redirect helper exactly, follows large ifindexes
+// and a full map, and seeds its maps in the kernel where the kernel takes
+// the batch programs, to the same end as from user space; entries the kernel creates silently are
 // looked up and a re-validating datapath is never counted; the loop with
 // forwarders that are not the project's (TC and XDP, IPv4 and IPv6
 // together); the precision scenarios (a moved host stuck, and a host
@@ -53,7 +54,7 @@ func (s Suite) Name() string {
 // as the kernel has them. The rest of the suite runs on the host kernel
 // only. The e2e tests run the agent as the DaemonSet does.
 var Contract = []Suite{
-	{Package: "./bpf", Run: "^(TestTracerLoadsOnThisKernel|TestTracerDegradesProgramByProgram|TestTracerCountsEachHelper|TestTracerPastCapacity|TestTracerWatchesLargeIfindex|TestTracerIgnoresOtherNamespaces)$", Timeout: 8 * time.Minute},
+	{Package: "./bpf", Run: "^(TestTracerLoadsOnThisKernel|TestTracerDegradesProgramByProgram|TestTracerCountsEachHelper|TestTracerPastCapacity|TestTracerWatchesLargeIfindex|TestTracerIgnoresOtherNamespaces|TestSeedInKernelAsEntryByEntry|TestCandidatesInKernelAsOneByOne)$", Timeout: 8 * time.Minute},
 	{Package: "./monitor/feed", Run: "^(TestCreatedEntriesLookedUp|TestTracerNoFalsePositives)$", Timeout: 5 * time.Minute},
 	{Package: "./e2e", Run: "^(TestBypassedHostFoundAndRepaired|TestDatapathSwapUnderTraffic|TestManagedCapabilityNamed|TestKilledAgentLeavesNoDatapath|TestPrecisionMoved|TestPrecisionBond)$",
 		Ends: "TestPrecisionSecondMAC|TestPrecisionARPFlux|TestPrecisionRouter|TestPrecisionBlueGreen|TestPrecisionVRRP", Timeout: 12 * time.Minute, Parallel: 4},

@@ -1,0 +1,240 @@
+package bpf
+
+import (
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
+	"golang.org/x/sys/unix"
+)
+
+// TestSeedInKernelAsEntryByEntry seeds one batch twice, by tr_seed in the
+// kernel and entry by entry from user space (tr_seed refused), into maps
+// small enough to fill, and wants the same maps, counts and leftovers
+// from both, and the figures the batch implies:
+//   - an entry a tracepoint mirrored first (here written before the seed)
+//     stays as it was and is neither counted nor returned;
+//   - STALE entries sharing a MAC count it once per entry;
+//   - a STALE entry without a MAC, or whose MAC no longer fits the
+//     STALE-MAC map (8 MACs), is mirrored and returned uncounted;
+//   - once the mirror (48 entries) is full, what is left is returned, and
+//     a STALE entry counted before its insert failed is uncounted.
+//
+// From 6.1 the kernel must take tr_seed; before 6.0 it refuses it.
+func TestSeedInKernelAsEntryByEntry(t *testing.T) {
+	lab.Require(t)
+	const mirrorSize, macsSize = 48, 8
+	mac := func(a, b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, a, b} }
+	ip := func(a, b byte) netip.Addr { return netip.AddrFrom4([4]byte{10, a, 0, b}) }
+	first := SeedEntry{Ifindex: 1, Addr: ip(1, 1), State: unix.NUD_STALE, MAC: mac(1, 1)}
+	batch := []SeedEntry{first}
+	for i := range 20 {
+		batch = append(batch, SeedEntry{Ifindex: 2, Addr: ip(2, byte(i)), State: unix.NUD_REACHABLE, MAC: mac(2, byte(i))})
+	}
+	for i := range 10 { // two MACs, five entries each
+		batch = append(batch, SeedEntry{Ifindex: 3, Addr: ip(3, byte(i)), State: unix.NUD_STALE, MAC: mac(3, byte(i%2))})
+	}
+	batch = append(batch, SeedEntry{Ifindex: 3, Addr: ip(4, 1), State: unix.NUD_STALE})
+	for i := range 12 { // six fit the STALE-MAC map
+		batch = append(batch, SeedEntry{Ifindex: 4, Addr: ip(5, byte(i)), State: unix.NUD_STALE, MAC: mac(5, byte(i))})
+	}
+	for i := range 8 { // four fit the mirror
+		batch = append(batch, SeedEntry{Ifindex: 2, Addr: ip(6, byte(i)), State: unix.NUD_REACHABLE, MAC: mac(6, byte(i))})
+	}
+	batch = append(batch, SeedEntry{Ifindex: 3, Addr: ip(7, 1), State: unix.NUD_STALE, MAC: mac(3, 0)})
+
+	type result struct {
+		n          int
+		unmirrored []HitKey
+		counted    uint64
+		mirror     map[tracerNkey]tracerNval
+		macs       map[tracerMkey]tracerMval
+		bloom      [16384]uint32
+	}
+	seed := func(refuse []string) (*Tracer, result) {
+		tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, MirrorSize: mirrorSize, StaleMACsSize: macsSize, Refuse: refuse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		k := nkeyOf(first.Ifindex, first.Addr)
+		v := tracerNval{State: unix.NUD_REACHABLE, Mac: [6]byte(mac(9, 9))}
+		if err := tr.objs.NeighMirror.Update(raw(&k), raw(&v), ebpf.UpdateNoExist); err != nil {
+			t.Fatal(err)
+		}
+		var r result
+		if r.n, r.unmirrored, err = tr.Seed(batch); err != nil {
+			t.Fatalf("seed (refused %v): %v", refuse, err)
+		}
+		if r.counted, err = tr.StaleCounted(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.objs.MacBloom.Get(&r.bloom); err != nil {
+			t.Fatal(err)
+		}
+		r.mirror, r.macs = dumpMap[tracerNkey, tracerNval](t, tr.objs.NeighMirror), dumpMap[tracerMkey, tracerMval](t, tr.objs.StaleMacs)
+		if got := r.mirror[k]; got != v {
+			t.Errorf("refused %v: the entry mirrored first is now %+v, was %+v", refuse, got, v)
+		}
+		return tr, r
+	}
+	kernel, inKernel := seed(nil)
+	user, byEntry := seed([]string{"tr_seed"})
+
+	if user.SeedsInKernel() {
+		t.Error("tr_seed refused, yet Seed runs in the kernel")
+	}
+	if ok, rel := lab.KernelAtLeast(6, 1); ok && !kernel.SeedsInKernel() {
+		t.Fatalf("kernel %s refused tr_seed: %+v", rel, kernel.Programs())
+	} else if ok, _ := lab.KernelAtLeast(6, 0); !ok && kernel.SeedsInKernel() {
+		t.Fatalf("kernel %s took tr_seed, which needs 6.0", rel)
+	} else {
+		t.Logf("kernel %s: tr_seed taken: %v", rel, kernel.SeedsInKernel())
+	}
+
+	// 20 + 10 + 1 + 12 + 4 mirrored; 1 + 6 uncounted and 4 + 1 left out.
+	for name, r := range map[string]result{"in the kernel": inKernel, "entry by entry": byEntry} {
+		if r.n != 47 || len(r.unmirrored) != 12 || r.counted != 16 || len(r.mirror) != mirrorSize || len(r.macs) != macsSize {
+			t.Errorf("%s: %d mirrored, %d returned, %d STALE counted, mirror %d, STALE MACs %d; want 47, 12, 16, %d, %d",
+				name, r.n, len(r.unmirrored), r.counted, len(r.mirror), len(r.macs), mirrorSize, macsSize)
+		}
+		if c := r.macs[tracerMkey{Ifindex: 3, Mac: [6]byte(mac(3, 0)), Family: unix.AF_INET}].Count; c != 5 {
+			t.Errorf("%s: shared MAC counted %d times, want 5 (the sixth entry was not mirrored)", name, c)
+		}
+	}
+	if inKernel.n != byEntry.n || !slices.Equal(inKernel.unmirrored, byEntry.unmirrored) || inKernel.counted != byEntry.counted {
+		t.Errorf("in the kernel %d mirrored, %d STALE counted, returned %v; entry by entry %d, %d, %v",
+			inKernel.n, inKernel.counted, inKernel.unmirrored, byEntry.n, byEntry.counted, byEntry.unmirrored)
+	}
+	if d := differ(inKernel.mirror, byEntry.mirror); len(d) > 0 {
+		t.Errorf("the mirrors differ at %d keys, the first %+v", len(d), d[0])
+	}
+	if d := differ(inKernel.macs, byEntry.macs); len(d) > 0 {
+		t.Errorf("the STALE-MAC maps differ at %d keys, the first %+v", len(d), d[0])
+	}
+	if inKernel.bloom != byEntry.bloom {
+		t.Error("the MAC filters differ")
+	}
+}
+
+// differ returns the keys whose values a and b do not share.
+func differ[K, V comparable](a, b map[K]V) []K {
+	var out []K
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			out = append(out, k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// dumpMap reads a whole map.
+func dumpMap[K comparable, V any](t *testing.T, m *ebpf.Map) map[K]V {
+	t.Helper()
+	out := map[K]V{}
+	var k K
+	var v V
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		out[k] = v
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestCandidatesInKernelAsOneByOne updates the source-MAC candidates
+// twice, by tr_candidates in the kernel and one by one from user space
+// (tr_candidates refused), in a map of 8, and wants the same map, filter,
+// per-interface counts and leftovers from both, and what the batch
+// implies: a candidate kept with its MAC keeps what was seen of it, one
+// whose MAC changed counts from zero, a removed one leaves, removing one
+// that is none is no error, and past 8 a candidate is not watched.
+func TestCandidatesInKernelAsOneByOne(t *testing.T) {
+	lab.Require(t)
+	const size = 8
+	c := func(i byte, mac byte) Candidate {
+		return Candidate{Ifindex: 2 + int(i%2), Addr: netip.AddrFrom4([4]byte{10, 9, 0, i}), MAC: net.HardwareAddr{2, 0, 0, 0, 9, mac}}
+	}
+	var first []Candidate
+	for i := range byte(6) {
+		first = append(first, c(i, i))
+	}
+	gone := c(2, 0)
+	gone.MAC = nil
+	never := c(40, 0)
+	never.MAC = nil
+	second := []Candidate{c(0, 0), c(1, 99), gone, never, c(10, 10), c(11, 11), c(12, 12), c(13, 13)}
+
+	type result struct {
+		notWatched int
+		cands      map[tracerNkey]tracerCand
+		bloom      [16384]uint8
+		ifaces     map[int]int
+	}
+	update := func(refuse []string) (*Tracer, result) {
+		tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, CandidatesSize: size, Refuse: refuse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		if n, err := tr.UpdateCandidates(first); n != 0 || err != nil {
+			t.Fatalf("refused %v: first six: %d not watched, %v", refuse, n, err)
+		}
+		// What the source-MAC program would have seen of the first two.
+		for _, i := range []byte{0, 1} {
+			k := nkeyOf(c(i, i).Ifindex, c(i, i).Addr)
+			v := tracerCand{Mac: [6]byte(c(i, i).MAC), Seen: [6]byte{2, 0, 0, 0, 8, 8}, Packets: 7}
+			if err := tr.objs.SourceCandidates.Update(raw(&k), raw(&v), ebpf.UpdateExist); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var r result
+		r.notWatched, err = tr.UpdateCandidates(second)
+		if r.notWatched != 1 || err == nil || !strings.Contains(err.Error(), "full") {
+			t.Errorf("refused %v: %d not watched (%v); want 1, and the map named full", refuse, r.notWatched, err)
+		}
+		r.cands = dumpMap[tracerNkey, tracerCand](t, tr.objs.SourceCandidates)
+		r.bloom = tr.sourceBloom()
+		r.ifaces = maps.Clone(tr.candIfaces)
+		return tr, r
+	}
+	kernel, inKernel := update(nil)
+	_, oneByOne := update([]string{"tr_candidates"})
+	if ok, rel := lab.KernelAtLeast(6, 1); ok && kernel.seed.cand == nil {
+		t.Fatalf("kernel %s refused tr_candidates: %+v", rel, kernel.Programs())
+	}
+
+	for name, r := range map[string]result{"in the kernel": inKernel, "one by one": oneByOne} {
+		if len(r.cands) != size {
+			t.Errorf("%s: %d candidates, want %d", name, len(r.cands), size)
+		}
+		kept, changed := r.cands[nkeyOf(c(0, 0).Ifindex, c(0, 0).Addr)], r.cands[nkeyOf(c(1, 1).Ifindex, c(1, 1).Addr)]
+		if kept.Packets != 7 || changed.Packets != 0 || changed.Mac != [6]byte(c(1, 99).MAC) {
+			t.Errorf("%s: kept %+v, changed %+v; want 7 packets kept, the changed one at its new MAC from zero", name, kept, changed)
+		}
+		if _, ok := r.cands[nkeyOf(gone.Ifindex, gone.Addr)]; ok {
+			t.Errorf("%s: the removed candidate is still watched", name)
+		}
+		if n := r.ifaces[2] + r.ifaces[3]; n != size {
+			t.Errorf("%s: interfaces count %d candidates (%v), want %d", name, n, r.ifaces, size)
+		}
+	}
+	if d := differ(inKernel.cands, oneByOne.cands); len(d) > 0 {
+		t.Errorf("the candidate maps differ at %d keys, the first %+v", len(d), d[0])
+	}
+	if inKernel.bloom != oneByOne.bloom || !maps.Equal(inKernel.ifaces, oneByOne.ifaces) {
+		t.Errorf("filters equal %v, interfaces %v / %v", inKernel.bloom == oneByOne.bloom, inKernel.ifaces, oneByOne.ifaces)
+	}
+}
