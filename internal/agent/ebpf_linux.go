@@ -276,7 +276,17 @@ func logPrograms(tr *bpf.Tracer, log *slog.Logger) {
 	if fb := tr.Fallback(); fb != nil && tr.Mode() == bpf.TracerXmit {
 		log.Warn("fentry tracer unavailable, counting at transmit (xmit mode) instead", "reason", fb.Error())
 	}
-	log.Info("tracer loaded", "bypass", tr.Mode(), "features", featureSummary(tr.Features()))
+	seed := "kernel"
+	if !tr.SeedsInKernel() {
+		seed = "entry-by-entry"
+		for _, p := range tr.Programs() {
+			if p.Feature == bpf.FeatureSeed && !p.Loaded {
+				log.Info("tracer: the mirror is seeded entry by entry (seconds at a million entries): the kernel refused tr_seed, which needs 6.0",
+					"refusal", p.Refusal, "err", p.Error)
+			}
+		}
+	}
+	log.Info("tracer loaded", "bypass", tr.Mode(), "features", featureSummary(tr.Features()), "seed", seed)
 }
 
 // featureSummary is "states=tp_btf created-entries=raw_tp bypass=xmit ...".
