@@ -198,6 +198,9 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	t.loadBypass(l, opts)
 	t.loadSource(l)
 	t.loadSeed(l)
+	for _, l := range t.loaders {
+		l.loaded()
+	}
 
 	// The per-packet hooks start detached: the caller attaches them
 	// while some entry needs watching (SetPerPacket).
