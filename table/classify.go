@@ -142,16 +142,16 @@ func (t Classifier) Publish(ev Event) {
 // reattach recomputes an entry's aggregates after its evidence or age
 // changed, publishing a class event when its class changed.
 func (t *core) reattach(e ent, now int64, cause Cause) {
-	old := e.class
+	old := e.class()
 	t.detach(e)
 	if e.obs != 0 {
 		o := t.st.o(e.rec)
 		o.Mismatch, o.SourceMismatch = t.mismatch(e)
 	}
 	t.attach(e, now)
-	if e.class != old && t.publishing() {
+	if e.class() != old && t.publishing() {
 		ev := t.event(e, KindClass, cause, now)
-		ev.Detail = classChanges[old][e.class]
+		ev.Detail = classChanges[old][e.class()]
 		t.events.Publish(ev)
 	}
 }
@@ -188,7 +188,7 @@ func (t *core) advance(now int64) (promoted int) {
 					break
 				}
 				e := t.st.ent(slot)
-				if now-e.since < t.threshold {
+				if now-t.st.csNS(e.since) < t.threshold {
 					break
 				}
 				t.reattach(e, now, CauseClassify)
@@ -215,7 +215,7 @@ func (t *core) detach(e ent) {
 			s.pending[f].remove(t.st, e.slot)
 		}
 	}
-	switch e.class {
+	switch e.class() {
 	case ClassStuck:
 		s.stuck[f]--
 		delete(t.stuck, e.slot)
@@ -246,29 +246,29 @@ func (t *core) attach(e ent, now int64) {
 		t.owned[e.slot] = struct{}{}
 	}
 	o := t.st.o(e.rec)
-	e.class = ClassOK
+	e.setClass(ClassOK)
 	e.setBit(recLong, false)
 	if e.state == StateStale {
-		if now-e.since >= t.threshold {
+		if now-t.st.csNS(e.since) >= t.threshold {
 			e.setBit(recLong, true)
 			s.long[f].push(t.st, e.slot)
 			s.staleLong[f]++
 			switch {
 			case t.st.hostGone(e):
-				e.class = ClassStuck
+				e.setClass(ClassStuck)
 			case o.BypassInState > 0:
-				e.class = ClassAtRisk
+				e.setClass(ClassAtRisk)
 			default:
-				e.class = ClassStaleLong
+				e.setClass(ClassStaleLong)
 			}
 		} else {
 			s.pending[f].push(t.st, e.slot)
 		}
 	}
-	if e.class != ClassStuck && t.st.conflicted(e) {
-		e.class = ClassConflict
+	if e.class() != ClassStuck && t.st.conflicted(e) {
+		e.setClass(ClassConflict)
 	}
-	switch e.class {
+	switch e.class() {
 	case ClassStuck:
 		s.stuck[f]++
 		t.stuck[e.slot] = struct{}{}
@@ -324,7 +324,7 @@ func (t *core) event(e ent, kind Kind, cause Cause, now int64) Event {
 		OldLLAddr: hw,
 		Cause:     cause,
 		Kind:      kind,
-		Class:     e.class,
+		Class:     e.class(),
 	}
 }
 

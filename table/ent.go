@@ -50,13 +50,13 @@ func (s *store) fill(e *Entry, slot uint32, r *rec) {
 		Flags:         r.flags,
 		FlagsExt:      uint32(r.flagsExt),
 		Protocol:      r.protocol,
-		Since:         r.since,
+		Since:         s.csNS(r.since),
 		Confirm:       s.ns(r.confirm),
 		Used:          s.ns(r.used),
 		Transitions:   r.transitions,
-		LLAddrChanges: r.llChanges,
+		LLAddrChanges: uint32(r.llChanges),
 		LLAddrSince:   s.ns(r.llSince),
-		class:         r.class,
+		class:         r.class(),
 	}
 	e.LLAddr = s.lladdr(slot, r)
 }

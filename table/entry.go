@@ -15,12 +15,12 @@ type Entry struct {
 	Flags    uint8
 	FlagsExt uint32
 	Protocol uint8 // NDA_PROTOCOL
-	Since    int64 // when the current state began
+	Since    int64 // when the current state began (to 10 ms; at most 248 days back)
 	Confirm  int64 // last confirmation (NDA_CACHEINFO confirmed)
 	Used     int64 // last use by kernel output (NDA_CACHEINFO used)
 
 	Transitions   uint32
-	LLAddrChanges uint32
+	LLAddrChanges uint32 // stops at 65,535 (the interface's count does not)
 
 	// LLAddrSince is when the entry got its current lladdr (as the
 	// kernel's "updated" says at load); evidence older than it says

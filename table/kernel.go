@@ -1,6 +1,7 @@
 package table
 
 import (
+	"math"
 	"net"
 	"time"
 )
@@ -121,8 +122,8 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 		e := ent{slot, r}
 		t.st.setLLAddr(slot, r, u.LLAddr)
 		r.state, r.flags, r.flagsExt, r.protocol = u.State, u.Flags, uint8(u.FlagsExt), u.Protocol
-		r.since = since(u, now)
-		r.llSince = t.st.ms(r.since)
+		sn := since(u, now)
+		r.since, r.llSince = t.st.cs(sn), t.st.ms(sn)
 		r.gen = t.gen
 		t.st.cacheTimes(r, u, now)
 		t.attach(e, now)
@@ -157,7 +158,7 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 	t.detach(e)
 	if stateChanged {
 		r.state = u.State
-		r.since = since(u, now)
+		r.since = t.st.cs(since(u, now))
 		r.transitions++
 		if r.obs != 0 {
 			o := t.st.o(r)
@@ -170,14 +171,16 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 		// Entries in INCOMPLETE or FAILED carry no lladdr; only a move from
 		// one address to another counts as a change.
 		if r.macLen != 0 && len(u.LLAddr) > 0 {
-			r.llChanges++
+			if r.llChanges < math.MaxUint16 {
+				r.llChanges++
+			}
 			t.iface(r.ifindex).lladdrChanges[f]++
 		}
 		t.st.setLLAddr(slot, r, u.LLAddr)
 		// A new MAC starts the state afresh, as the kernel's "updated"
 		// does: evidence gathered against the old MAC (sightings of the
 		// host's packets, bypass traffic, probes) says nothing about it.
-		r.since = since(u, now)
+		r.since = t.st.cs(since(u, now))
 		r.llSince = t.st.ms(now) // seen changing: no older than this message
 		if r.obs != 0 {
 			o := t.st.o(r)

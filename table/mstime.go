@@ -5,12 +5,15 @@ import (
 	"time"
 )
 
-// A record keeps its times other than since as int32 milliseconds from
-// the store's epoch: 12 bytes where Unix nanoseconds took 24, at a
-// million entries 12 MB. The kernel's own are coarser (jiffies, 4 ms at
-// HZ=250). The range is ±24.8 days around the epoch; the epoch moves
-// forward (rebase) before now leaves the range, and a time older than
-// the range reads as the oldest the range holds.
+// A record keeps its times as int32s from the store's epoch: 16 bytes
+// where Unix nanoseconds took 32, at a million entries 16 MB. Most are
+// milliseconds (the kernel's own are coarser: jiffies, 4 ms at HZ=250),
+// with a range of ±24.8 days around the epoch. The state's start (since)
+// is in hundredths of a second, ±248 days: states last long (a STALE or
+// PERMANENT entry may keep its state for months), and their age is read
+// against thresholds of seconds. The epoch moves forward (rebase) before
+// now leaves the milliseconds' range, and a time older than its range
+// reads as the oldest the range holds.
 
 // msNone is the millisecond time of a zero (unknown) time.
 const msNone = math.MinInt32
@@ -25,7 +28,23 @@ const (
 // ms converts Unix ns to the store's millisecond time, rounding up: a
 // time kept as "when the lladdr changed" never reads as earlier than it
 // was, so evidence from before a change never counts as after it.
-func (s *store) ms(ns int64) int32 {
+func (s *store) ms(ns int64) int32 { return s.units(ns, int64(time.Millisecond)) }
+
+// cs converts Unix ns to the store's time in hundredths of a second,
+// rounding down: a state's age never reads as less than it is (so never
+// as negative), at most 10 ms more.
+func (s *store) cs(ns int64) int32 {
+	m := s.units(ns, int64(10*time.Millisecond))
+	if m != msNone && m != msNone+1 && s.csNS(m) > ns {
+		m--
+	}
+	return m
+}
+
+// units converts Unix ns to units of unit ns from the epoch, rounding up;
+// msNone for 0. The first time sets the epoch; one past its range moves
+// it (times are at most now).
+func (s *store) units(ns, unit int64) int32 {
 	if ns == 0 {
 		return msNone
 	}
@@ -37,11 +56,20 @@ func (s *store) ms(ns int64) int32 {
 		s.rebase(ns - int64(msRebaseTo))
 		d = ns - s.epoch
 	}
-	m := d / int64(time.Millisecond) // toward zero: up for d < 0
-	if d%int64(time.Millisecond) > 0 {
+	m := d / unit // toward zero: up for d < 0
+	if d%unit > 0 {
 		m++
 	}
 	return clampMS(m)
+}
+
+// csNS converts the store's time in hundredths of a second back to Unix
+// ns.
+func (s *store) csNS(c int32) int64 {
+	if c == msNone {
+		return 0
+	}
+	return s.epoch + int64(c)*int64(10*time.Millisecond)
 }
 
 // ns converts the store's millisecond time back to Unix ns.
@@ -62,21 +90,23 @@ func clampMS(m int64) int32 {
 	return int32(m)
 }
 
-// rebase moves the epoch forward to epoch and shifts every record's
-// millisecond times back by as much: a walk of the slabs, once in
-// msRebaseAfter-msRebaseTo (11 days), under the table's lock.
+// rebase moves the epoch forward to about epoch (a whole number of
+// hundredths) and shifts every record's times back by as much: a walk of
+// the slabs, once in msRebaseAfter-msRebaseTo (11 days), under the
+// table's lock.
 func (s *store) rebase(epoch int64) {
-	shift := (epoch - s.epoch) / int64(time.Millisecond)
-	s.epoch += shift * int64(time.Millisecond)
-	move := func(m *int32) {
+	shift := (epoch - s.epoch) / int64(10*time.Millisecond) // in hundredths
+	s.epoch += shift * int64(10*time.Millisecond)
+	move := func(m *int32, shift int64) {
 		if *m != msNone {
 			*m = clampMS(int64(*m) - shift)
 		}
 	}
 	s.each(func(_ uint32, r *rec) bool {
-		move(&r.confirm)
-		move(&r.used)
-		move(&r.llSince)
+		move(&r.since, shift)
+		move(&r.confirm, 10*shift)
+		move(&r.used, 10*shift)
+		move(&r.llSince, 10*shift)
 		return true
 	})
 }

@@ -15,26 +15,27 @@ type rec struct {
 	addr    [16]byte // As16 of the IP
 	ifindex int32
 	obs     uint32 // 1 + index in store.obs; 0: nothing observed
-	since   int64  // when the current state began (Unix ns)
+	// since is when the current state began, in hundredths of a second
+	// from the store's epoch, rounded down (store.cs).
+	since int32
 
 	// Milliseconds from the store's epoch (store.ms): the last
 	// confirmation and use (NDA_CACHEINFO confirmed and used), and when
 	// the entry got its current lladdr.
 	confirm, used, llSince int32
 
-	transitions, llChanges uint32
-	heapIdx                int32           // position in its interface's stale heap, -1 if none
-	mac                    [inlineMAC]byte // the lladdr, when it fits
-	gen                    uint16          // resync generation that last confirmed the entry
+	transitions uint32
+	heapIdx     int32           // position in its interface's stale heap, -1 if none
+	llChanges   uint16          // saturates at 65,535
+	gen         uint16          // resync generation that last confirmed the entry
+	mac         [inlineMAC]byte // the lladdr, when it fits
 
 	macLen   uint8 // the lladdr's length; longMAC: in store.longMACs
-	is4      bool
 	state    State
 	flags    uint8
 	flagsExt uint8 // NTF_EXT_* (the kernel defines bits 0 to 2)
 	protocol uint8
-	class    Class
-	bits     uint8 // recLive, recLong, recMulti
+	bits     uint8 // recLive, recLong, recMulti, recV4, and the class (recClass)
 }
 
 // inlineMAC is the longest lladdr kept in the record (Ethernet's 6
@@ -48,11 +49,21 @@ const (
 	recLive  = 1 << iota // the slot holds an entry
 	recLong              // in the stale-long heap rather than the pending one
 	recMulti             // counted in the multi-MAC aggregate
+	recV4                // an IPv4 entry (addr holds its v4-mapped form)
+
+	recClassShift      = 4
+	recClass      byte = 7 << recClassShift // the class: five fit in three bits
 )
 
 func (r *rec) live() bool  { return r.bits&recLive != 0 }
 func (r *rec) long() bool  { return r.bits&recLong != 0 }
 func (r *rec) multi() bool { return r.bits&recMulti != 0 }
+func (r *rec) is4() bool   { return r.bits&recV4 != 0 }
+
+func (r *rec) class() Class { return Class(r.bits&recClass) >> recClassShift }
+func (r *rec) setClass(c Class) {
+	r.bits = r.bits&^recClass | uint8(c)<<recClassShift&recClass
+}
 
 func (r *rec) setBit(b uint8, on bool) {
 	if on {
@@ -63,7 +74,7 @@ func (r *rec) setBit(b uint8, on bool) {
 }
 
 func (r *rec) ip() netip.Addr {
-	if r.is4 {
+	if r.is4() {
 		return netip.AddrFrom4([4]byte(r.addr[12:]))
 	}
 	return netip.AddrFrom16(r.addr)
@@ -75,11 +86,11 @@ func (r *rec) key() Key { return Key{Ifindex: r.ifindex, Addr: r.ip()} }
 // (As16) of the family is4 on ifindex: an IPv4 address and its
 // v4-mapped IPv6 form share addr, and are two keys.
 func (r *rec) is(addr [16]byte, ifindex int32, is4 bool) bool {
-	return r.addr == addr && r.ifindex == ifindex && r.is4 == is4
+	return r.addr == addr && r.ifindex == ifindex && r.is4() == is4
 }
 
 func (r *rec) family() Family {
-	if r.is4 {
+	if r.is4() {
 		return FamilyInet
 	}
 	return FamilyInet6
@@ -177,8 +188,9 @@ func (s *store) insert(k Key) (uint32, *rec) {
 		s.top++
 	}
 	r := s.at(slot)
-	*r = rec{addr: k.Addr.As16(), ifindex: k.Ifindex, is4: k.Addr.Is4(), heapIdx: -1, bits: recLive,
+	*r = rec{addr: k.Addr.As16(), ifindex: k.Ifindex, heapIdx: -1, bits: recLive,
 		confirm: msNone, used: msNone, llSince: msNone}
+	r.setBit(recV4, k.Addr.Is4())
 	s.index.add(s, slot)
 	s.n++
 	s.next = slot + 1
@@ -379,7 +391,7 @@ func (x *index) add(s *store, slot uint32) {
 
 func (x *index) place(r *rec, slot uint32) {
 	mask := uint32(len(x.slots) - 1)
-	i := x.home(r.addr, r.ifindex, r.is4)
+	i := x.home(r.addr, r.ifindex, r.is4())
 	for x.slots[i] != 0 {
 		i = (i + 1) & mask
 	}
@@ -402,7 +414,7 @@ func (x *index) grow(s *store) {
 func (x *index) del(s *store, slot uint32) {
 	mask := uint32(len(x.slots) - 1)
 	r := s.at(slot)
-	i := x.home(r.addr, r.ifindex, r.is4)
+	i := x.home(r.addr, r.ifindex, r.is4())
 	for x.slots[i] != slot+1 {
 		i = (i + 1) & mask
 	}
@@ -413,7 +425,7 @@ func (x *index) del(s *store, slot uint32) {
 			break
 		}
 		o := s.at(v - 1)
-		h := x.home(o.addr, o.ifindex, o.is4)
+		h := x.home(o.addr, o.ifindex, o.is4())
 		// v may move to i if its home is not in (i, j] cyclically.
 		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
 			x.slots[i] = v

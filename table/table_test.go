@@ -386,14 +386,14 @@ func TestHeapOrder(t *testing.T) {
 	slots := make([]uint32, 50)
 	for i := range slots {
 		slot, r := st.insert(Key{Ifindex: 1, Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i)})})
-		r.since = int64((i * 37) % 50)
+		r.since = int32((i * 37) % 50)
 		slots[i] = slot
 		h.push(st, slot)
 	}
 	for i := 0; i < 50; i += 3 {
 		h.remove(st, slots[i])
 	}
-	last, n := int64(-1), 0
+	last, n := int32(-1), 0
 	for {
 		slot, ok := h.min()
 		if !ok {

@@ -20,7 +20,7 @@ type Entry struct {
 	ManagedBy           string   `json:"managed_by,omitempty"`
 	NextAction          string   `json:"next_action,omitempty"`
 	Transitions         uint32   `json:"transitions"`
-	LLAddrChanges       uint32   `json:"lladdr_changes"`
+	LLAddrChanges       uint32   `json:"lladdr_changes"` // stops at 65,535
 	ConfirmedAgeSeconds *float64 `json:"confirmed_age_seconds,omitempty"`
 	UsedAgeSeconds      *float64 `json:"used_age_seconds,omitempty"`
 	SeenLLAddr          string   `json:"seen_lladdr,omitempty"`
