@@ -123,6 +123,11 @@ func probeHere(out string) error {
 			}
 			add(string(f.Feature), v, f.Why)
 		}
+		seed := "kernel"
+		if !tr.SeedsInKernel() {
+			seed = "entry by entry"
+		}
+		add("seed", seed, "")
 		// Asked of the kernel with a program of the probe's own, then
 		// held against what the tracer made of it.
 		fe, why := kernels.FentryAllowed()
@@ -133,7 +138,11 @@ func probeHere(out string) error {
 		for _, p := range tr.Programs() {
 			if !p.Loaded && p.Refusal != bpf.RefusedDisabled {
 				fmt.Fprintf(os.Stderr, "refused: %s (%s): %s\n", p.Hook, p.Refusal, p.Error)
-				c.Refused = append(c.Refused, fmt.Sprintf("`%s` (%s): %s", p.Hook, p.Refusal, shortErr(p.Error)))
+				hook := p.Hook
+				if !strings.Contains(hook, "/") { // syscall, tc: no target to tell the programs apart
+					hook += " " + p.Program
+				}
+				c.Refused = append(c.Refused, fmt.Sprintf("`%s` (%s): %s", hook, p.Refusal, shortErr(p.Error)))
 			}
 		}
 
