@@ -19,7 +19,7 @@ import (
 // formula and the chart's comment on its memory limit are these.
 const (
 	memBaseBytes         = 32 << 20
-	memEntryBytes        = 96
+	memEntryBytes        = 88
 	memTracerEntryBytes  = 370
 	memTracerMapSlotByte = 64
 )

@@ -19,11 +19,11 @@ func TestMemWarning(t *testing.T) {
 		t.Errorf("the tracer's maps cost nothing: %d with, %d without", need, memNeed(1_000_000, 0))
 	}
 	// The measured figures of BENCHMARKS.md, Memory: 1,000,000 STALE
-	// entries with maps of 4,194,304 slots took 731 MiB of the cgroup
-	// (and 18 MiB of the binary's pages charged elsewhere); the plan
-	// must not promise less.
-	if got := memNeed(1_000_000, 1<<22) >> 20; got < 731 {
-		t.Errorf("plan for 1,000,000 entries: %d MiB, below the 731 MiB measured", got)
+	// entries with maps of 4,194,304 slots took at most 714 MiB of the
+	// cgroup with the 64-byte record (2026-12-03; the binary's pages are
+	// charged elsewhere); the plan must not promise less.
+	if got := memNeed(1_000_000, 1<<22) >> 20; got < 714 {
+		t.Errorf("plan for 1,000,000 entries: %d MiB, below the 714 MiB measured", got)
 	}
 	w := memWarning(1_000_000, 1<<21, 256<<20)
 	for _, want := range []string{"1000000 entries", "gc_thresh3", "256 MiB", "resources.limits.memory"} {
