@@ -238,3 +238,27 @@ func TestCandidatesInKernelAsOneByOne(t *testing.T) {
 		t.Errorf("filters equal %v, interfaces %v / %v", inKernel.bloom == oneByOne.bloom, inKernel.ifaces, oneByOne.ifaces)
 	}
 }
+
+// TestSeedAfterClose: seeding into a closed tracer mirrors nothing and
+// returns at once, in either path (an error, or every entry returned as
+// unmirrored), rather than writing into a batch that is no longer mapped
+// or looping on an empty one.
+func TestSeedAfterClose(t *testing.T) {
+	lab.Require(t)
+	for _, refuse := range [][]string{nil, {"tr_seed", "tr_candidates"}} {
+		tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, MirrorSize: 64, Refuse: refuse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Close(); err != nil {
+			t.Fatal(err)
+		}
+		e := SeedEntry{Ifindex: 1, Addr: netip.MustParseAddr("10.8.0.1"), State: unix.NUD_STALE, MAC: net.HardwareAddr{2, 0, 0, 0, 8, 1}}
+		if n, missed, err := tr.Seed([]SeedEntry{e, e}); n != 0 || (err == nil && len(missed) != 2) {
+			t.Errorf("refused %v: seeding a closed tracer: %d mirrored, %d returned, err %v", refuse, n, len(missed), err)
+		}
+		if n, err := tr.UpdateCandidates([]Candidate{{Ifindex: 1, Addr: e.Addr, MAC: e.MAC}}); err == nil && n != 1 {
+			t.Errorf("refused %v: candidates into a closed tracer: %d not watched, no error", refuse, n)
+		}
+	}
+}

@@ -76,12 +76,10 @@ func (t CandidateFilter) UpdateCandidates(cs []Candidate) (notWatched int, err e
 			errs = append(errs, fmt.Errorf("remove source-MAC candidate %v: %w", k.hitKey(), err))
 		}
 	}
-	if t.seed.cand != nil {
-		if err := t.candidatesInKernel(cs, note); err != nil {
-			errs = append(errs, err)
-		}
-	} else {
+	if ok, err := t.candidatesInKernel(cs, note); !ok {
 		t.candidatesEach(cs, note)
+	} else if err != nil {
+		errs = append(errs, err)
 	}
 	if notWatched > 0 {
 		errs = append(errs, fmt.Errorf("source-MAC candidates map full (%d entries): %d candidates not watched", t.objs.SourceCandidates.MaxEntries(), notWatched))
@@ -104,10 +102,14 @@ func (t CandidateFilter) UpdateCandidates(cs []Candidate) (notWatched int, err e
 }
 
 // candidatesInKernel hands the candidates to tr_candidates a batch at a
-// time and notes what became of each.
-func (t CandidateFilter) candidatesInKernel(cs []Candidate, note func(tracerNkey, tracerCandResult, error)) error {
+// time and notes what became of each. ok is false, and nothing done,
+// without tr_candidates.
+func (t CandidateFilter) candidatesInKernel(cs []Candidate, note func(tracerNkey, tracerCandResult, error)) (ok bool, err error) {
 	t.seed.mu.Lock()
 	defer t.seed.mu.Unlock()
+	if t.seed.cand == nil {
+		return false, nil
+	}
 	for len(cs) > 0 {
 		b := t.seed.batch[:min(len(cs), len(t.seed.batch))]
 		for i := range b {
@@ -118,18 +120,18 @@ func (t CandidateFilter) candidatesInKernel(cs []Candidate, note func(tracerNkey
 			}
 		}
 		if err := t.runBatch(t.seed.cand, len(b)); err != nil {
-			return fmt.Errorf("update source-MAC candidates in the kernel: %w", err)
+			return true, fmt.Errorf("update source-MAC candidates in the kernel: %w", err)
 		}
 		for i := range b {
 			r := tracerCandResult(b[i].Result)
 			if r < tracerCandResultCAND_ADDED || r > tracerCandResultCAND_FAILED {
-				return fmt.Errorf("update source-MAC candidates in the kernel: entry %d of %d has no result (%d)", i, len(b), r)
+				return true, fmt.Errorf("update source-MAC candidates in the kernel: entry %d of %d has no result (%d)", i, len(b), r)
 			}
 			note(b[i].Key, r, nil)
 		}
 		cs = cs[len(b):]
 	}
-	return nil
+	return true, nil
 }
 
 // candidatesEach updates the candidates one by one with map syscalls.

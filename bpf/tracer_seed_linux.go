@@ -77,8 +77,8 @@ func (k tracerNkey) hitKey() HitKey {
 // of 1,024 entries a syscall (seedInKernel); else user space does it
 // entry by entry (seedEach).
 func (t Seeder) Seed(entries []SeedEntry) (n int, unmirrored []HitKey, err error) {
-	if t.seed.prog != nil {
-		return t.seedInKernel(entries)
+	if n, unmirrored, ok, err := t.seedInKernel(entries); ok {
+		return n, unmirrored, err
 	}
 	return t.seedEach(entries)
 }
@@ -147,10 +147,17 @@ func (t *tracerCore) runBatch(p *ebpf.Program, n int) error {
 
 // SeedsInKernel reports whether Seed runs in the kernel (tr_seed), a
 // batch a syscall, rather than entry by entry.
-func (t Seeder) SeedsInKernel() bool { return t.seed.prog != nil }
+func (t Seeder) SeedsInKernel() bool {
+	t.seed.mu.Lock()
+	defer t.seed.mu.Unlock()
+	return t.seed.prog != nil
+}
 
-// closeSeed unmaps the batch; the program closes with the others.
+// closeSeed unmaps the batch, once no batch is in flight; the program
+// closes with the others.
 func (t *tracerCore) closeSeed() error {
+	t.seed.mu.Lock()
+	defer t.seed.mu.Unlock()
 	if t.seed.mem == nil {
 		return nil
 	}
@@ -161,10 +168,14 @@ func (t *tracerCore) closeSeed() error {
 
 // seedInKernel hands the entries to tr_seed a batch at a time: it counts
 // and inserts each as seedEach would, in the kernel, and writes back what
-// became of it.
-func (t Seeder) seedInKernel(entries []SeedEntry) (n int, unmirrored []HitKey, err error) {
+// became of it. ok is false, and nothing done, without tr_seed.
+func (t Seeder) seedInKernel(entries []SeedEntry) (n int, unmirrored []HitKey, ok bool, err error) {
 	t.seed.mu.Lock()
 	defer t.seed.mu.Unlock()
+	if t.seed.prog == nil {
+		return 0, nil, false, nil
+	}
+	ok = true
 	for len(entries) > 0 {
 		b := t.seed.batch[:min(len(entries), len(t.seed.batch))]
 		for i := range b {
@@ -176,7 +187,7 @@ func (t Seeder) seedInKernel(entries []SeedEntry) (n int, unmirrored []HitKey, e
 			}
 		}
 		if err := t.runBatch(t.seed.prog, len(b)); err != nil {
-			return n, unmirrored, fmt.Errorf("seed the mirror in the kernel: %w", err)
+			return n, unmirrored, ok, fmt.Errorf("seed the mirror in the kernel: %w", err)
 		}
 		for i := range b {
 			switch tracerSeedResult(b[i].Result) {
@@ -189,12 +200,12 @@ func (t Seeder) seedInKernel(entries []SeedEntry) (n int, unmirrored []HitKey, e
 				unmirrored = append(unmirrored, b[i].Key.hitKey())
 			case tracerSeedResultSEED_EXISTS:
 			default:
-				return n, unmirrored, fmt.Errorf("seed the mirror in the kernel: entry %d of %d has no result (%d)", i, len(b), b[i].Result)
+				return n, unmirrored, ok, fmt.Errorf("seed the mirror in the kernel: entry %d of %d has no result (%d)", i, len(b), b[i].Result)
 			}
 		}
 		entries = entries[len(b):]
 	}
-	return n, unmirrored, nil
+	return n, unmirrored, ok, nil
 }
 
 // seedEach seeds entry by entry with map syscalls. The per-interface
