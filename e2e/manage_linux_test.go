@@ -323,9 +323,11 @@ func TestManageReleases(t *testing.T) {
 			if kernelManaged(t, m.Node, m.client) {
 				t.Errorf("released (%s), yet the kernel entry is still managed", series)
 			}
-			if !strings.Contains(a.logs(), "reason="+reason) {
-				t.Errorf("the release is not logged with its reason")
-			}
+			// The counter moves before the line reaches the agent's stderr
+			// and this test's copy of it: wait for the line.
+			lab.WaitFor(t, 10*time.Second, "the release logged with its reason", func() bool {
+				return strings.Contains(a.logs(), "released managed entry") && strings.Contains(a.logs(), "reason="+reason)
+			})
 		})
 	}
 }
