@@ -105,33 +105,30 @@ func (t CandidateFilter) UpdateCandidates(cs []Candidate) (notWatched int, err e
 // time and notes what became of each. ok is false, and nothing done,
 // without tr_candidates.
 func (t CandidateFilter) candidatesInKernel(cs []Candidate, note func(tracerNkey, tracerCandResult, error)) (ok bool, err error) {
-	t.seed.mu.Lock()
-	defer t.seed.mu.Unlock()
-	if t.seed.cand == nil {
-		return false, nil
-	}
-	for len(cs) > 0 {
-		b := t.seed.batch[:min(len(cs), len(t.seed.batch))]
+	fill := func(off int, b []tracerSeedEntry) {
 		for i := range b {
-			c := &cs[i]
+			c := &cs[off+i]
 			b[i] = tracerSeedEntry{Key: nkeyOf(c.Ifindex, c.Addr)}
 			if len(c.MAC) == 6 {
 				b[i].Mac, b[i].HasMac = [6]byte(c.MAC), 1
 			}
 		}
-		if err := t.runBatch(t.seed.cand, len(b)); err != nil {
-			return true, fmt.Errorf("update source-MAC candidates in the kernel: %w", err)
-		}
+	}
+	read := func(b []tracerSeedEntry) error {
 		for i := range b {
 			r := tracerCandResult(b[i].Result)
 			if r < tracerCandResultCAND_ADDED || r > tracerCandResultCAND_FAILED {
-				return true, fmt.Errorf("update source-MAC candidates in the kernel: entry %d of %d has no result (%d)", i, len(b), r)
+				return fmt.Errorf("entry %d of %d has no result (%d)", i, len(b), r)
 			}
 			note(b[i].Key, r, nil)
 		}
-		cs = cs[len(b):]
+		return nil
 	}
-	return true, nil
+	ok, err = t.inBatches(func() *ebpf.Program { return t.seed.cand }, len(cs), fill, read)
+	if err != nil {
+		err = fmt.Errorf("update source-MAC candidates in the kernel: %w", err)
+	}
+	return ok, err
 }
 
 // candidatesEach updates the candidates one by one with map syscalls.

@@ -138,11 +138,29 @@ func (t *tracerCore) loadSeed(l *progLoader) {
 	t.programs = append(t.programs, sts...)
 }
 
-// runBatch runs p over the first n entries of the batch, which the caller
-// wrote whole (results zero).
-func (t *tracerCore) runBatch(p *ebpf.Program, n int) error {
-	_, err := p.Run(&ebpf.RunOptions{Context: uint32(n)})
-	return err
+// inBatches runs p (tr_seed or tr_candidates) over n items a batch at a
+// time: fill writes items [off, off+len(b)) into the batch, and read
+// takes what the kernel wrote back. ok is false, and nothing done,
+// without p (refused, or the tracer closed).
+func (t *tracerCore) inBatches(p func() *ebpf.Program, n int, fill func(off int, b []tracerSeedEntry), read func(b []tracerSeedEntry) error) (ok bool, err error) {
+	t.seed.mu.Lock()
+	defer t.seed.mu.Unlock()
+	prog := p()
+	if prog == nil {
+		return false, nil
+	}
+	for off := 0; off < n; {
+		b := t.seed.batch[:min(n-off, len(t.seed.batch))]
+		fill(off, b)
+		if _, err := prog.Run(&ebpf.RunOptions{Context: uint32(len(b))}); err != nil {
+			return true, err
+		}
+		if err := read(b); err != nil {
+			return true, err
+		}
+		off += len(b)
+	}
+	return true, nil
 }
 
 // SeedsInKernel reports whether Seed runs in the kernel (tr_seed), a
@@ -170,25 +188,17 @@ func (t *tracerCore) closeSeed() error {
 // and inserts each as seedEach would, in the kernel, and writes back what
 // became of it. ok is false, and nothing done, without tr_seed.
 func (t Seeder) seedInKernel(entries []SeedEntry) (n int, unmirrored []HitKey, ok bool, err error) {
-	t.seed.mu.Lock()
-	defer t.seed.mu.Unlock()
-	if t.seed.prog == nil {
-		return 0, nil, false, nil
-	}
-	ok = true
-	for len(entries) > 0 {
-		b := t.seed.batch[:min(len(entries), len(t.seed.batch))]
+	fill := func(off int, b []tracerSeedEntry) {
 		for i := range b {
-			e := &entries[i]
+			e := &entries[off+i]
 			b[i] = tracerSeedEntry{Key: nkeyOf(e.Ifindex, e.Addr), State: e.State}
 			copy(b[i].Mac[:], e.MAC)
 			if len(e.MAC) >= 6 {
 				b[i].HasMac = 1
 			}
 		}
-		if err := t.runBatch(t.seed.prog, len(b)); err != nil {
-			return n, unmirrored, ok, fmt.Errorf("seed the mirror in the kernel: %w", err)
-		}
+	}
+	read := func(b []tracerSeedEntry) error {
 		for i := range b {
 			switch tracerSeedResult(b[i].Result) {
 			case tracerSeedResultSEED_INSERTED:
@@ -200,12 +210,16 @@ func (t Seeder) seedInKernel(entries []SeedEntry) (n int, unmirrored []HitKey, o
 				unmirrored = append(unmirrored, b[i].Key.hitKey())
 			case tracerSeedResultSEED_EXISTS:
 			default:
-				return n, unmirrored, ok, fmt.Errorf("seed the mirror in the kernel: entry %d of %d has no result (%d)", i, len(b), b[i].Result)
+				return fmt.Errorf("entry %d of %d has no result (%d)", i, len(b), b[i].Result)
 			}
 		}
-		entries = entries[len(b):]
+		return nil
 	}
-	return n, unmirrored, ok, nil
+	ok, err = t.inBatches(func() *ebpf.Program { return t.seed.prog }, len(entries), fill, read)
+	if err != nil {
+		err = fmt.Errorf("seed the mirror in the kernel: %w", err)
+	}
+	return n, unmirrored, ok, err
 }
 
 // seedEach seeds entry by entry with map syscalls. The per-interface
