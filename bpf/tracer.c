@@ -162,31 +162,28 @@ static long cand_one(__u32 i, void *unused)
 	return 0;
 }
 
-// tr_candidates adds, changes or removes the source-MAC candidates of
-// the first n entries of seed_batch, as tr_seed seeds them.
-SEC("syscall")
-int tr_candidates(struct seed_args *args)
+// each_in_batch calls fn for the first n entries of seed_batch, n no more
+// than the batch holds. Inlined, fn is a constant for the verifier.
+static __always_inline int each_in_batch(struct seed_args *args, void *fn)
 {
 	__u32 n = args->n;
 	if (n > SEED_BATCH)
 		n = SEED_BATCH;
-	bpf_loop(n, cand_one, NULL, 0);
+	bpf_loop(n, fn, NULL, 0);
 	return 0;
 }
+
+// tr_candidates adds, changes or removes the source-MAC candidates of
+// the first n entries of seed_batch, as tr_seed seeds them.
+SEC("syscall")
+int tr_candidates(struct seed_args *args) { return each_in_batch(args, cand_one); }
 
 // tr_seed inserts the first n entries of seed_batch. A syscall program
 // (5.14) that loops with bpf_loop (5.17) over maps allocated on demand,
 // which sleepable programs may use from 6.0: older kernels refuse it, and
 // user space seeds entry by entry instead.
 SEC("syscall")
-int tr_seed(struct seed_args *args)
-{
-	__u32 n = args->n;
-	if (n > SEED_BATCH)
-		n = SEED_BATCH;
-	bpf_loop(n, seed_one, NULL, 0);
-	return 0;
-}
+int tr_seed(struct seed_args *args) { return each_in_batch(args, seed_one); }
 
 static __always_inline void track(struct neighbour *n, __u8 source, int dead)
 {
