@@ -206,7 +206,7 @@ func TestCandidatesInKernelAsOneByOne(t *testing.T) {
 			t.Errorf("refused %v: %d not watched (%v); want 1, and the map named full", refuse, r.notWatched, err)
 		}
 		r.cands = dumpMap[tracerNkey, tracerCand](t, tr.objs.SourceCandidates)
-		r.bloom = tr.sourceBloom()
+		r.bloom = [16384]uint8(tr.sourceBloom())
 		r.ifaces = maps.Clone(tr.candIfaces)
 		return tr, r
 	}

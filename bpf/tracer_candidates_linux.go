@@ -171,14 +171,21 @@ func (t CandidateFilter) candidatesEach(cs []Candidate, note func(tracerNkey, tr
 }
 
 // sourceBloom is the source filter the candidates make: a slot is set
-// while some candidate hashes to it.
-func (t *tracerCore) sourceBloom() (bloom [16384]uint8) {
+// while some candidate hashes to it. It is one buffer, rewritten each
+// time: a 16 KiB array returned by value grew the stack of every caller
+// to 128 KiB (the copies through the embedding wrappers), and the
+// goroutine that updates candidates kept it.
+func (t *tracerCore) sourceBloom() []uint8 {
+	if t.bloom == nil {
+		t.bloom = make([]uint8, len(t.candSlots))
+	}
 	for i, n := range t.candSlots {
+		t.bloom[i] = 0
 		if n > 0 {
-			bloom[i] = 1
+			t.bloom[i] = 1
 		}
 	}
-	return bloom
+	return t.bloom
 }
 
 // candSlot counts a candidate in or out of its filter slot and reports

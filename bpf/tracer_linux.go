@@ -97,6 +97,7 @@ type tracerCore struct {
 	// The source-MAC candidates are the map's own; these count them per
 	// filter slot and per interface, so a change costs O(1).
 	candSlots  [16384]int32
+	bloom      []uint8 // the source filter as last written (sourceBloom)
 	candIfaces map[int]int
 	sightings  map[tracerNkey]uint64 // packets already returned by Sightings
 }

@@ -229,12 +229,13 @@ func (t Seeder) seedInKernel(entries []SeedEntry) (n int, unmirrored []HitKey, o
 // count and the insert), four if that MAC is already counted (the count's
 // insert refused, read and written).
 func (t Seeder) seedEach(entries []SeedEntry) (n int, unmirrored []HitKey, err error) {
-	var buckets [4096]uint32
-	var bloom [16384]uint32
-	if err := t.objs.StaleOnIf.Get(&buckets); err != nil {
+	// On the heap, as in StaleCounted: 80 KiB on the stack would stay
+	// with the caller's goroutine until collections shrink it.
+	buckets, bloom := new([4096]uint32), new([16384]uint32)
+	if err := t.objs.StaleOnIf.Get(buckets); err != nil {
 		return 0, nil, err
 	}
-	if err := t.objs.MacBloom.Get(&bloom); err != nil {
+	if err := t.objs.MacBloom.Get(bloom); err != nil {
 		return 0, nil, err
 	}
 	stale := 0
@@ -320,8 +321,10 @@ func (t *tracerCore) uncountStale(mk tracerMkey) {
 // (mirrored, in the STALE-MAC map and the filters): with the entries
 // reported unmirrored, every STALE entry the tracer watches.
 func (t Seeder) StaleCounted() (uint64, error) {
-	var buckets [4096]uint32
-	if err := t.objs.StaleOnIf.Get(&buckets); err != nil {
+	// 16 KiB on the heap: on the stack they would grow the scrape's
+	// connection goroutine, which a keep-alive holds between scrapes.
+	buckets := new([4096]uint32)
+	if err := t.objs.StaleOnIf.Get(buckets); err != nil {
 		return 0, err
 	}
 	var n uint64
