@@ -1,12 +1,13 @@
 package mirror
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
 
 	"github.com/neighwatch/neighwatch/monitor/internal/nsenter"
+	"github.com/neighwatch/neighwatch/monitor/internal/rtnl"
 	"github.com/neighwatch/neighwatch/table"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,35 +21,46 @@ func (m *Mirror) Lookup(keys []table.Key) (int, error) {
 	defer m.applyMu.Unlock()
 	var found []table.Update
 	var errs []error
+	var c *rtnl.Conn
 	for _, k := range keys {
 		if _, ok := m.table.Lookup(k); ok || !m.watchedIndex(k.Ifindex) {
 			continue
 		}
-		var msgs [][]byte
-		err := nsenter.Run(m.ns(), func() error {
-			req := nl.NewNetlinkRequest(unix.RTM_GETNEIGH, 0)
-			msg := netlink.Ndmsg{Family: uint8(k.Family()), Index: uint32(k.Ifindex)}
-			req.AddData(&msg)
-			req.AddData(nl.NewRtAttr(unix.NDA_DST, k.Addr.AsSlice()))
-			var err error
-			msgs, err = req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWNEIGH)
-			return err
+		if c == nil {
+			// One socket for the lot, opened in the mirror's namespace.
+			err := nsenter.Run(m.ns(), func() error {
+				var err error
+				c, err = rtnl.Dial()
+				return err
+			})
+			if err != nil {
+				return 0, err
+			}
+			defer c.Close()
+		}
+		// struct ndmsg, then NDA_DST.
+		req := make([]byte, unix.SizeofNdMsg, unix.SizeofNdMsg+unix.SizeofRtAttr+16)
+		req[0] = uint8(k.Family())
+		binary.NativeEndian.PutUint32(req[4:8], uint32(k.Ifindex))
+		req = rtnl.AppendAttr(req, unix.NDA_DST, k.Addr.AsSlice())
+		err := c.Do(unix.RTM_GETNEIGH, 0, req, func(typ uint16, b []byte) error {
+			if typ != unix.RTM_NEWNEIGH {
+				return nil
+			}
+			u, err := DecodeNeigh(unix.RTM_NEWNEIGH, b)
+			if err != nil {
+				m.c.errDecode.Add(1)
+				return nil
+			}
+			u.LLAddr = append([]byte(nil), u.LLAddr...) // b is not ours to keep
+			found = append(found, u)
+			return nil
 		})
 		if errors.Is(err, unix.ENOENT) {
 			continue // gone already
 		}
 		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, b := range msgs {
-			u, err := DecodeNeigh(unix.RTM_NEWNEIGH, b)
-			if err != nil {
-				m.c.errDecode.Add(1)
-				continue
-			}
-			u.LLAddr = append([]byte(nil), u.LLAddr...) // b is not ours to keep
-			found = append(found, u)
+			errs = append(errs, fmt.Errorf("look up neighbour %v: %w", k, err))
 		}
 	}
 	added := 0

@@ -7,7 +7,6 @@ import (
 	"github.com/neighwatch/neighwatch/monitor/internal/nsenter"
 	"github.com/neighwatch/neighwatch/monitor/internal/rtnl"
 	"github.com/neighwatch/neighwatch/table"
-	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -37,28 +36,32 @@ func NewReader(ns netns.NsHandle) *Reader { return &Reader{ns: ns} }
 
 // Read dumps the IPv4 and IPv6 tables' parameters.
 func (r *Reader) Read() ([]Params, error) {
-	var msgs [][]byte
+	var c *rtnl.Conn
 	err := nsenter.Run(r.ns, func() error {
-		req := nl.NewNetlinkRequest(unix.RTM_GETNEIGHTBL, unix.NLM_F_DUMP)
-		req.AddData(nl.NewRtGenMsg()) // struct ndtmsg starts like rtgenmsg: family AF_UNSPEC
 		var err error
-		msgs, err = req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWNEIGHTBL)
+		c, err = rtnl.Dial()
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dump neighbour table parameters: %w", err)
 	}
+	defer c.Close()
 	var out []Params
-	for _, b := range msgs {
-		p, err := Decode(b)
-		if err != nil {
-			continue
+	// struct ndtmsg: family AF_UNSPEC and padding.
+	err = c.Do(unix.RTM_GETNEIGHTBL, unix.NLM_F_DUMP, make([]byte, sizeofNdtmsg), func(typ uint16, b []byte) error {
+		if typ != unix.RTM_NEWNEIGHTBL {
+			return nil
 		}
+		p, err := Decode(b)
 		// Per-device parameter messages carry no thresholds; the table's
 		// own message does.
-		if p.HasThresholds && (p.Family == table.FamilyInet || p.Family == table.FamilyInet6) {
+		if err == nil && p.HasThresholds && (p.Family == table.FamilyInet || p.Family == table.FamilyInet6) {
 			out = append(out, p)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dump neighbour table parameters: %w", err)
 	}
 	return out, nil
 }
