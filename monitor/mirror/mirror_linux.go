@@ -552,58 +552,77 @@ func (m *Mirror) XDPInterfaces() []string {
 	return out
 }
 
-// runLinks follows RTM_NEWLINK/RTM_DELLINK, resubscribing when the
-// subscription fails. After each subscription it lists the links and
-// reconciles, so nothing that changed while unsubscribed is missed.
-//
-// The library's ListExisting option is not used: it sends the dump request
-// to the multicast group address, which the kernel refuses without
-// CAP_NET_ADMIN, and the mirror must work unprivileged.
+// runLinks follows RTM_NEWLINK/RTM_DELLINK on a socket of its own,
+// subscribing again when the socket fails. After each subscription, and
+// after the socket overflowed (ENOBUFS: notifications lost), it lists the
+// links and reconciles, so nothing that changed unseen is missed. The
+// list is a request of its own rather than a dump on the subscribed
+// socket, so it works unprivileged.
 func (m *Mirror) runLinks(ctx context.Context) error {
 	for ctx.Err() == nil {
-		ch := make(chan netlink.LinkUpdate, 1024)
-		done := make(chan struct{})
-		var subErr atomic.Value
-		ns := m.ns()
-		opts := netlink.LinkSubscribeOptions{ErrorCallback: func(err error) { subErr.Store(err) }}
-		if ns.IsOpen() {
-			opts.Namespace = &ns
-		}
-		if err := netlink.LinkSubscribeWithOptions(ch, done, opts); err != nil {
-			close(done)
+		var sock *nlSocket
+		err := nsenter.Run(m.ns(), func() error {
+			var err error
+			sock, err = openLinkSocket()
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("subscribe to link notifications: %w", err)
 		}
-		m.reconcileLinks()
-	loop:
-		for {
-			select {
-			case <-ctx.Done():
-				close(done)
-				for range ch { // the library's reader exits and closes ch
-				}
-				return nil
-			case u, ok := <-ch:
-				if !ok {
-					break loop
-				}
-				if u.Header.Type == unix.RTM_DELLINK {
-					m.deleteLink(int32(u.Attrs().Index))
-					continue
-				}
-				m.updateLink(u.Link, true)
-			}
+		err = m.followLinks(ctx, sock)
+		sock.Close()
+		if ctx.Err() != nil {
+			return nil
 		}
-		close(done)
 		m.c.linkResubscribe.Add(1)
-		if err, _ := subErr.Load().(error); err != nil {
-			m.log.Warn("link subscription failed, resubscribing", "err", err)
-		}
+		m.log.Warn("link subscription failed, subscribing again", "err", err)
 		select {
 		case <-time.After(100 * time.Millisecond):
 		case <-ctx.Done():
 		}
 	}
 	return nil
+}
+
+// followLinks applies the link notifications sock receives until it fails
+// or ctx ends.
+func (m *Mirror) followLinks(ctx context.Context, sock *nlSocket) error {
+	stop := context.AfterFunc(ctx, sock.interrupt)
+	defer stop()
+	m.reconcileLinks()
+	for {
+		b, err := sock.recv()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, unix.ENOBUFS) {
+			m.c.linkResubscribe.Add(1)
+			m.reconcileLinks()
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		err = rtnl.ParseDatagram(b, func(msg rtnl.Message) error {
+			switch msg.Header.Type {
+			case unix.RTM_DELLINK:
+				if len(msg.Body) >= unix.SizeofIfInfomsg {
+					m.deleteLink(int32(binary.NativeEndian.Uint32(msg.Body[4:8])))
+				}
+			case unix.RTM_NEWLINK:
+				l, err := netlink.LinkDeserialize(&msg.Header, msg.Body)
+				if err != nil {
+					m.c.errDecode.Add(1)
+					return nil
+				}
+				m.updateLink(l, true)
+			}
+			return nil
+		})
+		if err != nil {
+			m.c.errDecode.Add(1)
+		}
+	}
 }
 
 // reconcileLinks lists the links, records each and forgets those gone.

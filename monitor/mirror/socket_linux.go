@@ -23,17 +23,34 @@ type nlSocket struct {
 	f      *os.File
 	rc     syscall.RawConn
 	buf    []byte
+	peek   bool // buf grows to each datagram's size, which recv peeks at
 	pid    uint32
 	rcvbuf int  // effective SO_RCVBUF as the kernel reports it
 	forced bool // SO_RCVBUFFORCE worked
 }
 
+// openNeighSocket opens the neighbour socket, which reads into 64 KiB: a
+// dump's datagrams fill that much, and the dump is the hot path.
 func openNeighSocket(rcvbuf int) (*nlSocket, error) {
+	return openSocket("neighbour", unix.RTNLGRP_NEIGH, rcvbuf, false)
+}
+
+// openLinkSocket opens a socket subscribed to RTNLGRP_LINK, with a buffer
+// that starts at a page and grows to the largest notification: links
+// change rarely, and the buffer is kept for the agent's life.
+func openLinkSocket() (*nlSocket, error) {
+	return openSocket("link", unix.RTNLGRP_LINK, 0, true)
+}
+
+func openSocket(what string, group uint32, rcvbuf int, peek bool) (*nlSocket, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("open netlink socket: %w", err)
 	}
-	s := &nlSocket{buf: make([]byte, 64<<10)}
+	s := &nlSocket{buf: make([]byte, 64<<10), peek: peek}
+	if peek {
+		s.buf = make([]byte, 4096)
+	}
 	if rcvbuf > 0 {
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf); err == nil {
 			s.forced = true
@@ -45,17 +62,17 @@ func openNeighSocket(rcvbuf int) (*nlSocket, error) {
 	s.rcvbuf, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
 	// Strict checking makes the kernel honour the family filter of dumps.
 	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1)
-	sa := &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1 << (unix.RTNLGRP_NEIGH - 1)}
+	sa := &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1 << (group - 1)}
 	if err := unix.Bind(fd, sa); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("subscribe to neighbour notifications: %w", err)
+		return nil, fmt.Errorf("subscribe to %s notifications: %w", what, err)
 	}
 	if lsa, err := unix.Getsockname(fd); err == nil {
 		if nl, ok := lsa.(*unix.SockaddrNetlink); ok {
 			s.pid = nl.Pid
 		}
 	}
-	s.f = os.NewFile(uintptr(fd), "netlink-neigh")
+	s.f = os.NewFile(uintptr(fd), "netlink-"+what)
 	s.rc, err = s.f.SyscallConn()
 	if err != nil {
 		s.f.Close()
@@ -90,6 +107,15 @@ func (s *nlSocket) recv() ([]byte, error) {
 		rerr error
 	)
 	err := s.rc.Read(func(fd uintptr) bool {
+		if s.peek {
+			n, _, rerr = unix.Recvfrom(int(fd), s.buf[:1], unix.MSG_PEEK|unix.MSG_TRUNC)
+			if rerr == nil && n > len(s.buf) {
+				s.buf = make([]byte, n)
+			}
+			if rerr != nil {
+				return rerr != unix.EAGAIN
+			}
+		}
 		n, _, rerr = unix.Recvfrom(int(fd), s.buf, 0)
 		return rerr != unix.EAGAIN
 	})
