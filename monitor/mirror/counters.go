@@ -17,16 +17,17 @@ type Counters struct {
 	ErrDecode       uint64
 	ErrSocket       uint64
 	LinkResubscribe uint64 // link subscriptions that failed and were renewed
+	LinkENOBUFS     uint64 // link sockets that overflowed, after which the links were listed again
 	Lookups         uint64 // entries added by Lookup: created without a notification
 }
 
 // counters is the live form of Counters.
 type counters struct {
-	messages, ignored, dumps                                          atomic.Uint64
-	resyncENOBUFS, resyncInterrupt, resyncLink, resyncError           atomic.Uint64
-	resyncPeriodic, errENOBUFS, errDecode, errSocket, linkResubscribe atomic.Uint64
-	resyncHooks                                                       atomic.Uint64
-	lookups                                                           atomic.Uint64
+	messages, ignored, dumps                                                       atomic.Uint64
+	resyncENOBUFS, resyncInterrupt, resyncLink, resyncError                        atomic.Uint64
+	resyncPeriodic, errENOBUFS, errDecode, errSocket, linkResubscribe, linkENOBUFS atomic.Uint64
+	resyncHooks                                                                    atomic.Uint64
+	lookups                                                                        atomic.Uint64
 }
 
 func (c *counters) snapshot() Counters {
@@ -36,6 +37,6 @@ func (c *counters) snapshot() Counters {
 		ResyncLink: c.resyncLink.Load(), ResyncError: c.resyncError.Load(), ResyncPeriodic: c.resyncPeriodic.Load(),
 		ResyncHooks: c.resyncHooks.Load(),
 		ErrENOBUFS:  c.errENOBUFS.Load(), ErrDecode: c.errDecode.Load(), ErrSocket: c.errSocket.Load(),
-		LinkResubscribe: c.linkResubscribe.Load(), Lookups: c.lookups.Load(),
+		LinkResubscribe: c.linkResubscribe.Load(), LinkENOBUFS: c.linkENOBUFS.Load(), Lookups: c.lookups.Load(),
 	}
 }

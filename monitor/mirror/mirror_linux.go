@@ -552,12 +552,14 @@ func (m *Mirror) XDPInterfaces() []string {
 	return out
 }
 
-// runLinks follows RTM_NEWLINK/RTM_DELLINK on a socket of its own,
-// subscribing again when the socket fails. After each subscription, and
-// after the socket overflowed (ENOBUFS: notifications lost), it lists the
-// links and reconciles, so nothing that changed unseen is missed. The
-// list is a request of its own rather than a dump on the subscribed
-// socket, so it works unprivileged.
+// runLinks follows RTM_NEWLINK/RTM_DELLINK on a socket of its own. After
+// each subscription it lists the links and reconciles, so nothing that
+// changed while unsubscribed is missed; whatever the socket then holds is
+// newer than the list. When the socket overflows (ENOBUFS: notifications
+// lost) or fails, it is closed with what it still holds, which is older
+// than any list taken after, and a new one subscribes. The list is a
+// request of its own rather than a dump on the subscribed socket, so it
+// works unprivileged.
 func (m *Mirror) runLinks(ctx context.Context) error {
 	for ctx.Err() == nil {
 		var sock *nlSocket
@@ -574,6 +576,10 @@ func (m *Mirror) runLinks(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if errors.Is(err, unix.ENOBUFS) {
+			m.c.linkENOBUFS.Add(1)
+			continue
+		}
 		m.c.linkResubscribe.Add(1)
 		m.log.Warn("link subscription failed, subscribing again", "err", err)
 		select {
@@ -584,8 +590,8 @@ func (m *Mirror) runLinks(ctx context.Context) error {
 	return nil
 }
 
-// followLinks applies the link notifications sock receives until it fails
-// or ctx ends.
+// followLinks lists the links, then applies the notifications sock
+// receives until it fails or ctx ends.
 func (m *Mirror) followLinks(ctx context.Context, sock *nlSocket) error {
 	stop := context.AfterFunc(ctx, sock.interrupt)
 	defer stop()
@@ -594,11 +600,6 @@ func (m *Mirror) followLinks(ctx context.Context, sock *nlSocket) error {
 		b, err := sock.recv()
 		if ctx.Err() != nil {
 			return nil
-		}
-		if errors.Is(err, unix.ENOBUFS) {
-			m.c.linkResubscribe.Add(1)
-			m.reconcileLinks()
-			continue
 		}
 		if err != nil {
 			return err
