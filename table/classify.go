@@ -156,6 +156,10 @@ func (t *core) reattach(e ent, now int64, cause Cause) {
 	}
 }
 
+// promotionStorm is how many entries crossing the threshold in one
+// advance make it a storm, for which the long heap grows at once.
+const promotionStorm = 1024
+
 func (t *core) advance(now int64) (promoted int) {
 	if t.suspectDue != 0 && now >= t.suspectDue {
 		t.suspectDue = 0
@@ -182,7 +186,7 @@ func (t *core) advance(now int64) (promoted int) {
 	}
 	for _, s := range t.ifaces {
 		for f := range s.pending {
-			for {
+			for n := 0; ; n++ {
 				slot, ok := s.pending[f].min()
 				if !ok {
 					break
@@ -190,6 +194,11 @@ func (t *core) advance(now int64) (promoted int) {
 				e := t.st.ent(slot)
 				if now-t.st.csNS(e.since) < t.threshold {
 					break
+				}
+				if n == promotionStorm {
+					// Many cross together (a table filled at once): room
+					// for all that may follow, in one allocation.
+					s.long[f].grow(len(s.pending[f]))
 				}
 				t.reattach(e, now, CauseClassify)
 				promoted++

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -566,5 +567,32 @@ func TestCandidateChanges(t *testing.T) {
 func allCandidates(tb *Table, fn func(k Key, lladdr string)) {
 	for from := tb.Candidates(0, 1, fn); from != 0; {
 		from = tb.Candidates(from, 1, fn)
+	}
+}
+
+// TestPromotionStormGrowsOnce: 100,000 STALE entries crossing the
+// threshold in one advance move to the long heaps with one allocation
+// each, not append's chain of copies, which came to about five times the
+// heaps' final size (2.2 MB for 0.4 MB here).
+func TestPromotionStormGrowsOnce(t *testing.T) {
+	tb, c := newTestTable(time.Minute)
+	const n = 100_000
+	tb.Apply(CauseNetlink, benchUpdates(n, StateStale)...)
+	if got := tb.CountClass(ClassStaleLong); got != 0 {
+		t.Fatalf("%d entries past the threshold at once, want none", got)
+	}
+	c.advance(2 * time.Minute)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got := tb.CountClass(ClassStaleLong)
+	runtime.ReadMemStats(&after)
+	if got != n {
+		t.Fatalf("%d entries past the threshold, want %d", got, n)
+	}
+	final := uint64(n * 4) // a 4-byte slot each
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 2*final {
+		t.Errorf("the promotion allocated %d bytes for heaps of %d; want at most twice that", alloc, final)
+	} else {
+		t.Logf("the promotion allocated %d bytes for heaps of %d", alloc, final)
 	}
 }
