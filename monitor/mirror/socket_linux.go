@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/neighwatch/neighwatch/monitor/internal/rtnl"
 	"golang.org/x/sys/unix"
 )
 
@@ -108,15 +109,10 @@ func (s *nlSocket) recv() ([]byte, error) {
 	)
 	err := s.rc.Read(func(fd uintptr) bool {
 		if s.peek {
-			n, _, rerr = unix.Recvfrom(int(fd), s.buf[:1], unix.MSG_PEEK|unix.MSG_TRUNC)
-			if rerr == nil && n > len(s.buf) {
-				s.buf = make([]byte, n)
-			}
-			if rerr != nil {
-				return rerr != unix.EAGAIN
-			}
+			n, rerr = rtnl.RecvSized(int(fd), &s.buf)
+		} else {
+			n, _, rerr = unix.Recvfrom(int(fd), s.buf, 0)
 		}
-		n, _, rerr = unix.Recvfrom(int(fd), s.buf, 0)
 		return rerr != unix.EAGAIN
 	})
 	if err != nil {

@@ -114,11 +114,11 @@ func (c *Conn) Do(typ, flags uint16, body []byte, fn func(typ uint16, body []byt
 // errStop ends a walk of a datagram early.
 var errStop = errors.New("stop")
 
-// recv reads one datagram, first peeking at its size so the buffer can
-// grow to hold it. The slice is valid until the next call.
+// recv reads one datagram into the Conn's buffer (RecvSized). The slice
+// is valid until the next call.
 func (c *Conn) recv() ([]byte, error) {
 	for {
-		n, _, err := unix.Recvfrom(c.fd, c.buf[:1], unix.MSG_PEEK|unix.MSG_TRUNC)
+		n, err := RecvSized(c.fd, &c.buf)
 		if err == unix.EINTR {
 			continue
 		}
@@ -128,16 +128,22 @@ func (c *Conn) recv() ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("receive netlink reply: %w", err)
 		}
-		if n > len(c.buf) {
-			c.buf = make([]byte, n)
-		}
-		n, _, err = unix.Recvfrom(c.fd, c.buf, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("receive netlink reply: %w", err)
-		}
 		return c.buf[:n], nil
 	}
+}
+
+// RecvSized reads one datagram from fd into *buf, first peeking at its
+// size (MSG_PEEK|MSG_TRUNC) and growing *buf to hold it, so a buffer can
+// start small and stay the size of the largest datagram met. The errors
+// are recvfrom's, unwrapped (EAGAIN, EINTR, ENOBUFS).
+func RecvSized(fd int, buf *[]byte) (int, error) {
+	n, _, err := unix.Recvfrom(fd, (*buf)[:1], unix.MSG_PEEK|unix.MSG_TRUNC)
+	if err != nil {
+		return 0, err
+	}
+	if n > len(*buf) {
+		*buf = make([]byte, n)
+	}
+	n, _, err = unix.Recvfrom(fd, *buf, 0)
+	return n, err
 }
