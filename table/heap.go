@@ -20,17 +20,6 @@ func (h *staleHeap) push(st *store, slot uint32) {
 	h.up(st, len(*h)-1)
 }
 
-// grow makes room for n more slots in one allocation. Pushed one at a
-// time, slots grow the heap by append's steps, a quarter at a time past a
-// few thousand: a heap built by 100,000 pushes allocated about five times
-// its final 0.4 MB on the way (TestPromotionStormGrowsOnce).
-func (h *staleHeap) grow(n int) {
-	if cap(*h)-len(*h) >= n {
-		return
-	}
-	*h = append(make(staleHeap, 0, len(*h)+n), *h...)
-}
-
 func (h staleHeap) min() (uint32, bool) {
 	if len(h) == 0 {
 		return 0, false
