@@ -33,15 +33,7 @@ func (w *Watcher) open(ifindex int32, li Link, v6 bool) (*listener, error) {
 		}
 		proto, parse, cfg = unix.ETH_P_IPV6, ParseNDP, &packet.Config{Filter: filter}
 	}
-	var conn *packet.Conn
-	err := nsenter.Run(w.ns(), func() error {
-		c, err := packet.Listen(ifi, packet.Raw, proto, cfg)
-		if err != nil {
-			return err
-		}
-		conn = c
-		return nil
-	})
+	conn, err := nsenter.Open(w.ns(), func() (*packet.Conn, error) { return packet.Listen(ifi, packet.Raw, proto, cfg) })
 	if err != nil {
 		return nil, err
 	}

@@ -28,12 +28,8 @@ func (m *Mirror) Lookup(keys []table.Key) (int, error) {
 		}
 		if c == nil {
 			// One socket for the lot, opened in the mirror's namespace.
-			err := nsenter.Run(m.ns(), func() error {
-				var err error
-				c, err = rtnl.Dial()
-				return err
-			})
-			if err != nil {
+			var err error
+			if c, err = nsenter.Open(m.ns(), rtnl.Dial); err != nil {
 				return 0, err
 			}
 			defer c.Close()

@@ -142,10 +142,7 @@ func (m *Mirror) ns() netns.NsHandle {
 // Run follows the neighbour tables and links until ctx ends.
 func (m *Mirror) Run(ctx context.Context) error {
 	var err error
-	err = nsenter.Run(m.ns(), func() error {
-		m.handle, err = netlink.NewHandle(unix.NETLINK_ROUTE)
-		return err
-	})
+	m.handle, err = nsenter.Open(m.ns(), func() (*netlink.Handle, error) { return netlink.NewHandle(unix.NETLINK_ROUTE) })
 	if err != nil {
 		return fmt.Errorf("open netlink handle: %w", err)
 	}
@@ -262,12 +259,7 @@ func (e permanentError) Unwrap() error { return e.error }
 
 // session runs one socket from subscription to failure.
 func (m *Mirror) session(ctx context.Context, initial bool) error {
-	var sock *nlSocket
-	err := nsenter.Run(m.ns(), func() error {
-		var err error
-		sock, err = openNeighSocket(m.cfg.ReceiveBuffer)
-		return err
-	})
+	sock, err := nsenter.Open(m.ns(), func() (*nlSocket, error) { return openNeighSocket(m.cfg.ReceiveBuffer) })
 	if err != nil {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return permanentError{err}
@@ -562,12 +554,7 @@ func (m *Mirror) XDPInterfaces() []string {
 // works unprivileged.
 func (m *Mirror) runLinks(ctx context.Context) error {
 	for ctx.Err() == nil {
-		var sock *nlSocket
-		err := nsenter.Run(m.ns(), func() error {
-			var err error
-			sock, err = openLinkSocket()
-			return err
-		})
+		sock, err := nsenter.Open(m.ns(), openLinkSocket)
 		if err != nil {
 			return fmt.Errorf("subscribe to link notifications: %w", err)
 		}

@@ -36,12 +36,7 @@ func NewReader(ns netns.NsHandle) *Reader { return &Reader{ns: ns} }
 
 // Read dumps the IPv4 and IPv6 tables' parameters.
 func (r *Reader) Read() ([]Params, error) {
-	var c *rtnl.Conn
-	err := nsenter.Run(r.ns, func() error {
-		var err error
-		c, err = rtnl.Dial()
-		return err
-	})
+	c, err := nsenter.Open(r.ns, rtnl.Dial)
 	if err != nil {
 		return nil, fmt.Errorf("dump neighbour table parameters: %w", err)
 	}

@@ -34,3 +34,15 @@ func Run(ns netns.NsHandle, fn func() error) error {
 	runtime.UnlockOSThread()
 	return ferr
 }
+
+// Open runs open as Run runs fn, with the thread in ns, and returns what
+// it opened: a socket opened there belongs to ns for its whole life.
+func Open[T any](ns netns.NsHandle, open func() (T, error)) (T, error) {
+	var v T
+	err := Run(ns, func() error {
+		var err error
+		v, err = open()
+		return err
+	})
+	return v, err
+}
