@@ -21,14 +21,19 @@ type progLoader struct {
 	own  *ebpf.Collection     // the maps made for this object
 	// refuse: programs not to load (TracerOptions.Refuse).
 	refuse map[string]bool
+	// kernelBTF is the kernel's types as the loads of one tracer share
+	// them: decoded once for all its programs, not once per program
+	// (each decode of vmlinux's BTF allocates megabytes).
+	kernelBTF *btf.Cache
 }
 
 // errRefused is what a program the caller refused fails with.
 var errRefused = errors.New("not loaded: named in --debug.refuse-programs")
 
 // newProgLoader makes the object's maps, except those in shared, which
-// its programs use instead.
-func newProgLoader(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map, refuse []string) (*progLoader, error) {
+// its programs use instead. kernelBTF is shared by every load until
+// loaded.
+func newProgLoader(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map, refuse []string, kernelBTF *btf.Cache) (*progLoader, error) {
 	ms := spec.Copy()
 	ms.Programs = map[string]*ebpf.ProgramSpec{}
 	repl := map[string]*ebpf.Map{}
@@ -37,11 +42,11 @@ func newProgLoader(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map, refus
 			repl[name] = m
 		}
 	}
-	own, err := ebpf.NewCollectionWithOptions(ms, ebpf.CollectionOptions{MapReplacements: repl})
+	own, err := ebpf.NewCollectionWithOptions(ms, ebpf.CollectionOptions{MapReplacements: repl, Cache: kernelBTF})
 	if err != nil {
 		return nil, err
 	}
-	l := &progLoader{spec: spec, maps: map[string]*ebpf.Map{}, own: own, refuse: map[string]bool{}}
+	l := &progLoader{spec: spec, maps: map[string]*ebpf.Map{}, own: own, refuse: map[string]bool{}, kernelBTF: kernelBTF}
 	for _, n := range refuse {
 		l.refuse[n] = true
 	}
@@ -56,9 +61,9 @@ func newProgLoader(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map, refus
 }
 
 // loaded drops what only loading needs: the parsed object (its
-// instructions and data sections, 0.7 MB of heap for the tracer's) and
-// the map by name. The maps stay, in own, until Close.
-func (l *progLoader) loaded() { l.spec, l.maps = nil, nil }
+// instructions and data sections, 0.7 MB of heap for the tracer's), the
+// map by name and the kernel's types. The maps stay, in own, until Close.
+func (l *progLoader) loaded() { l.spec, l.maps, l.kernelBTF = nil, nil, nil }
 
 // load loads one program.
 func (l *progLoader) load(name string) (*ebpf.Program, error) {
@@ -74,7 +79,7 @@ func (l *progLoader) load(name string) (*ebpf.Program, error) {
 	}
 	s := l.spec.Copy()
 	s.Programs = map[string]*ebpf.ProgramSpec{name: s.Programs[name]}
-	coll, err := ebpf.NewCollectionWithOptions(s, ebpf.CollectionOptions{MapReplacements: l.maps})
+	coll, err := ebpf.NewCollectionWithOptions(s, ebpf.CollectionOptions{MapReplacements: l.maps, Cache: l.kernelBTF})
 	if err != nil {
 		return nil, err
 	}

@@ -146,7 +146,10 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	if _, err := os.Stat(opts.vmlinux); err != nil {
 		return nil, ErrNoBTF
 	}
-	if _, err := btf.LoadKernelSpec(); err != nil {
+	// One decode of the kernel's types serves every program of both
+	// objects; the loaders drop it once loading is over.
+	kernelBTF := btf.NewCache()
+	if _, err := kernelBTF.Kernel(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoBTF, err)
 	}
 	c := &tracerCore{watched: make(map[int]bool), inNetNS: opts.InNetNS, sourceIfaces: map[int]bool{},
@@ -180,7 +183,7 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 			spec.Maps[name].MaxEntries = uint32(n)
 		}
 	}
-	l, err := newProgLoader(spec, nil, opts.Refuse)
+	l, err := newProgLoader(spec, nil, opts.Refuse, kernelBTF)
 	if err != nil {
 		return nil, fmt.Errorf("load tracer maps: %w", verifierDetail(err))
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
@@ -66,7 +67,7 @@ func (t *tracerCore) loadBypass(l *progLoader, opts TracerOptions) {
 		return
 	}
 	if opts.Mode == TracerFentry || opts.Mode == TracerAuto {
-		if err := t.loadFentry(opts); err != nil {
+		if err := t.loadFentry(opts, l.kernelBTF); err != nil {
 			t.fallback = err
 		} else {
 			t.mode = TracerFentry
@@ -135,7 +136,7 @@ var (
 )
 
 // fentryLoader prepares the fentry object against the tracer's maps.
-func (t *tracerCore) fentryLoader(opts TracerOptions) (*progLoader, error) {
+func (t *tracerCore) fentryLoader(opts TracerOptions, kernelBTF *btf.Cache) (*progLoader, error) {
 	specFn := opts.fentrySpec
 	if specFn == nil {
 		specFn = loadFentry
@@ -166,15 +167,15 @@ func (t *tracerCore) fentryLoader(opts TracerOptions) (*progLoader, error) {
 			ms.MaxEntries = m.MaxEntries()
 		}
 	}
-	l, err := newProgLoader(spec, shared, opts.Refuse)
+	l, err := newProgLoader(spec, shared, opts.Refuse, kernelBTF)
 	if err != nil {
 		return nil, fmt.Errorf("load fentry maps: %w", err)
 	}
 	return l, nil
 }
 
-func (t *tracerCore) loadFentry(opts TracerOptions) error {
-	l, err := t.fentryLoader(opts)
+func (t *tracerCore) loadFentry(opts TracerOptions, kernelBTF *btf.Cache) error {
+	l, err := t.fentryLoader(opts, kernelBTF)
 	if err != nil {
 		return err
 	}
