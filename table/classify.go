@@ -28,7 +28,7 @@ func (t Classifier) SetThreshold(d time.Duration) {
 	}
 	t.setThreshold(d)
 	for slot := range t.suspects {
-		t.st.w(t.st.at(slot)).silent = false // judged again against the new window
+		t.st.w(t.st.ent(slot)).silent = false // judged again against the new window
 	}
 	t.suspectDue = now
 	t.st.each(func(slot uint32, r *rec) bool {
@@ -145,8 +145,8 @@ func (t Classifier) Publish(ev Event) {
 func (t *core) reattach(e ent, now int64, cause Cause) {
 	old := e.class()
 	t.detach(e)
-	if e.obs != 0 {
-		o := t.st.o(e.rec)
+	if e.observed() {
+		o := t.st.o(e)
 		o.Mismatch, o.SourceMismatch = t.mismatch(e)
 	}
 	t.attach(e, now)
@@ -166,7 +166,7 @@ func (t *core) advance(now int64) (promoted int) {
 		t.suspectDue = 0
 		for slot := range t.suspects {
 			e := t.st.ent(slot)
-			o := t.st.w(e.rec)
+			o := t.st.w(e)
 			switch due := o.SuspectAt + t.silence; {
 			case o.silent:
 			case now >= due:
@@ -179,7 +179,7 @@ func (t *core) advance(now int64) (promoted int) {
 	}
 	for slot := range t.conflicts {
 		e := t.st.ent(slot)
-		if o := t.st.w(e.rec); now-o.ConflictAt >= int64(ConflictHold) {
+		if o := t.st.w(e); now-o.ConflictAt >= int64(ConflictHold) {
 			delete(t.conflicts, slot)
 			o.ConflictMACs, o.ConflictAt = [2]string{}, 0
 			t.reattach(e, now, CauseClassify)
@@ -241,7 +241,7 @@ func (t *core) detach(e ent) {
 	if e.long() {
 		s.staleLong[f]--
 	}
-	if o := t.st.o(e.rec); o.Mismatch || o.SourceMismatch {
+	if o := t.st.o(e); o.Mismatch || o.SourceMismatch {
 		s.mismatched[f]--
 	}
 	if e.multi() {
@@ -258,7 +258,7 @@ func (t *core) attach(e ent, now int64) {
 	if e.owner() == OwnerNeighwatch {
 		t.owned[e.slot] = struct{}{}
 	}
-	o := t.st.o(e.rec)
+	o := t.st.o(e)
 	e.setClass(ClassOK)
 	e.setBit(recLong, false)
 	if e.state == StateStale {
@@ -305,7 +305,7 @@ func (t *core) attach(e ent, now int64) {
 // (source) last showed the entry's IP at a MAC other than the one the
 // kernel sends to, unexplained: the entry's MAC was not heard since.
 func (t *core) mismatch(e ent) (arp, source bool) {
-	o := t.st.o(e.rec)
+	o := t.st.o(e)
 	if e.macLen == 0 || !e.state.Valid() || o.SuspectAt == 0 {
 		return false, false
 	}

@@ -30,14 +30,14 @@ func (r *rec) owner() Owner {
 // entry's MAC: a unicast probe to it went unanswered, or it stayed
 // silent for the silence window after the host was seen at another MAC.
 func (s *store) hostGone(e ent) bool {
-	o := s.o(e.rec)
+	o := s.o(e)
 	return (o.ProbeUnansweredAt != 0 && s.macIs(e, o.ProbeMAC)) || (o.SuspectAt != 0 && o.silent)
 }
 
 // conflicted reports whether the entry's MAC is one of two that answered
 // for its IP (while it is in a dynamic state: the kernel follows answers).
 func (s *store) conflicted(e ent) bool {
-	o := s.o(e.rec)
+	o := s.o(e)
 	return o.ConflictAt != 0 && e.macLen != 0 && (s.macIs(e, o.ConflictMACs[0]) || s.macIs(e, o.ConflictMACs[1])) &&
 		e.state&(StateReachable|StateStale|StateDelay|StateProbe) != 0
 }
@@ -66,8 +66,8 @@ func (s *store) fill(e *Entry, slot uint32, r *rec) {
 func (s *store) entry(slot uint32, r *rec) Entry {
 	var e Entry
 	s.fill(&e, slot, r)
-	if r.obs != 0 {
-		o := *s.obs[r.obs-1]
+	if r.observed() {
+		o := *s.obs[slot]
 		e.obs = &o
 	}
 	return e
@@ -81,7 +81,7 @@ func (s *store) view(e *Entry, slot uint32, r *rec) {
 	if r.macLen != longMAC && r.macLen != 0 {
 		e.LLAddr = unsafe.String(&r.mac[0], int(r.macLen))
 	}
-	if r.obs != 0 {
-		e.obs = s.obs[r.obs-1]
+	if r.observed() {
+		e.obs = s.obs[slot]
 	}
 }

@@ -160,8 +160,8 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 		r.state = u.State
 		r.since = t.st.cs(since(u, now))
 		r.transitions++
-		if r.obs != 0 {
-			o := t.st.o(r)
+		if r.observed() {
+			o := t.st.o(e)
 			o.BypassInState = 0
 			o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
 		}
@@ -182,8 +182,8 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 		// host's packets, bypass traffic, probes) says nothing about it.
 		r.since = t.st.cs(since(u, now))
 		r.llSince = t.st.ms(now) // seen changing: no older than this message
-		if r.obs != 0 {
-			o := t.st.o(r)
+		if r.observed() {
+			o := t.st.o(e)
 			o.SourceMAC, o.SourceAt, o.SourcePackets = "", 0, 0
 			o.BypassInState = 0
 			o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
@@ -199,8 +199,8 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 		}
 	}
 	r.flags, r.flagsExt, r.protocol = u.Flags, uint8(u.FlagsExt), u.Protocol
-	if r.obs != 0 {
-		o := t.st.o(r)
+	if r.observed() {
+		o := t.st.o(e)
 		o.Mismatch, o.SourceMismatch = t.mismatch(e)
 	}
 	t.attach(e, now)

@@ -16,7 +16,7 @@ func (t Sightings) ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr
 	if !ok {
 		return false
 	}
-	o := t.st.w(e.rec)
+	o := t.st.w(e)
 	was := o.Mismatch
 	if o.SeenMAC != string(mac) {
 		o.SeenMAC = string(mac)
@@ -76,7 +76,7 @@ func (t Sightings) ObserveSourceMAC(k Key, mac net.HardwareAddr, packets uint64,
 	if !ok || len(mac) == 0 {
 		return false
 	}
-	o := t.st.w(e.rec)
+	o := t.st.w(e)
 	was := o.SourceMismatch
 	if t.st.macIs(e, string(mac)) {
 		return false // its own MAC: Heard
@@ -110,7 +110,7 @@ func (t Sightings) AddBypass(k Key, packets uint64, when time.Time) bool {
 	if !ok {
 		return false
 	}
-	o := t.st.w(e.rec)
+	o := t.st.w(e)
 	o.BypassPackets += packets
 	o.LastBypass = now
 	t.iface(e.ifindex).bypass[e.family().idx()] += packets
@@ -134,7 +134,7 @@ func (t Sightings) ProbeUnanswered(k Key, mac string, when time.Time) bool {
 	if !ok || mac == "" || !t.st.macIs(e, mac) {
 		return false
 	}
-	o := t.st.w(e.rec)
+	o := t.st.w(e)
 	o.ProbeUnansweredAt, o.ProbeMAC = now, mac
 	t.reattach(e, now, CauseRemediate)
 	return true
@@ -153,7 +153,7 @@ func (t Sightings) ObserveConflict(k Key, a, b net.HardwareAddr, when time.Time)
 	if !ok || len(a) == 0 || len(b) == 0 || string(a) == string(b) {
 		return false
 	}
-	o := t.st.w(e.rec)
+	o := t.st.w(e)
 	if now > o.ConflictAt {
 		o.ConflictAt = now
 	}
@@ -201,7 +201,7 @@ func (t *core) sighted(e ent, mac string, now int64) {
 	if e.macLen == 0 || !e.state.Valid() {
 		return
 	}
-	o := t.st.w(e.rec)
+	o := t.st.w(e)
 	if h := o.hostMAC(mac); h != nil {
 		h.At = max(h.At, now)
 		if o.OwnAt != 0 && now-o.OwnAt < t.recheck {
@@ -227,7 +227,7 @@ func (t *core) sighted(e ent, mac string, now int64) {
 // so is an unanswered probe before. It reports whether it explained a
 // suspicion. The caller holds t.mu and reattaches e.
 func (t *core) heard(e ent, now int64) bool {
-	o := t.st.w(e.rec)
+	o := t.st.w(e)
 	o.OwnAt = max(o.OwnAt, now)
 	if o.ProbeUnansweredAt != 0 && o.ProbeUnansweredAt <= now {
 		o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
@@ -242,7 +242,7 @@ func (t *core) heard(e ent, now int64) bool {
 
 // unsuspect ends e's suspicion.
 func (t *core) unsuspect(e ent) {
-	if o := t.st.o(e.rec); o.SuspectAt != 0 {
+	if o := t.st.o(e); o.SuspectAt != 0 {
 		o.SuspectAt, o.SuspectMAC, o.silent = 0, "", false
 		delete(t.suspects, e.slot)
 	}
@@ -252,7 +252,7 @@ func (t *core) unsuspect(e ent) {
 // seen at another MAC: the host has more than one.
 func (t *core) publishExplained(e ent, cause Cause, now int64) {
 	ev := t.event(e, KindMismatch, cause, now)
-	ev.Detail = "the entry's MAC answered after the host was seen at " + hwString(t.st.o(e.rec).HostMACs[0].MAC) + ": both are the host's"
+	ev.Detail = "the entry's MAC answered after the host was seen at " + hwString(t.st.o(e).HostMACs[0].MAC) + ": both are the host's"
 	t.events.Publish(ev)
 }
 

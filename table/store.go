@@ -10,11 +10,10 @@ import (
 // the slabs that hold a million of them give the garbage collector
 // nothing to scan and live outside the Go heap (store_unix.go). What
 // was observed of the entry's host lives apart, on the Go heap, for the
-// few entries that have some (obs).
+// few entries that have some (store.obs, by slot; recObs says whether).
 type rec struct {
 	addr    [16]byte // As16 of the IP
 	ifindex int32
-	obs     uint32 // 1 + index in store.obs; 0: nothing observed
 	// since is when the current state began, in hundredths of a second
 	// from the store's epoch, rounded down (store.cs).
 	since int32
@@ -35,7 +34,7 @@ type rec struct {
 	flags    uint8
 	flagsExt uint8 // NTF_EXT_* (the kernel defines bits 0 to 2)
 	protocol uint8
-	bits     uint8 // recLive, recLong, recMulti, recV4, and the class (recClass)
+	bits     uint8 // recLive, recLong, recMulti, recV4, the class (recClass), recObs
 }
 
 // inlineMAC is the longest lladdr kept in the record (Ethernet's 6
@@ -53,12 +52,16 @@ const (
 
 	recClassShift      = 4
 	recClass      byte = 7 << recClassShift // the class: five fit in three bits
+	recObs        byte = 1 << 7             // store.obs holds evidence for the slot
 )
 
 func (r *rec) live() bool  { return r.bits&recLive != 0 }
 func (r *rec) long() bool  { return r.bits&recLong != 0 }
 func (r *rec) multi() bool { return r.bits&recMulti != 0 }
 func (r *rec) is4() bool   { return r.bits&recV4 != 0 }
+
+// observed reports whether something was observed of the entry's host.
+func (r *rec) observed() bool { return r.bits&recObs != 0 }
 
 func (r *rec) class() Class { return Class(r.bits&recClass) >> recClassShift }
 func (r *rec) setClass(c Class) {
@@ -96,7 +99,7 @@ func (r *rec) family() Family {
 	return FamilyInet6
 }
 
-// slotsPerSlab records make a slab: 64 Ki records, 4.5 MiB.
+// slotsPerSlab records make a slab: 64 Ki records, 3.75 MiB.
 const slotsPerSlab = 1 << 16
 
 // store holds the entries: records in slabs that never move (a *rec
@@ -111,10 +114,9 @@ type store struct {
 	top   uint32   // slots ever used: slabs hold [0, top)
 	n     int      // live entries
 	index index
-	// obs holds what was observed of an entry's host, by rec.obs-1;
-	// obsFree its free ids.
-	obs     []*Observed
-	obsFree []uint32
+	// obs holds what was observed of an entry's host, by slot, for the
+	// records with recObs.
+	obs map[uint32]*Observed
 	// longMACs are the lladdrs longer than inlineMAC, by slot.
 	longMACs map[uint32]string
 	// next is the slot after the one getInOrder last found or made.
@@ -125,7 +127,7 @@ type store struct {
 }
 
 func newStore() *store {
-	s := &store{longMACs: map[uint32]string{}}
+	s := &store{longMACs: map[uint32]string{}, obs: map[uint32]*Observed{}}
 	s.index.init(64)
 	return s
 }
@@ -215,9 +217,8 @@ func (s *store) popFree() (uint32, bool) {
 func (s *store) remove(slot uint32) {
 	r := s.at(slot)
 	s.index.del(s, slot)
-	if r.obs != 0 {
-		s.obs[r.obs-1] = nil
-		s.obsFree = append(s.obsFree, r.obs-1)
+	if r.observed() {
+		delete(s.obs, slot)
 	}
 	if r.macLen == longMAC {
 		delete(s.longMACs, slot)
@@ -300,31 +301,24 @@ func (s *store) setLLAddr(slot uint32, r *rec, mac []byte) {
 	copy(r.mac[:], mac)
 }
 
-// o returns what was observed of a record's host, for reading: never
+// o returns what was observed of an entry's host, for reading: never
 // nil, never to be written through.
-func (s *store) o(r *rec) *Observed {
-	if r.obs == 0 {
+func (s *store) o(e ent) *Observed {
+	if !e.observed() {
 		return &noObserved
 	}
-	return s.obs[r.obs-1]
+	return s.obs[e.slot]
 }
 
-// w returns what was observed of a record's host, for writing, making it
+// w returns what was observed of an entry's host, for writing, making it
 // on first use.
-func (s *store) w(r *rec) *Observed {
-	if r.obs != 0 {
-		return s.obs[r.obs-1]
+func (s *store) w(e ent) *Observed {
+	if e.observed() {
+		return s.obs[e.slot]
 	}
 	o := &Observed{}
-	if n := len(s.obsFree); n > 0 {
-		id := s.obsFree[n-1]
-		s.obsFree = s.obsFree[:n-1]
-		s.obs[id] = o
-		r.obs = id + 1
-	} else {
-		s.obs = append(s.obs, o)
-		r.obs = uint32(len(s.obs))
-	}
+	s.obs[e.slot] = o
+	e.bits |= recObs
 	return o
 }
 
@@ -334,8 +328,8 @@ func (s *store) w(r *rec) *Observed {
 // have some.
 func (s *store) bytes() int {
 	b := int(s.top)*int(unsafe.Sizeof(rec{})) + s.index.bytes()
-	b += cap(s.free)*4 + cap(s.obs)*8 + cap(s.obsFree)*4
-	b += (len(s.obs) - len(s.obsFree)) * int(unsafe.Sizeof(Observed{}))
+	// A map entry of obs: its key, its pointer and a control byte.
+	b += cap(s.free)*4 + len(s.obs)*(4+8+1+int(unsafe.Sizeof(Observed{})))
 	return b
 }
 

@@ -261,3 +261,31 @@ func TestGetInOrder(t *testing.T) {
 		t.Fatalf("a walk in order found %d of %d live entries in the next slot, want %d", hits, st.n, want)
 	}
 }
+
+// TestEvidenceLeavesWithItsSlot: what was observed of a host is kept by
+// its entry's slot, copied out with the entry, and gone with it: the
+// next entry in the same slot starts with nothing observed.
+func TestEvidenceLeavesWithItsSlot(t *testing.T) {
+	st := newStore()
+	defer st.release()
+	a := Key{Ifindex: 2, Addr: netip.MustParseAddr("10.0.0.1")}
+	b := Key{Ifindex: 2, Addr: netip.MustParseAddr("10.0.0.2")}
+	st.insert(Key{Ifindex: 2, Addr: netip.MustParseAddr("10.0.0.9")}) // a over the top, so its slot goes to the free list
+	slot, _ := st.insert(a)
+	st.insert(Key{Ifindex: 2, Addr: netip.MustParseAddr("10.0.0.10")})
+	st.w(st.ent(slot)).SourcePackets = 5
+	if e := st.entry(slot, st.at(slot)); e.Observed().SourcePackets != 5 {
+		t.Fatalf("the entry's copy has %d source packets, want 5", e.Observed().SourcePackets)
+	}
+	st.remove(slot)
+	if len(st.obs) != 0 {
+		t.Fatalf("%d hosts' evidence kept after their entry left", len(st.obs))
+	}
+	again, _ := st.insert(b)
+	if again != slot {
+		t.Fatalf("b took slot %d, not the freed %d", again, slot)
+	}
+	if e := st.ent(again); e.observed() || st.o(e).SourcePackets != 0 {
+		t.Errorf("a new entry in a freed slot inherited evidence: %+v", *st.o(e))
+	}
+}
