@@ -120,7 +120,7 @@ func TestCSTime(t *testing.T) {
 // each other: every class reads back as set, with the flags kept.
 func TestRecordBits(t *testing.T) {
 	var r rec
-	for _, flags := range []uint8{0, recLive | recLong | recMulti | recV4} {
+	for _, flags := range []uint8{0, recLive | recLong | recMulti | recV4 | recObs} {
 		r.bits = flags
 		for c := ClassOK; c <= ClassStuck; c++ {
 			r.setClass(c)
