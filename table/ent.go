@@ -42,8 +42,9 @@ func (s *store) conflicted(e ent) bool {
 		e.state&(StateReachable|StateStale|StateDelay|StateProbe) != 0
 }
 
-// fill writes the record's entry into e, without its evidence.
-func (s *store) fill(e *Entry, slot uint32, r *rec) {
+// fill writes the record's entry into e, without its lladdr or its
+// evidence.
+func (s *store) fill(e *Entry, r *rec) {
 	*e = Entry{
 		Key:           r.key(),
 		State:         r.state,
@@ -58,14 +59,14 @@ func (s *store) fill(e *Entry, slot uint32, r *rec) {
 		LLAddrSince:   s.ns(r.llSince),
 		class:         r.class(),
 	}
-	e.LLAddr = s.lladdr(slot, r)
 }
 
 // entry returns a copy of the record's entry that shares nothing with
 // the table.
 func (s *store) entry(slot uint32, r *rec) Entry {
 	var e Entry
-	s.fill(&e, slot, r)
+	s.fill(&e, r)
+	e.LLAddr = s.lladdr(slot, r)
 	if r.observed() {
 		o := *s.obs[slot]
 		e.obs = &o
@@ -77,8 +78,12 @@ func (s *store) entry(slot uint32, r *rec) Entry {
 // lladdr and evidence are the table's own, not copies, and change with
 // it. Nothing is allocated.
 func (s *store) view(e *Entry, slot uint32, r *rec) {
-	s.fill(e, slot, r)
-	if r.macLen != longMAC && r.macLen != 0 {
+	s.fill(e, r)
+	switch r.macLen {
+	case 0:
+	case longMAC:
+		e.LLAddr = s.longMACs[slot] // a string the store already holds
+	default:
 		e.LLAddr = unsafe.String(&r.mac[0], int(r.macLen))
 	}
 	if r.observed() {
