@@ -77,6 +77,7 @@ type Feed struct {
 	sizesTook       time.Duration // how long that count took
 	lastRetry       time.Time     // when unmirrored entries were last retried
 	candBuf         []bpf.Candidate
+	candMACs        []byte // the candidates' MACs, back to back
 	// candWalked: the candidates were walked whole before, so a walk
 	// again must also prune what the map keeps of the last.
 	candWalked bool
@@ -336,11 +337,16 @@ func (f *Feed) sample(ctx context.Context) error {
 // them at start; after that, each interval, only those that changed, so
 // an interval costs what changed and not the table's size.
 func (f *Feed) syncCandidates(all bool) {
-	cs := f.candBuf[:0]
+	cs, macs := f.candBuf[:0], f.candMACs[:0]
 	add := func(k table.Key, lladdr string) {
 		c := bpf.Candidate{Ifindex: int(k.Ifindex), Addr: k.Addr}
 		if len(lladdr) == 6 {
-			c.MAC = net.HardwareAddr(lladdr) // a copy: lladdr is the table's
+			// A copy, as lladdr is the table's, into one buffer for the
+			// batch rather than a slice an entry. Growth moves what
+			// follows; what is already in cs keeps the old array.
+			n := len(macs)
+			macs = append(macs, lladdr...)
+			c.MAC = net.HardwareAddr(macs[n : n+6 : n+6])
 		}
 		cs = append(cs, c)
 	}
@@ -355,7 +361,7 @@ func (f *Feed) syncCandidates(all bool) {
 		// The whole set, a batch at a time: nothing the size of the
 		// table is held, and the table's lock only for a batch.
 		for from := uint32(0); ; {
-			cs = cs[:0]
+			cs, macs = cs[:0], macs[:0]
 			from = f.table.Candidates(from, candBatch, add)
 			_, err := f.tracer.UpdateCandidates(cs)
 			errs = append(errs, err)
@@ -378,7 +384,10 @@ func (f *Feed) syncCandidates(all bool) {
 	if cap(cs) > 4096 {
 		cs = nil // a storm's: let it go
 	}
-	f.candBuf = cs[:0]
+	if cap(macs) > 8*candBatch {
+		macs = nil
+	}
+	f.candBuf, f.candMACs = cs[:0], macs[:0]
 }
 
 // candBatch is how many candidates a full walk hands the tracer at once.
