@@ -4,16 +4,23 @@ import (
 	"net"
 	"slices"
 	"time"
+	"unsafe"
 )
 
 // Advance promotes STALE entries that crossed the threshold to stale-long
 // (or stuck) and publishes their class change. Cost: O(interfaces) plus
-// O(log n) per promoted entry. It returns how many it promoted.
+// O(log n) per promoted entry. It returns how many were promoted since
+// the last call: by it, or by a reader (a scrape, a lookup, a walk) that
+// advanced the table first, so a caller that acts on a burst sees it
+// whoever promoted it.
 func (t Classifier) Advance() int {
 	now := t.now().UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.advance(now)
+	t.advance(now)
+	n := t.promoted
+	t.promoted = 0
+	return n
 }
 
 // SetThreshold changes the stale-long threshold and reclassifies every
@@ -209,6 +216,7 @@ func (t *core) advance(now int64) (promoted int) {
 			}
 		}
 	}
+	t.promoted += promoted
 	return promoted
 }
 
@@ -324,8 +332,20 @@ var classChanges = func() (n [ClassStuck + 1][ClassStuck + 1]string) { // ClassS
 }()
 
 func (t *core) event(e ent, kind Kind, cause Cause, now int64) Event {
-	hw := net.HardwareAddr(t.st.lladdr(e.slot, e.rec)) // one copy for both: events are read only
+	// The record's own bytes, for both: Publish copies them for the
+	// subscribers that keep the event, so a burst that none keeps (a
+	// table crossing the threshold together) copies nothing.
+	var hw net.HardwareAddr
+	switch e.macLen {
+	case 0:
+	case longMAC:
+		s := t.st.longMACs[e.slot]
+		hw = unsafe.Slice(unsafe.StringData(s), len(s))
+	default:
+		hw = e.mac[:e.macLen]
+	}
 	return Event{
+		borrowed:  true,
 		Time:      time.Unix(0, now),
 		Ifindex:   e.ifindex,
 		Interface: t.iface(e.ifindex).name,

@@ -74,13 +74,16 @@ func (b *Broadcaster) Active() bool { return b.active.Load() }
 // Dropped returns the events lost by all subscribers together.
 func (b *Broadcaster) Dropped() uint64 { return b.dropped.Load() }
 
-// Publish delivers ev to every subscriber that has room.
+// Publish delivers ev to every subscriber that has room. An event the
+// table built on its own bytes is copied once, for the first subscriber
+// that keeps it.
 func (b *Broadcaster) Publish(ev Event) {
 	b.mu.RLock()
 	for s := range b.subs {
 		if s.keep != nil && !s.keep(ev) {
 			continue
 		}
+		ev.own()
 		select {
 		case s.c <- ev:
 		default:

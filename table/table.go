@@ -50,8 +50,11 @@ type core struct {
 	// the threshold). silence: how long the entry's MAC must stay silent
 	// after a sighting for silence alone to make it stuck.
 	recheck, silence int64
-	trans            [2][numStates + 1][numStates + 1]uint64
-	gen              uint16
+	// promoted counts the entries promoted past the threshold since the
+	// last Classifier.Advance, by whichever reader advanced the table.
+	promoted int
+	trans    [2][numStates + 1][numStates + 1]uint64
+	gen      uint16
 	// candDirty holds the keys of changes to the set of STALE entries
 	// and of entries neighwatch manages, or to their addresses (the
 	// candidates of the tracer's source-MAC program), since the last

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"bytes"
 	"maps"
 	"net"
 	"net/netip"
@@ -594,5 +595,72 @@ func TestPromotionStormGrowsOnce(t *testing.T) {
 		t.Errorf("the promotion allocated %d bytes for heaps of %d; want at most twice that", alloc, final)
 	} else {
 		t.Logf("the promotion allocated %d bytes for heaps of %d", alloc, final)
+	}
+}
+
+// TestAdvanceCountsWhatReadersPromoted: a scrape or a lookup that
+// advances the table first does not hide a burst from Advance, whose
+// caller returns the burst's memory; each promotion is counted once.
+func TestAdvanceCountsWhatReadersPromoted(t *testing.T) {
+	tb, c := newTestTable(time.Minute)
+	for i := range 300 {
+		tb.Apply(CauseNetlink, upd(1, netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}), StateStale, macA))
+	}
+	c.advance(61 * time.Second)
+	tb.Stats(10) // a scrape: it promotes the 300
+	if e, ok := tb.Lookup(Key{1, netip.AddrFrom4([4]byte{10, 2, 0, 7})}); !ok || e.Class() != ClassStaleLong {
+		t.Fatalf("after the scrape the entry is %v (%v), want stale-long", e.Class(), ok)
+	}
+	if n := tb.Advance(); n != 300 {
+		t.Errorf("Advance after a scrape promoted them: %d, want 300", n)
+	}
+	if n := tb.Advance(); n != 0 {
+		t.Errorf("a second Advance: %d, want 0", n)
+	}
+}
+
+// TestEventsCopyOnlyWhatIsKept: a subscriber's event holds its own copy
+// of the MACs, which later changes to the entry do not touch; and a
+// burst that no subscriber keeps copies no MAC (a thousand entries
+// crossing the threshold allocated one each).
+func TestEventsCopyOnlyWhatIsKept(t *testing.T) {
+	tb, c := newTestTable(time.Minute)
+	all := tb.Events().Subscribe(16)
+	tb.Apply(CauseNetlink, upd(1, ipA, StateStale, macA))
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
+	created, moved := <-all.C(), <-all.C()
+	all.Close()
+	if !bytes.Equal(created.LLAddr, macA) || !bytes.Equal(moved.OldLLAddr, macA) || !bytes.Equal(moved.LLAddr, macB) {
+		t.Fatalf("events: created at %v, then %v -> %v; want %v, then %v -> %v", created.LLAddr, moved.OldLLAddr, moved.LLAddr, macA, macA, macB)
+	}
+
+	for i := range 1000 {
+		tb.Apply(CauseNetlink, upd(2, netip.AddrFrom4([4]byte{10, 3, byte(i >> 8), byte(i)}), StateStale, macA))
+	}
+	kept := 0
+	none := tb.Events().SubscribeFunc(16, func(ev Event) bool {
+		if ev.Kind == KindClass && ev.IP == netip.AddrFrom4([4]byte{10, 3, 0, 9}) {
+			kept++
+			return true
+		}
+		return false
+	})
+	defer none.Close()
+	c.advance(61 * time.Second)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	n := tb.Advance()
+	runtime.ReadMemStats(&after)
+	if n != 1000 || kept != 1 {
+		t.Fatalf("promoted %d, kept %d events; want 1,000 and 1", n, kept)
+	}
+	if ev := <-none.C(); !bytes.Equal(ev.LLAddr, macA) {
+		t.Errorf("the kept event's MAC is %v, want %v", ev.LLAddr, macA)
+	}
+	// The long heap grows by append (below a storm) a few dozen times.
+	allocs := after.Mallocs - before.Mallocs
+	t.Logf("1,000 promotions, one event kept: %d allocations", allocs)
+	if allocs > 100 {
+		t.Errorf("1,000 promotions that one subscriber filtered: %d allocations, want at most 100", allocs)
 	}
 }

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/netip"
@@ -328,6 +329,25 @@ type Event struct {
 	Kind      Kind
 	Class     Class
 	Detail    string
+	// borrowed: LLAddr and OldLLAddr may be the table's own bytes, valid
+	// only under its lock; Publish copies them for a subscriber.
+	borrowed bool
+}
+
+// own replaces borrowed lladdrs with copies, one for both where they are
+// the same bytes.
+func (ev *Event) own() {
+	if !ev.borrowed {
+		return
+	}
+	ev.borrowed = false
+	same := len(ev.LLAddr) > 0 && len(ev.LLAddr) == len(ev.OldLLAddr) && &ev.LLAddr[0] == &ev.OldLLAddr[0]
+	ev.LLAddr = bytes.Clone(ev.LLAddr)
+	if same {
+		ev.OldLLAddr = ev.LLAddr
+	} else {
+		ev.OldLLAddr = bytes.Clone(ev.OldLLAddr)
+	}
 }
 
 func hwString(s string) string {
