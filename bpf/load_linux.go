@@ -34,8 +34,7 @@ var errRefused = errors.New("not loaded: named in --debug.refuse-programs")
 // its programs use instead. kernelBTF is shared by every load until
 // loaded.
 func newProgLoader(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map, refuse []string, kernelBTF *btf.Cache) (*progLoader, error) {
-	ms := spec.Copy()
-	ms.Programs = map[string]*ebpf.ProgramSpec{}
+	ms := &ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder}
 	repl := map[string]*ebpf.Map{}
 	for name := range spec.Maps {
 		if m := shared[name]; m != nil {
@@ -77,8 +76,12 @@ func (l *progLoader) load(name string) (*ebpf.Program, error) {
 	if l.refuse[name] {
 		return nil, errRefused
 	}
-	s := l.spec.Copy()
-	s.Programs = map[string]*ebpf.ProgramSpec{name: s.Programs[name]}
+	// The object with only this program, sharing the rest: the library
+	// copies what it changes as it loads (the program, each map's spec),
+	// as it does loading a whole object, so a copy of every program and
+	// of the types for each of them was garbage.
+	s := &ebpf.CollectionSpec{Maps: l.spec.Maps, Programs: map[string]*ebpf.ProgramSpec{name: ps},
+		Variables: l.spec.Variables, Types: l.spec.Types, ByteOrder: l.spec.ByteOrder}
 	coll, err := ebpf.NewCollectionWithOptions(s, ebpf.CollectionOptions{MapReplacements: l.maps, Cache: l.kernelBTF})
 	if err != nil {
 		return nil, err
