@@ -263,6 +263,7 @@ func (f *Feed) seed() (int, error) {
 		debug.FreeOSMemory()
 	}()
 	batch := make([]bpf.SeedEntry, 0, 1024)
+	macs := make([]byte, 0, 6*cap(batch))
 	n := 0
 	flush := func() error {
 		k, missed, err := f.tracer.Seed(batch)
@@ -277,8 +278,12 @@ func (f *Feed) seed() (int, error) {
 	}
 	var err error
 	for from := uint32(0); ; {
+		macs = macs[:0] // the last batch's are seeded
 		from = f.table.Range(from, cap(batch), func(e *table.Entry) {
-			batch = append(batch, bpf.SeedEntry{Ifindex: int(e.Ifindex), Addr: e.Addr, State: uint8(e.State), MAC: e.HardwareAddr()})
+			// The lladdr is the table's: copied, into one buffer a batch.
+			n := len(macs)
+			macs = append(macs, e.LLAddr...)
+			batch = append(batch, bpf.SeedEntry{Ifindex: int(e.Ifindex), Addr: e.Addr, State: uint8(e.State), MAC: net.HardwareAddr(macs[n:len(macs):len(macs)])})
 		})
 		if err = flush(); err != nil || from == 0 {
 			break
