@@ -168,7 +168,9 @@ func (t *core) reattach(e ent, now int64, cause Cause) {
 // advance make it a storm, for which the long heap grows at once.
 const promotionStorm = 1024
 
-func (t *core) advance(now int64) (promoted int) {
+// advance promotes the entries past the threshold and adds them to
+// t.promoted.
+func (t *core) advance(now int64) {
 	if t.suspectDue != 0 && now >= t.suspectDue {
 		t.suspectDue = 0
 		for slot := range t.suspects {
@@ -212,12 +214,10 @@ func (t *core) advance(now int64) (promoted int) {
 					s.long[f] = slices.Grow(s.long[f], len(s.pending[f]))
 				}
 				t.reattach(e, now, CauseClassify)
-				promoted++
+				t.promoted++
 			}
 		}
 	}
-	t.promoted += promoted
-	return promoted
 }
 
 // detach removes e's contribution to every aggregate.
