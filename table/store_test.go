@@ -270,8 +270,9 @@ func TestEvidenceLeavesWithItsSlot(t *testing.T) {
 	defer st.release()
 	a := Key{Ifindex: 2, Addr: netip.MustParseAddr("10.0.0.1")}
 	b := Key{Ifindex: 2, Addr: netip.MustParseAddr("10.0.0.2")}
-	st.insert(Key{Ifindex: 2, Addr: netip.MustParseAddr("10.0.0.9")}) // a over the top, so its slot goes to the free list
 	slot, _ := st.insert(a)
+	// An entry above a's slot, so that a's removal puts the slot on the
+	// free list instead of lowering the top.
 	st.insert(Key{Ifindex: 2, Addr: netip.MustParseAddr("10.0.0.10")})
 	st.w(st.ent(slot)).SourcePackets = 5
 	if e := st.entry(slot, st.at(slot)); e.Observed().SourcePackets != 5 {
