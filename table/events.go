@@ -36,7 +36,8 @@ func (b *Broadcaster) Subscribe(n int) *Subscription { return b.SubscribeFunc(n,
 // accepts; the others are neither sent nor counted as lost for it. keep
 // takes the event by value: a pointer would move every event published to
 // the heap, and a burst (100,000 entries crossing the threshold together)
-// would allocate for each, kept or not.
+// would allocate for each, kept or not. keep must not hold on to the
+// event: until it is kept, its MACs may be the table's own bytes.
 func (b *Broadcaster) SubscribeFunc(n int, keep func(Event) bool) *Subscription {
 	if n < 1 {
 		n = 1
