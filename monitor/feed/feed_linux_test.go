@@ -2,6 +2,7 @@ package feed_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -318,6 +319,7 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 	if _, ok := tb.Lookup(k); ok {
 		t.Fatal("the multicast entry exists before the test made it")
 	}
+	mc0, fc0 := mir.Counters(), f.Counters()
 	// Sending to a multicast group makes the kernel create a NOARP entry
 	// for it, and tell netlink nothing.
 	if _, _, err := l.Node.Echo(group.WithZone(lab.NodeClientIf), 1, time.Millisecond, 10*time.Millisecond); err != nil {
@@ -327,9 +329,20 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 		e, ok := tb.Lookup(k)
 		return ok && e.State == table.StateNoARP
 	})
-	c := mir.Counters()
-	if c.Lookups == 0 || c.Dumps != 2 || c.ResyncHooks != 1 {
-		t.Errorf("lookups %d, dumps %d (%d after the hooks): want the entry found by a lookup, with no resync past start-up", c.Lookups, c.Dumps, c.ResyncHooks)
+	// The contract: the tracepoint named the entry, the feed asked the
+	// kernel for it, and it is in the table without a dump past start-up.
+	// Whether the lookup added it is logged, not asserted: once on 6.12
+	// (one CI run of many) the lookup found it already there, brought by
+	// another update (the counters below are of the whole namespace).
+	c, fc := mir.Counters(), f.Counters()
+	how := fmt.Sprintf("lookups that added an entry %d, netlink messages %d, silent transitions %d, creations looked up %d",
+		c.Lookups-mc0.Lookups, c.Messages-mc0.Messages, fc.Transitions-fc0.Transitions, fc.Created-fc0.Created)
+	t.Logf("while the entry came: %s", how)
+	if fc.Created == fc0.Created {
+		t.Errorf("no creation was named by the tracepoint and looked up: %s", how)
+	}
+	if c.Dumps != 2 || c.ResyncHooks != 1 {
+		t.Errorf("dumps %d (%d after the hooks): want no resync past start-up (%s)", c.Dumps, c.ResyncHooks, how)
 	}
 	if ke, err := l.Node.Entry(lab.NodeClientIf, group); err != nil || ke.State[0] != "NOARP" {
 		t.Errorf("kernel entry: %+v %v", ke, err)
