@@ -336,13 +336,8 @@ func (t *core) event(e ent, kind Kind, cause Cause, now int64) Event {
 	// subscribers that keep the event, so a burst that none keeps (a
 	// table crossing the threshold together) copies nothing.
 	var hw net.HardwareAddr
-	switch e.macLen {
-	case 0:
-	case longMAC:
-		s := t.st.longMACs[e.slot]
+	if s := t.st.lladdrView(e.slot, e.rec); s != "" {
 		hw = unsafe.Slice(unsafe.StringData(s), len(s))
-	default:
-		hw = e.mac[:e.macLen]
 	}
 	return Event{
 		borrowed:  true,

@@ -79,14 +79,21 @@ func (s *store) entry(slot uint32, r *rec) Entry {
 // it. Nothing is allocated.
 func (s *store) view(e *Entry, slot uint32, r *rec) {
 	s.fill(e, r)
-	switch r.macLen {
-	case 0:
-	case longMAC:
-		e.LLAddr = s.longMACs[slot] // a string the store already holds
-	default:
-		e.LLAddr = unsafe.String(&r.mac[0], int(r.macLen))
-	}
+	e.LLAddr = s.lladdrView(slot, r)
 	if r.observed() {
 		e.obs = s.obs[slot]
 	}
+}
+
+// lladdrView returns a record's lladdr as the store's own bytes, valid
+// under the table's lock until the record changes: the record's array,
+// or the string the store holds for a long one. Nothing is allocated.
+func (s *store) lladdrView(slot uint32, r *rec) string {
+	switch r.macLen {
+	case 0:
+		return ""
+	case longMAC:
+		return s.longMACs[slot]
+	}
+	return unsafe.String(&r.mac[0], int(r.macLen))
 }
