@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdlayher/ethernet"
 	"github.com/neighwatch/neighwatch/internal/control"
 	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/internal/dev/lab/fwd"
@@ -38,8 +41,8 @@ const (
 )
 
 // precisionAgent runs the agent on the fabric's node with the defaults
-// but for the timers.
-func precisionAgent(t *testing.T, f *lab.Fabric) (*agentProc, string) {
+// but for the timers (and extra flags).
+func precisionAgent(t *testing.T, f *lab.Fabric, extra ...string) (*agentProc, string) {
 	t.Helper()
 	var fw *fwd.Forwarder
 	if err := f.Node.Do(func() (err error) { fw, err = fwd.Attach(lab.NodeBackendIf, fwd.TC); return err }); err != nil {
@@ -47,36 +50,61 @@ func precisionAgent(t *testing.T, f *lab.Fabric) (*agentProc, string) {
 	}
 	t.Cleanup(func() { fw.Close() })
 	sock := sockPath(t)
-	a := startAgent(t, f.Node, sock, "--stale-threshold", precThreshold.String(), "--tracer.interval", precInterval.String(),
-		"--tracer.window", "1s", "--tracer.period", precPeriod.String())
+	args := append([]string{"--stale-threshold", precThreshold.String(), "--tracer.interval", precInterval.String(),
+		"--tracer.window", "1s", "--tracer.period", precPeriod.String()}, extra...)
+	a := startAgent(t, f.Node, sock, args...)
 	return a, sock
 }
 
-// probeWatch counts the ARP requests the node sends on the segment: to
-// the entry's MAC for its IP (the confirmation), and any other (a
-// broadcast, another MAC).
+// probeWatch sorts the ARP requests for one IP that the node sends on
+// the segment by who built them and where they went. The agent frames
+// its requests itself (mdlayher/ethernet pads them to the 60-byte
+// Ethernet minimum, zeros after the 42 bytes of ARP); the kernel's
+// arp_create builds 42 bytes, which veth and the bridge send unpadded. A
+// request that is neither is counted apart, so a change of framing fails
+// the scenario instead of hiding the agent's probes.
 type probeWatch struct {
-	unicast, other atomic.Int64
-	stop           func() []time.Time
+	r        *precisionRun // for the MACs the entry held
+	mu       sync.Mutex
+	agentOwn int      // the agent's, unicast to a MAC the entry held
+	kernel   int      // the kernel's, unicast to a MAC the entry held
+	kernelBC int      // the kernel's, broadcast
+	bad      []string // the agent's broadcasts, anyone's unicast to another MAC, unknown framing
+	stop     func() []time.Time
 }
 
-func watchProbes(t *testing.T, f *lab.Fabric, ip netip.Addr, entryMAC func() net.HardwareAddr) *probeWatch {
+func watchProbes(t *testing.T, f *lab.Fabric, r *precisionRun) *probeWatch {
 	t.Helper()
 	nodeMAC, err := f.Node.MAC(lab.FabricBridge)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &probeWatch{}
-	target := ip.As4()
+	w := &probeWatch{r: r}
+	target := r.ip.As4()
 	stop, err := f.Node.Capture(lab.FabricBridge, func(fr []byte) bool {
 		if len(fr) < 42 || binary.BigEndian.Uint16(fr[12:14]) != unix.ETH_P_ARP || !bytes.Equal(fr[6:12], nodeMAC) ||
 			binary.BigEndian.Uint16(fr[20:22]) != 1 || !bytes.Equal(fr[38:42], target[:]) {
 			return false
 		}
-		if bytes.Equal(fr[0:6], entryMAC()) {
-			w.unicast.Add(1)
-		} else {
-			w.other.Add(1)
+		dst := net.HardwareAddr(slices.Clone(fr[0:6]))
+		agent := len(fr) == 60 && !slices.ContainsFunc(fr[42:], func(b byte) bool { return b != 0 })
+		bcast := bytes.Equal(dst, ethernet.Broadcast)
+		held := r.held(dst)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		switch {
+		case len(fr) != 42 && !agent:
+			w.bad = append(w.bad, fmt.Sprintf("a %d-byte request to %s, built by neither the agent nor the kernel", len(fr), dst))
+		case agent && bcast:
+			w.bad = append(w.bad, "the agent broadcast a request")
+		case !bcast && !held:
+			w.bad = append(w.bad, fmt.Sprintf("a request to %s, a MAC the entry never held (agent: %v)", dst, agent))
+		case agent:
+			w.agentOwn++
+		case bcast:
+			w.kernelBC++
+		default:
+			w.kernel++
 		}
 		return true
 	})
@@ -88,73 +116,257 @@ func watchProbes(t *testing.T, f *lab.Fabric, ip netip.Addr, entryMAC func() net
 	return w
 }
 
-// precisionRun follows one entry while traffic flows: its class over
-// time, when it was first stuck, how many replies came back.
+func (w *probeWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return fmt.Sprintf("ARP requests: agent's to the entry's MAC %d, kernel's unicast %d, kernel's broadcast %d, stray %d", w.agentOwn, w.kernel, w.kernelBC, len(w.bad))
+}
+
+// check asserts that the agent, in dry-run, sent requests only to the
+// entry's MAC, at least one for each confirmation it counted (so the
+// capture saw the agent's probes), and that the kernel broadcast only
+// where the scenario has it resolve the host itself.
+func (w *probeWatch) check(t *testing.T, name string, confirms int, kernelBroadcasts bool) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, b := range w.bad {
+		t.Errorf("%s: in dry-run: %s", name, b)
+	}
+	if w.agentOwn < confirms {
+		t.Errorf("%s: the agent counted %d confirmations but the capture saw %d of its requests", name, confirms, w.agentOwn)
+	}
+	if w.kernelBC > 0 && !kernelBroadcasts {
+		t.Errorf("%s: %d broadcast ARP requests for the host, and the node's kernel has no reason to resolve it", name, w.kernelBC)
+	}
+}
+
+// precisionRun follows one entry of the agent's table through the
+// agent's event stream (`neighwatch events`): every class it takes, so a
+// stuck of any length is seen, with the agent's own timestamps, so a
+// loaded test process does not shift them; and the MACs the entry held.
+// Traffic runs beside it in flows of its own.
 type precisionRun struct {
 	t        *testing.T
+	a        *agentProc
 	sock     string
 	ip       netip.Addr
 	start    time.Time
 	mu       sync.Mutex
 	timeline []string // "0.0s ok", "2.1s stale-long", ...
 	last     string
-	stuckAt  time.Duration // since start; -1: never
-	sent     int
-	got      int
+	stuckAt  time.Time // the agent's time of the first stuck event; zero: never
+	events   []control.Event
+	lladdrs  []net.HardwareAddr // every MAC the entry held, as the kernel told the agent
 }
 
-func newRun(t *testing.T, sock string, ip netip.Addr) *precisionRun {
-	return &precisionRun{t: t, sock: sock, ip: ip, start: time.Now(), stuckAt: -1}
+// newRun subscribes to the agent's events for ip on the segment, then
+// reads the entry's class once: the stream says every change after that.
+func newRun(t *testing.T, a *agentProc, sock string, ip netip.Addr) *precisionRun {
+	t.Helper()
+	r := &precisionRun{t: t, a: a, sock: sock, ip: ip, start: time.Now()}
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := control.NewClient(sock).OpenEvents(ctx)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			ev, err := stream.Next()
+			if err != nil {
+				return
+			}
+			if ev.Interface == lab.FabricBridge && ev.IP == ip.String() {
+				r.record(ev)
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); stream.Close(); <-done })
+	if e, ok := findEntry(statusJSON(t, sock), lab.FabricBridge, ip.String()); ok {
+		r.mu.Lock()
+		if r.last == "" { // no event came first
+			r.class(time.Now(), e.Class)
+			r.hold(e.LLAddr)
+		}
+		r.mu.Unlock()
+	}
+	return r
 }
 
-// sample reads the entry's class and records a change.
-func (r *precisionRun) sample() control.Entry {
-	e, ok := findEntry(statusJSON(r.t, r.sock), lab.FabricBridge, r.ip.String())
-	if !ok {
-		return e
+func (r *precisionRun) record(ev control.Event) {
+	at, err := time.Parse(time.RFC3339Nano, ev.Time)
+	if err != nil {
+		r.t.Errorf("event with a bad time: %+v", ev)
+		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	at := time.Since(r.start)
-	if e.Class != r.last {
-		r.timeline = append(r.timeline, fmt.Sprintf("%.1fs %s", at.Seconds(), e.Class))
-		r.last = e.Class
+	r.events = append(r.events, ev)
+	r.hold(ev.OldLLAddr)
+	r.hold(ev.LLAddr)
+	r.class(at, ev.Class)
+}
+
+// class notes the entry's class at a time. The caller holds r.mu.
+func (r *precisionRun) class(at time.Time, c string) {
+	if c == r.last || c == "" {
+		return
 	}
-	if e.Class == "stuck" && r.stuckAt < 0 {
+	r.timeline = append(r.timeline, fmt.Sprintf("%.1fs %s", at.Sub(r.start).Seconds(), c))
+	r.last = c
+	if c == "stuck" && r.stuckAt.IsZero() {
 		r.stuckAt = at
+	}
+}
+
+// hold notes a MAC the entry held. The caller holds r.mu.
+func (r *precisionRun) hold(s string) {
+	mac, err := net.ParseMAC(s)
+	if err != nil || slices.ContainsFunc(r.lladdrs, func(m net.HardwareAddr) bool { return bytes.Equal(m, mac) }) {
+		return
+	}
+	r.lladdrs = append(r.lladdrs, mac)
+}
+
+// held reports whether the entry held mac at some point of the run (so
+// far).
+func (r *precisionRun) held(mac net.HardwareAddr) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.lladdrs, func(m net.HardwareAddr) bool { return bytes.Equal(m, mac) })
+}
+
+// stuck returns when the entry was first classed stuck (zero: never).
+func (r *precisionRun) stuck() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stuckAt
+}
+
+// classes returns the timeline.
+func (r *precisionRun) classes() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.timeline, ", ")
+}
+
+// was reports whether the entry was of class c at some point.
+func (r *precisionRun) was(c string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.timeline, func(s string) bool { return strings.HasSuffix(s, " "+c) })
+}
+
+// waitStaleLong waits until the entry is stale-long or worse.
+func (r *precisionRun) waitStaleLong() {
+	r.t.Helper()
+	lab.WaitFor(r.t, 30*time.Second, "the entry stale-long", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.last != "ok" && r.last != ""
+	})
+}
+
+// entry reads the entry as `neighwatch status` shows it now.
+func (r *precisionRun) entry() control.Entry {
+	r.t.Helper()
+	e, ok := findEntry(statusJSON(r.t, r.sock), lab.FabricBridge, r.ip.String())
+	if !ok {
+		r.t.Fatalf("the agent does not list %s", r.ip)
 	}
 	return e
 }
 
-// run samples while traffic() sends, at least once and for d; it
-// returns the last entry.
-func (r *precisionRun) run(d time.Duration, traffic func() (sent, got int)) control.Entry {
-	var e control.Entry
-	for end := time.Now().Add(d); ; {
-		if traffic != nil {
-			s, g := traffic()
-			r.sent, r.got = r.sent+s, r.got+g
-		}
-		e = r.sample()
-		if !time.Now().Before(end) {
-			return e
+// eventsOf returns the entry's events of a kind.
+func (r *precisionRun) eventsOf(kind string) []control.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []control.Event
+	for _, ev := range r.events {
+		if ev.Kind == kind {
+			out = append(out, ev)
 		}
 	}
+	return out
 }
 
-// echoFrom pings each destination once from ns and counts the replies.
-func echoFrom(t *testing.T, ns lab.NS, dsts ...netip.Addr) func() (int, int) {
-	return func() (sent, got int) {
-		for _, d := range dsts {
-			s, g, err := ns.Echo(d, 1, 0, 300*time.Millisecond)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sent, got = sent+s, got+g
+// sawMAC says where the agent shows that it saw the entry's host at mac
+// ("" when nowhere): among the host's other MACs, in the entry's
+// evidence, or in an event about the entry.
+func (r *precisionRun) sawMAC(e control.Entry, mac net.HardwareAddr) string {
+	m := mac.String()
+	for _, o := range e.OtherMACs {
+		if o.MAC == m {
+			return "other_macs"
 		}
-		return sent, got
 	}
+	for _, s := range e.Evidence {
+		if s.MAC == m {
+			return "evidence " + s.Signal
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ev := range r.events {
+		if ev.Kind != "transition" && ev.Kind != "remediation" && strings.Contains(ev.Detail, m) {
+			return ev.Kind + " event"
+		}
+	}
+	return ""
 }
+
+// flow is echo traffic from one host to the backends, in the background:
+// five requests 100 ms apart to each, then a wait for their replies
+// (stretched with the rest of the lab's patience), again and again.
+type flow struct {
+	sent, got atomic.Int64
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+func startFlow(t *testing.T, ns lab.NS, dsts ...netip.Addr) *flow {
+	fl := &flow{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(fl.done)
+		for {
+			for _, d := range dsts {
+				select {
+				case <-fl.stop:
+					return
+				default:
+				}
+				s, g, err := ns.Echo(d, 5, 100*time.Millisecond, lab.Patience(time.Second))
+				if err != nil {
+					t.Errorf("echo from %s to %s: %v", ns.Name, d, err)
+					return
+				}
+				fl.sent.Add(int64(s))
+				fl.got.Add(int64(g))
+			}
+		}
+	}()
+	t.Cleanup(func() { fl.end() })
+	return fl
+}
+
+// end stops the flow (after its current round) and returns its counts.
+func (fl *flow) end() (sent, got int) {
+	select {
+	case <-fl.stop:
+	default:
+		close(fl.stop)
+	}
+	<-fl.done
+	return int(fl.sent.Load()), int(fl.got.Load())
+}
+
+// minReplies is the fewest echo requests a phase of a scenario must send
+// for its reply count to mean anything (a phase sends about 10 a second
+// to each backend).
+const minReplies = 20
 
 // confirmations reads the agent's confirmation counts.
 func confirmations(t *testing.T, a *agentProc) (answered, unanswered int) {
@@ -164,62 +376,106 @@ func confirmations(t *testing.T, a *agentProc) (answered, unanswered int) {
 	return answered, unanswered
 }
 
-// healthy checks a healthy scenario over three thresholds and a period
-// after its entry turned stale-long, and logs its row. Where the node's
-// kernel resolves the host itself (kernelARPs), its own requests are
-// among those counted, so only the agent's confirmations say what it
-// sent.
-func healthy(t *testing.T, name string, a *agentProc, r *precisionRun, w *probeWatch, traffic func() (int, int), wantOther, kernelARPs bool) {
-	t.Helper()
-	lab.WaitFor(t, 30*time.Second, "the entry stale-long", func() bool {
-		s, g := traffic()
-		r.sent, r.got = r.sent+s, r.got+g
-		c := r.sample().Class
-		return c != "ok" && c != ""
-	})
-	e := r.run(3*precThreshold+precPeriod, traffic)
-	ans, unans := confirmations(t, a)
-	t.Logf("precision | %s | healthy | %s | never | stuck samples: none | %d/%d replies | confirmations answered %d, unanswered %d; ARP requests to the entry's MAC %d, other %d | other MACs %v",
-		name, strings.Join(r.timeline, ", "), r.got, r.sent, ans, unans, w.unicast.Load(), w.other.Load(), e.OtherMACs)
-	if r.stuckAt >= 0 {
-		t.Errorf("%s: a healthy host was classed stuck %v in: %v", name, r.stuckAt, r.timeline)
-	}
-	if r.got != r.sent {
-		t.Errorf("%s: %d of %d replies arrived: the host was not healthy", name, r.got, r.sent)
-	}
-	if w.other.Load() != 0 && !kernelARPs {
-		t.Errorf("%s: in dry-run the agent sent %d ARP requests that were not to the entry's MAC", name, w.other.Load())
-	}
-	if wantOther && len(e.OtherMACs) == 0 {
-		t.Errorf("%s: the host's other MAC is not remembered: %+v", name, e)
-	}
+// answered reads how many confirmations the entry's MAC answered.
+func answered(t *testing.T, a *agentProc) int {
+	n, _ := confirmations(t, a)
+	return n
 }
 
-// moved checks that an entry whose host is gone from its MAC is stuck
-// within the threshold plus one period plus the confirmation, counted
-// from from (the entry already stale-long), and logs its row.
-func moved(t *testing.T, name string, a *agentProc, r *precisionRun, w *probeWatch, traffic func() (int, int), from time.Time) {
+// healthySpec is what a healthy scenario must show beside "never stuck".
+type healthySpec struct {
+	name string
+	// other is the MAC the agent must have seen the host at (nil: none
+	// required); entry, when set, is the one the entry must have kept.
+	other func() net.HardwareAddr
+	// confirm: the agent must have confirmed (a probe to the entry's MAC,
+	// answered) at least once.
+	confirm bool
+	// kernelBroadcasts: the node's kernel resolves the host itself, so
+	// its broadcast requests are expected.
+	kernelBroadcasts bool
+}
+
+// healthy holds a healthy scenario for three thresholds and a period
+// after its entry turned stale-long, with fl flowing, and asserts what
+// the agent saw as well as what it did not say: never stuck, every reply
+// arrived (at least minReplies), the host's other MAC seen, the
+// confirmations answered and each one's probe on the wire to the entry's
+// MAC, nothing else sent. It logs its row.
+func healthy(t *testing.T, sp healthySpec, r *precisionRun, w *probeWatch, fl *flow) control.Entry {
+	t.Helper()
+	r.waitStaleLong()
+	time.Sleep(3*precThreshold + precPeriod) // the stream watches meanwhile
+	sent, got := fl.end()
+	e := r.entry()
+	ans, unans := confirmations(t, r.a)
+	var other net.HardwareAddr
+	var where string
+	if sp.other != nil {
+		other = sp.other()
+		where = r.sawMAC(e, other)
+	}
+	t.Logf("precision | %s | healthy | %s | never | %d/%d replies | confirmations answered %d, unanswered %d; %v | other MAC %v seen in %q; other_macs %v",
+		sp.name, r.classes(), got, sent, ans, unans, w, other, where, e.OtherMACs)
+	if at := r.stuck(); !at.IsZero() {
+		t.Errorf("%s: a healthy host was classed stuck %v in: %v", sp.name, at.Sub(r.start).Round(10*time.Millisecond), r.classes())
+	}
+	if sent < minReplies || got != sent {
+		t.Errorf("%s: %d of %d replies arrived (want all, of at least %d): the host was not healthy, or no traffic flowed", sp.name, got, sent, minReplies)
+	}
+	if sp.other != nil && where == "" {
+		t.Errorf("%s: the agent never showed the host at its other MAC %v: %+v", sp.name, other, e)
+	}
+	if sp.confirm && ans == 0 {
+		t.Errorf("%s: no confirmation answered: the agent never asked the entry's MAC", sp.name)
+	}
+	if unans != 0 {
+		t.Errorf("%s: %d confirmations unanswered by a healthy host", sp.name, unans)
+	}
+	w.check(t, sp.name, ans+unans, sp.kernelBroadcasts)
+	return e
+}
+
+// moved waits for an entry whose host left its MAC (old) for new to be
+// stuck, within the threshold plus one period plus the confirmation,
+// counted from from (the entry already stale-long) to the agent's stuck
+// event. It asserts the evidence that made it stuck (the host seen at
+// new, the probe to old unanswered, on the wire), that the replies
+// stopped, and what dry-run sent, and logs its row.
+func moved(t *testing.T, name string, r *precisionRun, w *probeWatch, fl *flow, old, new net.HardwareAddr, from time.Time) {
 	t.Helper()
 	// The promise is the sum; a guest under emulation, which shares the
 	// machine's CPUs with the host's suite, runs every timer of it late,
 	// so there it is stretched like any other wait (lab.Patience).
 	bound := lab.Patience(precThreshold + precPeriod + precInterval + precVerify + time.Second)
-	for r.stuckAt < 0 {
-		if time.Since(from) > 3*bound {
-			t.Fatalf("%s: not stuck %v after the host left its MAC: %v", name, time.Since(from), r.timeline)
-		}
-		r.run(0, traffic)
-	}
-	took := r.start.Add(r.stuckAt).Sub(from)
-	ans, unans := confirmations(t, a)
-	t.Logf("precision | %s | moved | %s | %.1fs after the host left | %d/%d replies | confirmations answered %d, unanswered %d; ARP requests to the entry's MAC %d, other %d",
-		name, strings.Join(r.timeline, ", "), took.Seconds(), r.got, r.sent, ans, unans, w.unicast.Load(), w.other.Load())
+	lab.WaitFor(t, 3*(precThreshold+precPeriod+precInterval+precVerify+time.Second), name+": the entry stuck", func() bool { return !r.stuck().IsZero() })
+	took := r.stuck().Sub(from)
+	e := r.entry() // dry-run: still stuck, the traffic still flowing
+	sent, got := fl.end()
+	ans, unans := confirmations(t, r.a)
+	t.Logf("precision | %s | moved | %s | %.1fs after the host left | %d/%d replies after | confirmations answered %d, unanswered %d; %v | evidence %+v",
+		name, r.classes(), took.Seconds(), got, sent, ans, unans, w, e.Evidence)
 	if took > bound {
 		t.Errorf("%s: stuck %v after the host left its MAC, want within %v", name, took.Round(10*time.Millisecond), bound)
 	}
-	if w.other.Load() != 0 {
-		t.Errorf("%s: in dry-run the agent sent %d ARP requests that were not to the entry's MAC", name, w.other.Load())
+	if e.Class != "stuck" {
+		t.Errorf("%s: class %s after the stuck event, with nothing repaired", name, e.Class)
 	}
+	var seen, unanswered bool
+	for _, s := range e.Evidence {
+		seen = seen || ((s.Signal == "source-mac" || s.Signal == "arp") && s.MAC == new.String())
+		unanswered = unanswered || (s.Signal == "probe-unanswered" && s.MAC == old.String())
+	}
+	if !seen || !unanswered {
+		t.Errorf("%s: stuck without its evidence (the host at %s: %v; the probe to %s unanswered: %v): %+v", name, new, seen, old, unanswered, e.Evidence)
+	}
+	if unans == 0 {
+		t.Errorf("%s: stuck with no unanswered confirmation counted", name)
+	}
+	if sent < 5 || got != 0 {
+		t.Errorf("%s: %d of %d replies reached the moved host (want none, of at least 5): the failure did not reproduce", name, got, sent)
+	}
+	w.check(t, name, ans+unans, false)
 }
 
 // pinStale makes the node's entry for ip STALE at mac.
@@ -255,7 +511,8 @@ func secondMACHost(t *testing.T, f *lab.Fabric, name string, via1 ...netip.Addr)
 
 // TestPrecisionSecondMAC: a host whose packets leave partly (or only)
 // from a second MAC, as a balance-tlb bond's do, while it answers and
-// receives at its own. Never stuck; the other MAC is remembered.
+// receives at its own. Never stuck; the second MAC is seen as the host's;
+// when the entry's MAC is silent, the agent asks it and it answers.
 func TestPrecisionSecondMAC(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
@@ -270,12 +527,16 @@ func TestPrecisionSecondMAC(t *testing.T) {
 			if tc.only {
 				via1 = append(via1, lab.BackendIP)
 			}
-			h, m1, _ := secondMACHost(t, f, "psmh", via1...)
-			pinStale(t, f, lab.ClientIP, m1)
-			w := watchProbes(t, f, lab.ClientIP, func() net.HardwareAddr { return m1 })
+			h, m1, m2 := secondMACHost(t, f, "psmh", via1...)
 			a, sock := precisionAgent(t, f)
-			r := newRun(t, sock, lab.ClientIP)
-			healthy(t, "second MAC ("+tc.name+")", a, r, w, echoFrom(t, h, lab.BackendIP, lab.BackendIP2), true, false)
+			r := newRun(t, a, sock, lab.ClientIP)
+			w := watchProbes(t, f, r)
+			pinStale(t, f, lab.ClientIP, m1)
+			fl := startFlow(t, h, lab.BackendIP, lab.BackendIP2)
+			e := healthy(t, healthySpec{name: "second MAC (" + tc.name + ")", other: func() net.HardwareAddr { return m2 }, confirm: tc.only}, r, w, fl)
+			if !slices.ContainsFunc(e.OtherMACs, func(o control.HostMAC) bool { return o.MAC == m2.String() }) {
+				t.Errorf("the second MAC is not remembered as the host's: %+v", e.OtherMACs)
+			}
 		})
 	}
 }
@@ -283,8 +544,8 @@ func TestPrecisionSecondMAC(t *testing.T) {
 // TestPrecisionARPFlux: a host with two NICs on the node's segment,
 // both answering ARP for its address (arp_ignore=0, Linux's default), its
 // packets to one backend leaving from the second. Never stuck, whichever
-// MAC the node's kernel holds; two MACs answering may make it a conflict,
-// a warning.
+// MAC the node's kernel holds; the agent sees the host at the other one;
+// two MACs answering may make it a conflict, a warning.
 func TestPrecisionARPFlux(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
@@ -302,27 +563,29 @@ func TestPrecisionARPFlux(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	a, sock := precisionAgent(t, f)
+	r := newRun(t, a, sock, lab.ClientIP)
 	// The node resolves the host as a kernel does: by broadcast, which
 	// both NICs answer.
 	if err := f.Node.Ping(lab.ClientIP, 1, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	entryMAC := func() net.HardwareAddr {
-		k, err := f.Node.KernelEntry(lab.FabricBridge, lab.ClientIP)
-		if err != nil {
-			return nil
+	w := watchProbes(t, f, r)
+	other := func() net.HardwareAddr {
+		if k, err := f.Node.KernelEntry(lab.FabricBridge, lab.ClientIP); err == nil && bytes.Equal(k.LLAddr, m2) {
+			return m1
 		}
-		return k.LLAddr
+		return m2
 	}
-	w := watchProbes(t, f, lab.ClientIP, entryMAC)
-	a, sock := precisionAgent(t, f)
-	r := newRun(t, sock, lab.ClientIP)
-	healthy(t, "ARP flux (two NICs, arp_ignore=0)", a, r, w, echoFrom(t, h, lab.BackendIP, lab.BackendIP2), false, true)
+	fl := startFlow(t, h, lab.BackendIP, lab.BackendIP2)
+	healthy(t, healthySpec{name: "ARP flux (two NICs, arp_ignore=0)", other: other}, r, w, fl)
 }
 
 // TestPrecisionRouter: an on-link host whose packets reach the node
 // through a router on the segment, so they come from the router's MAC;
-// the node answers it directly. Never stuck.
+// the node answers it directly. Never stuck: the router's MAC is seen
+// with the host's address, the host's own MAC is silent, and answers the
+// agent's confirmation.
 func TestPrecisionRouter(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
@@ -348,51 +611,51 @@ func TestPrecisionRouter(t *testing.T) {
 	}
 	f.PinNode(t, h, "c0")
 	f.PinNode(t, rt, "r0")
-	pinStale(t, f, lab.ClientIP, m1)
-	w := watchProbes(t, f, lab.ClientIP, func() net.HardwareAddr { return m1 })
 	a, sock := precisionAgent(t, f)
-	r := newRun(t, sock, lab.ClientIP)
-	healthy(t, "router relaying an on-link host", a, r, w, echoFrom(t, h, lab.BackendIP, lab.BackendIP2), true, false)
+	r := newRun(t, a, sock, lab.ClientIP)
+	w := watchProbes(t, f, r)
+	pinStale(t, f, lab.ClientIP, m1)
+	fl := startFlow(t, h, lab.BackendIP, lab.BackendIP2)
+	healthy(t, healthySpec{name: "router relaying an on-link host", other: func() net.HardwareAddr { return mr }, confirm: true}, r, w, fl)
 }
 
 // TestPrecisionMoved is the control: the host keeps its IP and moves to
 // a new MAC behind the node's back. Stuck within the threshold plus one
-// period plus the confirmation.
+// period plus the confirmation, on the evidence of its new MAC and an
+// unanswered probe to its old one.
 func TestPrecisionMoved(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
 	f := lab.NewFabric(t, "pmv")
 	h := f.Host(t, "pmvh")
-	m1 := lab.HostMAC(1, 0x74)
+	m1, m2 := lab.HostMAC(1, 0x74), lab.HostMAC(2, 0x74)
 	f.Plug(t, h, "c0", m1)
 	h.MustIP(t, "addr", "add", lab.ClientIP.String()+"/24", "dev", "c0")
 	h.MustIP(t, "route", "add", "default", "via", lab.NodeClientIP.String())
 	f.PinNode(t, h, "c0")
-	pinStale(t, f, lab.ClientIP, m1)
-	w := watchProbes(t, f, lab.ClientIP, func() net.HardwareAddr { return m1 })
 	a, sock := precisionAgent(t, f)
-	r := newRun(t, sock, lab.ClientIP)
-	traffic := echoFrom(t, h, lab.BackendIP)
-	lab.WaitFor(t, 30*time.Second, "the entry stale-long", func() bool {
-		traffic()
-		c := r.sample().Class
-		return c != "ok" && c != ""
-	})
-	h.MustIP(t, "link", "set", "c0", "address", lab.HostMAC(2, 0x74).String())
+	r := newRun(t, a, sock, lab.ClientIP)
+	w := watchProbes(t, f, r)
+	pinStale(t, f, lab.ClientIP, m1)
+	fl := startFlow(t, h, lab.BackendIP)
+	r.waitStaleLong()
+	if sent, got := fl.end(); got != sent || sent == 0 {
+		t.Fatalf("before the move, %d of %d replies arrived", got, sent)
+	}
+	h.MustIP(t, "link", "set", "c0", "address", m2.String())
 	f.PinNode(t, h, "c0")
 	left := time.Now()
-	moved(t, "moved host", a, r, w, traffic, left)
-	if r.got == r.sent {
-		t.Errorf("every reply reached the moved host: the failure did not reproduce")
-	}
+	moved(t, "moved host", r, w, startFlow(t, h, lab.BackendIP), m1, m2, left)
 }
 
 // TestPrecisionBlueGreen: the seed's own upgrade. A new VM (M2) takes the
 // IP while the old one (M1) still answers there: not stuck while the old
-// one answers. The old one then goes away: stuck within the threshold
-// plus one period plus the confirmation of the entry turning STALE again
-// (an answer to a confirmation makes the kernel hold it REACHABLE for a
-// while).
+// one answers (the agent sees the new VM, asks M1, M1 answers; the
+// replies to the new VM's traffic go to the old one, which is the
+// upgrade's own overlap, not what neighwatch pages for). The old one
+// then goes away: stuck within the threshold plus one period plus the
+// confirmation of the entry turning STALE again (an answer to a
+// confirmation makes the kernel hold it REACHABLE for a while).
 func TestPrecisionBlueGreen(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
@@ -405,30 +668,49 @@ func TestPrecisionBlueGreen(t *testing.T) {
 		h.MustIP(t, "route", "add", "default", "via", lab.NodeClientIP.String())
 		f.PinNode(t, h, "c0")
 	}
-	pinStale(t, f, lab.ClientIP, m1)
-	w := watchProbes(t, f, lab.ClientIP, func() net.HardwareAddr { return m1 })
-	a, sock := precisionAgent(t, f)
-	r := newRun(t, sock, lab.ClientIP)
-	// The new VM talks (its replies go to the old one meanwhile: that is
-	// the upgrade's own overlap, not what neighwatch pages for).
-	traffic := func() (int, int) { echoFrom(t, nw, lab.BackendIP)(); return 0, 0 }
-	lab.WaitFor(t, 30*time.Second, "the entry stale-long", func() bool {
-		traffic()
-		c := r.sample().Class
-		return c != "ok" && c != ""
+	// The replies to the new VM's traffic, as the old VM receives them.
+	var atOld atomic.Int64
+	stopOld, err := old.Capture("c0", func(fr []byte) bool {
+		if len(fr) < 35 || binary.BigEndian.Uint16(fr[12:14]) != unix.ETH_P_IP || fr[23] != 1 || fr[34] != 0 || !bytes.Equal(fr[30:34], lab.ClientIP.AsSlice()) {
+			return false
+		}
+		atOld.Add(1)
+		return true
 	})
-	r.run(3*precThreshold+precPeriod, traffic)
-	if r.stuckAt >= 0 {
-		t.Fatalf("stuck while the old VM still answers at the entry's MAC: %v", r.timeline)
+	if err != nil {
+		t.Fatal(err)
 	}
-	overlap := strings.Join(r.timeline, ", ")
+	defer stopOld()
+	a, sock := precisionAgent(t, f)
+	r := newRun(t, a, sock, lab.ClientIP)
+	w := watchProbes(t, f, r)
+	pinStale(t, f, lab.ClientIP, m1)
+	fl := startFlow(t, nw, lab.BackendIP)
+	r.waitStaleLong()
+	time.Sleep(3*precThreshold + precPeriod)
+	sent, got := fl.end()
+	e := r.entry()
+	ans, unans := confirmations(t, a)
+	overlap := r.classes()
+	where := r.sawMAC(e, m2)
+	t.Logf("precision | blue-green overlap | healthy while the old VM answers | %s | never | %d requests from the new VM, %d replies at the old VM, %d at the new | confirmations answered %d, unanswered %d; %v | new VM's MAC seen in %q",
+		overlap, sent, atOld.Load(), got, ans, unans, w, where)
+	if !r.stuck().IsZero() {
+		t.Fatalf("stuck while the old VM still answers at the entry's MAC: %v", overlap)
+	}
+	if sent < minReplies || atOld.Load() < minReplies {
+		t.Errorf("the overlap did not happen: %d requests from the new VM, %d replies reached the old VM (want at least %d)", sent, atOld.Load(), minReplies)
+	}
+	if where == "" || ans == 0 || unans != 0 {
+		t.Errorf("in the overlap the agent must see the new VM's MAC (seen in %q) and the old VM answer its confirmations (answered %d, unanswered %d)", where, ans, unans)
+	}
 	old.MustIP(t, "link", "set", "c0", "down") // the old VM shuts down
 	gone := time.Now()
+	fl = startFlow(t, nw, lab.BackendIP)
 	// The kernel held the entry REACHABLE since the old VM's last answer:
 	// count from when it is STALE again.
 	var stale time.Time
 	lab.WaitFor(t, 30*time.Second, "the entry STALE again", func() bool {
-		traffic()
 		k, err := f.Node.KernelEntry(lab.FabricBridge, lab.ClientIP)
 		if err == nil && k.State == 0x04 {
 			stale = time.Now()
@@ -436,8 +718,7 @@ func TestPrecisionBlueGreen(t *testing.T) {
 		}
 		return false
 	})
-	moved(t, "blue-green: old VM gone", a, r, w, traffic, stale)
-	t.Logf("precision | blue-green overlap | healthy while the old VM answers | %s | never", overlap)
+	moved(t, "blue-green: old VM gone", r, w, fl, m1, m2, stale)
 	t.Logf("old VM gone %v before its entry was STALE again", stale.Sub(gone).Round(10*time.Millisecond))
 }
 
@@ -511,11 +792,18 @@ func hasAddr(ns lab.NS, addr netip.Addr) bool {
 	return has
 }
 
+// vrrpWindow is the conflict window of the failback scenario: longer
+// than the default (5 s) so that keepalived's restart on a loaded machine
+// still falls within it; the scenario asserts that it did.
+const vrrpWindow = 20 * time.Second
+
 // TestPrecisionVRRP: keepalived (no use_vmac) on two hosts of the
-// segment. A failover whose gratuitous ARPs the node never hears (ARP
-// suppression) is a real move: the virtual IP is at the backup's own MAC,
-// and the entry at the master's is stuck. A failback within the conflict
-// window, its gratuitous ARPs heard, is two MACs in turn: not stuck.
+// segment, the master's traffic flowing throughout. A failover whose
+// gratuitous ARPs the node never hears (ARP suppression) is a real move:
+// the virtual IP is at the backup's own MAC, and the entry at the
+// master's is stuck, on the evidence of both. A failback within the
+// conflict window, its gratuitous ARPs heard (the kernel follows them),
+// is two MACs in turn: never stuck, the flip seen by the agent.
 func TestPrecisionVRRP(t *testing.T) {
 	lab.Require(t)
 	requireProgram(t, "keepalived", "keepalived")
@@ -554,34 +842,55 @@ func TestPrecisionVRRP(t *testing.T) {
 				ns.MustIP(t, "route", "replace", "10.0.2.0/24", "via", lab.NodeClientIP.String(), "src", vip.String())
 			}
 			route(a)
+			var extra []string
+			if tc.failback {
+				extra = []string{"--arp.conflict-window", vrrpWindow.String()}
+			}
+			ag, sock := precisionAgent(t, f, extra...)
+			r := newRun(t, ag, sock, vip)
+			w := watchProbes(t, f, r)
 			pinStale(t, f, vip, ma)
-			w := watchProbes(t, f, vip, func() net.HardwareAddr { return ma })
-			ag, sock := precisionAgent(t, f)
-			r := newRun(t, sock, vip)
-			master := a
-			traffic := func() (int, int) { return echoFrom(t, master, lab.BackendIP)() }
-			lab.WaitFor(t, 30*time.Second, "the virtual IP's entry stale-long", func() bool {
-				traffic()
-				c := r.sample().Class
-				return c != "ok" && c != ""
-			})
+			fl := startFlow(t, a, lab.BackendIP)
+			r.waitStaleLong()
+			if sent, got := fl.end(); got != sent || sent == 0 {
+				t.Fatalf("before the failover, %d of %d replies arrived", got, sent)
+			}
 			stopA() // priority 0 advertisement: the backup takes over at once
 			lab.WaitFor(t, 30*time.Second, "the backup master", func() bool { return hasAddr(b, vip) })
 			failover := time.Now()
 			route(b)
-			master = b
+			fl = startFlow(t, b, lab.BackendIP)
 			if !tc.failback {
-				moved(t, "VRRP failover, gratuitous ARP suppressed", ag, r, w, traffic, failover)
+				moved(t, "VRRP failover, gratuitous ARP suppressed", r, w, fl, ma, mb, failover)
 				return
 			}
-			// Failback inside the conflict window (5 s): the first host
-			// comes back with its higher priority and preempts.
+			// Failback inside the conflict window: the first host comes
+			// back with its higher priority and preempts. The backup's
+			// traffic flows until then.
 			keepalived(t, a, "v0", 150, vip)
 			lab.WaitFor(t, 30*time.Second, "the first host master again", func() bool { return hasAddr(a, vip) && !hasAddr(b, vip) })
 			back := time.Since(failover)
+			bSent, bGot := fl.end()
 			route(a)
-			master = a
-			healthy(t, fmt.Sprintf("VRRP failback %.1fs after the failover", back.Seconds()), ag, r, w, traffic, false, true)
+			if back >= vrrpWindow {
+				t.Fatalf("the failback came %v after the failover, not within the conflict window (%v): the scenario did not happen", back.Round(100*time.Millisecond), vrrpWindow)
+			}
+			fl = startFlow(t, a, lab.BackendIP)
+			e := healthy(t, healthySpec{name: fmt.Sprintf("VRRP failback %.1fs after the failover", back.Seconds()),
+				other: func() net.HardwareAddr { return mb }}, r, w, fl)
+			// The flip, seen: the node's kernel followed the backup's
+			// gratuitous ARPs (its traffic was answered), the agent heard
+			// the master's on failback, and recorded two MACs in turn.
+			t.Logf("backup master for %v: %d of %d replies; seen_lladdr %s; classes %s; conflict events %d", back.Round(100*time.Millisecond), bGot, bSent, e.SeenLLAddr, r.classes(), len(r.eventsOf("conflict")))
+			if bSent == 0 || bGot == 0 || !r.held(mb) {
+				t.Errorf("the node never sent to the backup while it was master (%d of %d replies; the entry held %s: %v): its gratuitous ARPs were not heard", bGot, bSent, mb, r.held(mb))
+			}
+			if e.SeenLLAddr != ma.String() {
+				t.Errorf("the agent did not hear the master's gratuitous ARPs on failback: seen_lladdr %q, want %s", e.SeenLLAddr, ma)
+			}
+			if !r.was("conflict") && len(r.eventsOf("conflict")) == 0 {
+				t.Errorf("two MACs in turn within the conflict window, and no conflict recorded: %s", r.classes())
+			}
 		})
 	}
 }
@@ -608,7 +917,9 @@ func requireBonding(t *testing.T, ns lab.NS) {
 // with the kernel's own driver, two slaves on the segment, talking to
 // four backend addresses. Each slave transmits with its own MAC; the
 // bond answers and receives at its active slave's (tlb) or hands the node
-// one slave's (alb). Never stuck, all replies arrive.
+// one slave's (alb). Never stuck, all replies arrive, and the agent sees
+// the host at the slave's MAC that is not the entry's once that slave
+// has sent.
 func TestPrecisionBond(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
@@ -634,18 +945,6 @@ func TestPrecisionBond(t *testing.T) {
 			for _, b := range backends[2:] {
 				f.Backend.MustIP(t, "addr", "add", b.String()+"/24", "dev", lab.BackendIf)
 			}
-			// The node learns the bond as the kernel does (its ARP).
-			if err := f.Node.Ping(lab.ClientIP, 1, 2*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			entryMAC := func() net.HardwareAddr {
-				k, err := f.Node.KernelEntry(lab.FabricBridge, lab.ClientIP)
-				if err != nil {
-					return nil
-				}
-				return k.LLAddr
-			}
-			w := watchProbes(t, f, lab.ClientIP, entryMAC)
 			// Which MACs the bond sends from, as the node receives them.
 			var fromM1, fromM2 atomic.Int64
 			stop, err := f.Node.Capture(lab.FabricBridge, func(fr []byte) bool {
@@ -665,20 +964,30 @@ func TestPrecisionBond(t *testing.T) {
 			}
 			defer stop()
 			a, sock := precisionAgent(t, f)
-			r := newRun(t, sock, lab.ClientIP)
-			traffic := echoFrom(t, h, backends...)
-			if mode == "balance-tlb" {
-				// tlb hands its flows to the less loaded slave when it
-				// rebalances, every 10 s of the kernel's clock: talk (and
-				// watch the entry) until it has, or the scenario did not
-				// happen. A slow guest sends few frames in 10 s.
-				lab.WaitFor(t, 40*time.Second, "the tlb bond to send from its second slave", func() bool {
-					r.run(0, traffic)
-					return fromM2.Load() > 0
-				})
+			r := newRun(t, a, sock, lab.ClientIP)
+			// The node learns the bond as the kernel does (its ARP).
+			if err := f.Node.Ping(lab.ClientIP, 1, 2*time.Second); err != nil {
+				t.Fatal(err)
 			}
-			healthy(t, "bond "+mode, a, r, w, traffic, false, true)
-			t.Logf("%s: the node received %d frames from %s and %d from %s", mode, fromM1.Load(), m1, fromM2.Load(), m2)
+			w := watchProbes(t, f, r)
+			k, err := f.Node.KernelEntry(lab.FabricBridge, lab.ClientIP)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, fromOther := m2, &fromM2
+			if bytes.Equal(k.LLAddr, m2) {
+				other, fromOther = m1, &fromM1
+			}
+			fl := startFlow(t, h, backends...)
+			// The bond hands its flows to the other slave when it
+			// rebalances, every 10 s of the kernel's clock: wait until
+			// it has, or the scenario did not happen. A slow guest sends
+			// few frames in 10 s.
+			lab.WaitFor(t, 40*time.Second, "the bond to send from the slave that is not the entry's ("+other.String()+")", func() bool {
+				return fromOther.Load() > 0
+			})
+			healthy(t, healthySpec{name: "bond " + mode, other: func() net.HardwareAddr { return other }}, r, w, fl)
+			t.Logf("%s: the entry at %s; the node received %d frames from %s and %d from %s", mode, k.LLAddr, fromM1.Load(), m1, fromM2.Load(), m2)
 		})
 	}
 }
