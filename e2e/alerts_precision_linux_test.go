@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/dev/lab"
+	"golang.org/x/sys/unix"
 )
 
 // TestAlertsPrecision: on the real Prometheus and Alertmanager, with the
@@ -23,59 +26,90 @@ func TestAlertsPrecision(t *testing.T) {
 	t.Parallel()
 	f := lab.NewFabric(t, "apr")
 	healthyIP := lab.ClientIP
-	multi, m1, _ := secondMACHost(t, f, "aprh", lab.BackendIP, lab.BackendIP2) // every packet from M2
+	multi, m1, m2 := secondMACHost(t, f, "aprh", lab.BackendIP, lab.BackendIP2) // every packet from M2
 	movedIP := netip.MustParseAddr("10.0.1.4")
 	mover := f.Host(t, "aprm")
-	mm1 := lab.HostMAC(1, 0x78)
+	mm1, mm2 := lab.HostMAC(1, 0x78), lab.HostMAC(2, 0x78)
 	f.Plug(t, mover, "c0", mm1)
 	mover.MustIP(t, "addr", "add", movedIP.String()+"/24", "dev", "c0")
 	mover.MustIP(t, "route", "add", "default", "via", lab.NodeClientIP.String())
 	f.PinNode(t, mover, "c0")
+	a, sock := precisionAgent(t, f)
+	rh, rm := newRun(t, a, sock, healthyIP), newRun(t, a, sock, movedIP)
 	pinStale(t, f, healthyIP, m1)
 	pinStale(t, f, movedIP, mm1)
-	a, sock := precisionAgent(t, f)
 	alerts, err := os.ReadFile("../deploy/prometheus/alerts.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	hooks := startAlerting(t, f.Node, alerts)
-	traffic := func() {
-		echoFrom(t, multi, lab.BackendIP, lab.BackendIP2)()
-		echoFrom(t, mover, lab.BackendIP)()
+	// Where the healthy host's echoes went, for the log: its requests
+	// leave from c1 (M2), its replies arrive at c0 (M1).
+	var atC0, fromC1 atomic.Int64
+	for dev, c := range map[string]*atomic.Int64{"c0": &atC0, "c1": &fromC1} {
+		typ := map[string]byte{"c0": 0, "c1": 8}[dev]
+		stop, err := multi.Capture(dev, func(fr []byte) bool {
+			if len(fr) > 34 && binary.BigEndian.Uint16(fr[12:14]) == unix.ETH_P_IP && fr[23] == 1 && fr[34] == typ {
+				c.Add(1)
+			}
+			return false
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
 	}
-	// Three thresholds and a period of the healthy host, at-risk both.
-	rh, rm := newRun(t, sock, healthyIP), newRun(t, sock, movedIP)
-	for end := time.Now().Add(3*precThreshold + precPeriod + 2*time.Second); time.Now().Before(end); {
-		traffic()
-		rh.sample()
-		rm.sample()
+	fh, fm := startFlow(t, multi, lab.BackendIP, lab.BackendIP2), startFlow(t, mover, lab.BackendIP)
+	// The host that moves next at-risk (the forwarder's traffic to its
+	// STALE entry counted), the healthy one stale-long: its entry need not
+	// show at-risk, as each answered confirmation makes the kernel
+	// re-validate it, within milliseconds of the sighting that asked for
+	// it. Then three thresholds and a period of the healthy host.
+	lab.WaitFor(t, 30*time.Second, "the moving host's entry at-risk, the healthy one's stale-long", func() bool {
+		return rh.was("stale-long") && rm.was("at-risk")
+	})
+	time.Sleep(3*precThreshold + precPeriod)
+	// What the agent saw of the healthy host: its second MAC, and its
+	// first MAC answering the confirmation.
+	if e, ans := rh.entry(), answered(t, a); rh.sawMAC(e, m2) == "" || ans == 0 {
+		t.Fatalf("before the move, the agent never saw the healthy host at its second MAC %s (other_macs %v) or never had it confirmed (answered %d)", m2, e.OtherMACs, ans)
 	}
-	mover.MustIP(t, "link", "set", "c0", "address", lab.HostMAC(2, 0x78).String())
+	if sent, got := fm.end(); got != sent || sent < minReplies {
+		t.Fatalf("before the move, %d of %d replies reached the host that moves next", got, sent)
+	}
+	mover.MustIP(t, "link", "set", "c0", "address", mm2.String())
 	f.PinNode(t, mover, "c0")
 	moved := time.Now()
+	fm = startFlow(t, mover, lab.BackendIP)
 	lab.WaitFor(t, 60*time.Second, "NeighbourEntryStuck for the moved host", func() bool {
-		traffic()
-		rh.sample()
-		rm.sample()
 		_, ok := hooks.find("NeighbourEntryStuck", "firing", map[string]string{"ip": movedIP.String()})
 		return ok
 	})
 	fired, _ := hooks.find("NeighbourEntryStuck", "firing", map[string]string{"ip": movedIP.String()})
 	// The healthy host a while longer, then what Alertmanager delivered.
-	for end := time.Now().Add(precThreshold + precPeriod); time.Now().Before(end); {
-		traffic()
-		rh.sample()
-	}
+	time.Sleep(precThreshold + precPeriod)
+	sent, got := fh.end()
+	mSent, mGot := fm.end()
+	e := rh.entry()
+	ans, unans := confirmations(t, a)
+	t.Logf("pages: healthy host with a second MAC %d (classes %v, %d/%d replies, echo requests seen leaving c1 %d, replies seen at c0 %d, other_macs %v); moved host 1, %v after the move (classes %v, %d/%d replies after); confirmations answered %d, unanswered %d",
+		len(hooks.all("NeighbourEntryStuck"))-1, rh.classes(), got, sent, fromC1.Load(), atC0.Load(), e.OtherMACs, fired.Sub(moved).Round(100*time.Millisecond), rm.classes(), mGot, mSent, ans, unans)
 	for _, al := range hooks.all("NeighbourEntryStuck") {
 		if al.Labels["ip"] != movedIP.String() {
 			t.Errorf("NeighbourEntryStuck for a host that did not move: %v", al.Labels)
 		}
 	}
-	ans, unans := confirmations(t, a)
-	t.Logf("pages: healthy host with a second MAC %d (classes %v); moved host 1, %v after the move (classes %v); confirmations answered %d, unanswered %d",
-		len(hooks.all("NeighbourEntryStuck"))-1, rh.timeline, fired.Sub(moved).Round(100*time.Millisecond), rm.timeline, ans, unans)
-	if rh.stuckAt >= 0 {
-		t.Errorf("the healthy host was classed stuck: %v", rh.timeline)
+	if !rh.stuck().IsZero() {
+		t.Errorf("the healthy host was classed stuck: %v", rh.classes())
+	}
+	if rm.stuck().IsZero() {
+		t.Errorf("the moved host paged without its entry's stuck event: %v", rm.classes())
+	}
+	if got != sent || sent < minReplies {
+		t.Errorf("%d of %d replies reached the healthy host (want all, of at least %d)", got, sent, minReplies)
+	}
+	if mGot != 0 {
+		t.Errorf("%d of %d replies reached the moved host: the failure did not reproduce", mGot, mSent)
 	}
 }
 
