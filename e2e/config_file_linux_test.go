@@ -133,7 +133,7 @@ func TestConfigReload(t *testing.T) {
 	if st := remediationStatus(t, sock); st.Mode != "on" || st.ModeSource != "runtime" {
 		t.Fatalf("after the runtime switch to on: %s from %s", st.Mode, st.ModeSource)
 	}
-	reloads := reloadCount(t, a)
+	reloads := reloadCount(a, "SIGHUP")
 	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -141,17 +141,24 @@ func TestConfigReload(t *testing.T) {
 		st := remediationStatus(t, sock)
 		return st.Mode == "off" && st.ModeSource == "file"
 	})
-	if n := reloadCount(t, a); n != reloads+1 {
+	// The agent applies a reload, then logs it: wait for the line. Then a
+	// barrier, a later reload by a change of the file that changes no
+	// value: the loop takes its triggers in turn, so once that one is
+	// logged, every reload the SIGHUP made is logged too.
+	lab.WaitFor(t, 30*time.Second, "SIGHUP's reload logged", func() bool { return reloadCount(a, "SIGHUP") > reloads })
+	changed := reloadCount(a, "file changed")
+	cm.swap("remediation: \"off\"\nstale-threshold: 1h\n# a comment: no value changes\n")
+	lab.WaitFor(t, 30*time.Second, "the file's reload logged", func() bool { return reloadCount(a, "file changed") > changed })
+	if n := reloadCount(a, "SIGHUP"); n != reloads+1 {
 		t.Errorf("one SIGHUP logged %d reloads, want 1", n-reloads)
 	}
 }
 
-// reloadCount counts the reloads SIGHUP made, as the agent logged them.
-func reloadCount(t *testing.T, a *agentProc) int {
-	t.Helper()
+// reloadCount counts the reloads a trigger made, as the agent logged them.
+func reloadCount(a *agentProc, trigger string) int {
 	n := 0
 	for _, l := range strings.Split(a.logs(), "\n") {
-		if strings.Contains(l, "configuration reloaded") && strings.Contains(l, "trigger=SIGHUP") {
+		if strings.Contains(l, "configuration reloaded") && (strings.Contains(l, "trigger="+trigger+" ") || strings.Contains(l, `trigger="`+trigger+`"`)) {
 			n++
 		}
 	}
