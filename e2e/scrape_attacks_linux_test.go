@@ -361,11 +361,24 @@ scrape_configs:
 		}
 		wg.Wait()
 	}
+	// The listener's own counts, from an authenticated scrape whose error
+	// is checked.
+	counts := func() (evicted, refused int) {
+		code, body, err := ns.HTTPGet("http://prom:s3cret@" + metricsAddr + "/metrics")
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("scrape for the listener's counts: %d %v", code, err)
+		}
+		evicted, _ = strconv.Atoi(metricValue(body, `neighwatch_http_connections_evicted_total{listener="metrics"}`))
+		refused, _ = strconv.Atoi(metricValue(body, `neighwatch_http_connections_refused_total{listener="metrics",reason="total"}`))
+		return evicted, refused
+	}
 	for _, phase := range []struct {
 		name    string
 		attacks []func(context.Context, *atomic.Int64)
-	}{{"stall", []func(context.Context, *atomic.Int64){stall}}, {"reconnect flood", []func(context.Context, *atomic.Int64){flood}},
-		{"stall and flood", []func(context.Context, *atomic.Int64){stall, flood}}} {
+		full    bool // the attack fills the listener: stalled connections hold every slot
+	}{{"stall", []func(context.Context, *atomic.Int64){stall}, true}, {"reconnect flood", []func(context.Context, *atomic.Int64){flood}, false},
+		{"stall and flood", []func(context.Context, *atomic.Int64){stall, flood}, true}} {
+		evicted0, refused0 := counts()
 		ctx, cancel := context.WithCancel(context.Background())
 		var opened atomic.Int64
 		var wg sync.WaitGroup
@@ -390,14 +403,18 @@ scrape_configs:
 		}
 		cancel()
 		wg.Wait()
-		_, body, _ := ns.HTTPGet("http://prom:s3cret@" + metricsAddr + "/metrics")
-		t.Logf("%s: the attacker opened %d connections; %d of %d scrapes failed; %s", phase.name, opened.Load(), len(fails), scrapes,
-			strings.ReplaceAll(grep(body, `listener="metrics"`), "\n", "; "))
+		evicted, refused := counts()
+		t.Logf("%s: the attacker opened %d connections; %d of %d scrapes failed; the listener evicted %d and refused %d connections",
+			phase.name, opened.Load(), len(fails), scrapes, evicted-evicted0, refused-refused0)
 		for _, f := range fails {
 			t.Errorf("%s: scrape failed: %s", phase.name, f)
 		}
 		if opened.Load() < 8000 {
 			t.Errorf("%s: the attacker opened only %d connections", phase.name, opened.Load())
+		}
+		// The scrapes got through a full listener, not an idle one.
+		if phase.full && (evicted == evicted0 || refused == refused0) {
+			t.Errorf("%s: the listener evicted %d and refused %d connections: the attack never filled it", phase.name, evicted-evicted0, refused-refused0)
 		}
 	}
 	// Prometheus never failed a scrape, attack or not.
