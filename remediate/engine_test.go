@@ -373,43 +373,94 @@ func TestEngineDryRunTouchesNothing(t *testing.T) {
 	lab.WaitFor(t, 5*time.Second, "repairs after switching on", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 3 })
 }
 
+// TestEngineRateLimit: the global bucket and each interface's bucket
+// hold actions to their rates, each with the other set far higher.
 func TestEngineRateLimit(t *testing.T) {
-	tb := stuckTable(60)
-	fa := &fakeActor{t: tb, answerAt: -1}
-	cfg := fastConfig(ModeOn, StrategyProbe)
-	cfg.Rate, cfg.Burst, cfg.MaxConcurrent = 20, 1, 8
-	cfg.VerifyTimeout, cfg.ProbeGap = 5*time.Millisecond, time.Millisecond
-	made := time.Now() // the limiters are made in New, after this
-	e := New(cfg, tb, fa, nil)
-	stop := runEngine(t, e)
-	// Probes mark the start of actions (the entries are disputed: one
-	// broadcast probe each).
-	starts := func() []time.Time {
-		fa.mu.Lock()
-		defer fa.mu.Unlock()
-		var out []time.Time
-		for i, c := range fa.calls {
-			if c[:6] == "probe1" {
-				out = append(out, fa.times[i])
+	for _, tc := range []struct {
+		name             string
+		global, perIface float64
+	}{{"global", 20, 1000}, {"per interface", 1000, 20}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := stuckTable(60)
+			fa := &fakeActor{t: tb, answerAt: -1}
+			cfg := fastConfig(ModeOn, StrategyProbe)
+			cfg.Rate, cfg.PerInterfaceRate, cfg.Burst, cfg.MaxConcurrent = tc.global, tc.perIface, 1, 8
+			cfg.VerifyTimeout, cfg.ProbeGap = 5*time.Millisecond, time.Millisecond
+			made := time.Now() // the limiters are made in New, after this
+			e := New(cfg, tb, fa, nil)
+			stop := runEngine(t, e)
+			// Probes mark the start of actions (the entries are disputed:
+			// one broadcast probe each).
+			starts := func() []time.Time {
+				fa.mu.Lock()
+				defer fa.mu.Unlock()
+				var out []time.Time
+				for i, c := range fa.calls {
+					if c[:6] == "probe1" {
+						out = append(out, fa.times[i])
+					}
+				}
+				return out
 			}
-		}
-		return out
+			const n = 30
+			lab.WaitFor(t, 30*time.Second, fmt.Sprint(n, " actions"), func() bool { return len(starts()) >= n })
+			stop()
+			// A bucket of rate 20 and burst 1 grants its k-th token (from
+			// 0) no sooner than k/20 s after it was made, however slow the
+			// machine: a busy CPU only delays actions. Without a working
+			// limiter, 8 workers start 30 actions within a few
+			// milliseconds. (The interface's bucket is made at its first
+			// action, after made: its tokens come later still.)
+			got := starts()
+			for k := range n {
+				if earliest := made.Add(time.Duration(k) * time.Second / 20); got[k].Before(earliest) {
+					t.Fatalf("action %d started %v after the limiter was made, before its token (%v)", k, got[k].Sub(made), earliest.Sub(made))
+				}
+			}
+			if e.Stats().RateLimited == 0 {
+				t.Error("no action counted as rate-limited")
+			}
+		})
 	}
-	const n = 30
-	lab.WaitFor(t, 30*time.Second, fmt.Sprint(n, " actions"), func() bool { return len(starts()) >= n })
-	stop()
-	// A bucket of rate 20 and burst 1 grants its k-th token (from 0) no
-	// sooner than k/20 s after it was made, however slow the machine:
-	// a busy CPU only delays actions. Without a working limiter, 8
-	// workers start 30 actions within a few milliseconds.
-	got := starts()
-	for k := range n {
-		if earliest := made.Add(time.Duration(k) * time.Second / 20); got[k].Before(earliest) {
-			t.Fatalf("action %d started %v after the limiter was made, before its token (%v)", k, got[k].Sub(made), earliest.Sub(made))
+}
+
+// TestStrategyForDecision: prevention (an at-risk entry outside the
+// scope) uses manage alone, and when manage cannot act nothing else may
+// touch an entry that is only at-risk; a managed entry whose host moved
+// gets only a strategy that repairs a move, whatever the order of the
+// strategies.
+func TestStrategyForDecision(t *testing.T) {
+	tb := table.New(time.Nanosecond, nil)
+	tb.SetLinkName(3, "eth0")
+	atRisk := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.1")}
+	moved := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.2")}
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: atRisk.Addr, State: table.StateStale, LLAddr: macOld})
+	tb.AddBypass(atRisk, 10, time.Now())
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: moved.Addr, State: table.StateStale, LLAddr: macOld,
+		FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+	tb.ObserveSourceMAC(moved, macNew, 3, time.Now())
+	cfg := fastConfig(ModeOn, StrategyManage, StrategyKick, StrategyProbe, StrategyFlush) // scope stuck
+	cfg.Manage = ManageConfig{Supported: true, Max: 1, FailedTimeout: time.Hour, Interval: time.Hour}
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
+	next := func(k table.Key) Strategy {
+		en, ok := tb.Lookup(k)
+		if !ok {
+			t.Fatalf("%v not in the table", k.Addr)
 		}
+		return e.Next(&en, "eth0")
 	}
-	if e.Stats().RateLimited == 0 {
-		t.Error("no action counted as rate-limited")
+	if en, _ := tb.Lookup(atRisk); en.Class() != table.ClassAtRisk {
+		t.Fatalf("the bypassed entry is %v, want at-risk", en.Class())
+	}
+	if got := next(atRisk); got != StrategyManage {
+		t.Errorf("an at-risk entry under the manage cap: next %q, want manage", got)
+	}
+	e.managed.set(table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.9")}, &owned{}) // the cap is full
+	if got := next(atRisk); got != "" {
+		t.Errorf("an at-risk entry with the manage cap full: next %q, want none: prevention must not probe, kick or flush", got)
+	}
+	if got := next(moved); got != StrategyProbe {
+		t.Errorf("a managed entry whose host moved: next %q, want probe (kick and manage do not repair a move)", got)
 	}
 }
 
