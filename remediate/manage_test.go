@@ -34,15 +34,15 @@ func TestManageFirstAndCapped(t *testing.T) {
 	e := New(manageConfig(2), tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
-	lab.WaitFor(t, 5*time.Second, "two managed entries and a refusal", func() bool {
+	// The refusal is counted before the next strategy acts: wait for its
+	// probe too (under qemu-aarch64 a read fell between them).
+	probed := func() bool { return slices.ContainsFunc(fa.Calls(), func(c string) bool { return len(c) > 5 && c[:5] == "probe" }) }
+	lab.WaitFor(t, 5*time.Second, "two managed entries, a refusal, and the refused entry probed", func() bool {
 		st := e.Stats()
-		return st.Actions[StrategyManage][OutcomeManaged] == 2 && st.ManageRefused > 0
+		return st.Actions[StrategyManage][OutcomeManaged] == 2 && st.ManageRefused > 0 && probed()
 	})
 	if n := owners(tb)[table.OwnerNeighwatch]; n != 2 {
 		t.Fatalf("%d entries managed by neighwatch, want 2 (the cap)", n)
-	}
-	if !slices.ContainsFunc(fa.Calls(), func(c string) bool { return len(c) > 5 && c[:5] == "probe" }) {
-		t.Errorf("the refused entry got no other strategy: %v", fa.Calls())
 	}
 	if e.managed.Len() != 2 {
 		t.Errorf("Managed() = %d", e.managed.Len())
