@@ -124,9 +124,10 @@ func (w *probeWatch) String() string {
 
 // check asserts that the agent, in dry-run, sent requests only to the
 // entry's MAC, at least one for each confirmation it counted (so the
-// capture saw the agent's probes), and that the kernel broadcast only
-// where the scenario has it resolve the host itself.
-func (w *probeWatch) check(t *testing.T, name string, confirms int, kernelBroadcasts bool) {
+// capture saw the agent's probes), and that the node's kernel did not
+// broadcast for the host (no scenario has it resolve the host once the
+// capture runs).
+func (w *probeWatch) check(t *testing.T, name string, confirms int) {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -136,7 +137,7 @@ func (w *probeWatch) check(t *testing.T, name string, confirms int, kernelBroadc
 	if w.agentOwn < confirms {
 		t.Errorf("%s: the agent counted %d confirmations but the capture saw %d of its requests", name, confirms, w.agentOwn)
 	}
-	if w.kernelBC > 0 && !kernelBroadcasts {
+	if w.kernelBC > 0 {
 		t.Errorf("%s: %d broadcast ARP requests for the host, and the node's kernel has no reason to resolve it", name, w.kernelBC)
 	}
 }
@@ -386,14 +387,11 @@ func answered(t *testing.T, a *agentProc) int {
 type healthySpec struct {
 	name string
 	// other is the MAC the agent must have seen the host at (nil: none
-	// required); entry, when set, is the one the entry must have kept.
+	// required).
 	other func() net.HardwareAddr
 	// confirm: the agent must have confirmed (a probe to the entry's MAC,
 	// answered) at least once.
 	confirm bool
-	// kernelBroadcasts: the node's kernel resolves the host itself, so
-	// its broadcast requests are expected.
-	kernelBroadcasts bool
 }
 
 // healthy holds a healthy scenario for three thresholds and a period
@@ -432,7 +430,7 @@ func healthy(t *testing.T, sp healthySpec, r *precisionRun, w *probeWatch, fl *f
 	if unans != 0 {
 		t.Errorf("%s: %d confirmations unanswered by a healthy host", sp.name, unans)
 	}
-	w.check(t, sp.name, ans+unans, sp.kernelBroadcasts)
+	w.check(t, sp.name, ans+unans)
 	return e
 }
 
@@ -475,7 +473,7 @@ func moved(t *testing.T, name string, r *precisionRun, w *probeWatch, fl *flow, 
 	if sent < 5 || got != 0 {
 		t.Errorf("%s: %d of %d replies reached the moved host (want none, of at least 5): the failure did not reproduce", name, got, sent)
 	}
-	w.check(t, name, ans+unans, false)
+	w.check(t, name, ans+unans)
 }
 
 // pinStale makes the node's entry for ip STALE at mac.
