@@ -1,0 +1,87 @@
+package evidence
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/mdlayher/ndp"
+	"github.com/neighwatch/neighwatch/table"
+)
+
+// The tests in this file pin the evidence rules at their edges: each
+// kills a mutant that the scenario tests let live (make mutation,
+// docs/mutants.md).
+
+// TestWatcherDefaults: zero fields take the documented defaults (a 5 s
+// conflict window, 65,536 hosts, an hour), set ones are kept.
+func TestWatcherDefaults(t *testing.T) {
+	tb := table.New(time.Minute, nil)
+	w := New(Config{}, tb)
+	if w.cfg.ConflictWindow != 5*time.Second || w.cfg.MaxHosts != 65536 || w.cfg.HostTTL != time.Hour {
+		t.Errorf("defaults: %+v", w.cfg)
+	}
+	w = New(Config{ConflictWindow: 2 * time.Second, MaxHosts: 10, HostTTL: time.Minute}, tb)
+	if w.cfg.ConflictWindow != 2*time.Second || w.cfg.MaxHosts != 10 || w.cfg.HostTTL != time.Minute {
+		t.Errorf("set values not kept: %+v", w.cfg)
+	}
+}
+
+// TestExpireForgetsOnlyTheOld: hosts not seen for HostTTL are forgotten,
+// the others kept.
+func TestExpireForgetsOnlyTheOld(t *testing.T) {
+	tb := table.New(time.Minute, nil)
+	w := New(Config{HostTTL: time.Hour}, tb)
+	now := time.Unix(1_700_000_000, 0)
+	old, young := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	w.Observe(1, Observation{Kind: ARPReply, SenderIP: old, SenderMAC: macA}, now)
+	w.Observe(1, Observation{Kind: ARPReply, SenderIP: young, SenderMAC: macA}, now.Add(30*time.Minute))
+	w.expire(now.Add(time.Hour + time.Minute))
+	if _, _, ok := w.Seen(1, old); ok {
+		t.Error("a host not seen for more than HostTTL is kept")
+	}
+	if _, _, ok := w.Seen(1, young); !ok {
+		t.Error("a host seen 31 minutes ago was forgotten")
+	}
+	if st := w.HostStats(); st.Hosts != 1 || st.EvictedAged != 1 {
+		t.Errorf("host stats %+v", st)
+	}
+}
+
+// TestTruncatedNDP: every truncation of a valid advertisement is refused
+// with an error, never read past its end.
+func TestTruncatedNDP(t *testing.T) {
+	host := netip.MustParseAddr("fd00::2")
+	f := ndFrame(t, macB, host, 255, &ndp.NeighborAdvertisement{Override: true, TargetAddress: host,
+		Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: macB}}})
+	if _, err := ParseNDP(f, ownMAC); err != nil {
+		t.Fatalf("the whole frame: %v", err)
+	}
+	for n := range len(f) - 1 {
+		if _, err := ParseNDP(f[:n], ownMAC); err == nil {
+			t.Errorf("%d of %d bytes parsed", n, len(f))
+		}
+	}
+}
+
+// TestNDPOwnLinkLayerAddress: an advertisement that names this
+// interface's MAC as the target's is ours (a proxy answer relayed back),
+// whatever the frame's source.
+func TestNDPOwnLinkLayerAddress(t *testing.T) {
+	host := netip.MustParseAddr("fd00::2")
+	f := ndFrame(t, macB, host, 255, &ndp.NeighborAdvertisement{TargetAddress: host,
+		Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: ownMAC}}})
+	if _, err := ParseNDP(f, ownMAC); err != ErrOwnFrame {
+		t.Errorf("err = %v, want ErrOwnFrame", err)
+	}
+	if o, err := ParseNDP(f, nil); err != nil || o.SenderMAC.String() != ownMAC.String() {
+		t.Errorf("with no own MAC: %+v, %v", o, err)
+	}
+}
+
+// TestKindNames: each kind by its label, and anything past them unknown.
+func TestKindNames(t *testing.T) {
+	if ARPRequest.String() != "request" || NDPUnsolicitedAdv.String() != "unsolicited_advertisement" || numKinds.String() != "unknown" {
+		t.Errorf("names: %q %q %q", ARPRequest, NDPUnsolicitedAdv, numKinds)
+	}
+}
