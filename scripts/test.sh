@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# make test: every check and test, in two lanes that run side by side,
+# each phase timed, so a newcomer sees where the time goes.
+#   checks:  vet, staticcheck and unparam, the cross-OS builds, the arm64
+#            binary and tests, gofmt, the alert rules, the chart, then
+#            go test ./... (privileged tests included: run as root)
+#   kernels: the kernel matrix, one emulated guest at a time: the boot
+#            test of internal/dev/kernels, then each Debian kernel
+# The generated eBPF objects are checked first, before either lane builds
+# from them. A failed phase does not stop its lane: the summary lists
+# every phase, and the exit status is 1 if any failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+MAKE=${MAKE:-make}
+KERNELS=${KERNELS:-5.10,6.1,6.12,newest}
+# Each limit is at least twice the phase's time measured beside a busy
+# loop on a 2-CPU machine (BENCHMARKS.md, "make test").
+GO_TEST_TIMEOUT=${GO_TEST_TIMEOUT:-40m}
+BOOT_TEST_TIMEOUT=${BOOT_TEST_TIMEOUT:-20m}
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+
+# phase LANE NAME CMD...: runs CMD with its lines prefixed by the lane,
+# and records its outcome and time.
+phase() {
+	local lane=$1 name=$2 start=$SECONDS rc
+	shift 2
+	echo "[$lane] == $name"
+	"$@" 2>&1 | sed -u "s/^/[$lane] /"
+	rc=${PIPESTATUS[0]}
+	local took=$((SECONDS - start)) outcome=ok
+	[ "$rc" -eq 0 ] || outcome=FAILED
+	echo "[$lane] == $name: $outcome in ${took}s"
+	printf '%s\t%s\t%s\t%s\n' "$lane" "$name" "$outcome" "$took" >>"$results/phases"
+	return "$rc"
+}
+
+checks() {
+	for t in vet lint cross arm64 fmt-check checkrules chart; do
+		phase checks "$t" "$MAKE" --no-print-directory "$t"
+	done
+	# Every package's tests but the boot test, which the kernels lane
+	# runs so that only one emulated guest runs at a time.
+	phase checks "go test ./..." "$GO" test -count=1 -timeout "$GO_TEST_TIMEOUT" -skip '^TestBootFromAnyCheckout$' ./...
+}
+
+kernels() {
+	phase kernels "boot test" "$GO" test -count=1 -timeout "$BOOT_TEST_TIMEOUT" -run '^TestBootFromAnyCheckout$' ./internal/dev/kernels/
+	phase kernels "matrix ($KERNELS)" "$GO" run ./internal/dev/kernels/cmd/nwkernels run --kernels "$KERNELS" --host probe --readme README.md
+}
+
+start=$SECONDS
+phase setup "generated eBPF objects" "$MAKE" --no-print-directory check-generate
+checks &
+c=$!
+kernels &
+k=$!
+wait "$c" "$k"
+
+echo
+echo "make test: where the time went (wall time $((SECONDS - start))s)"
+printf '| lane | phase | outcome | seconds |\n|---|---|---|---|\n'
+failed=0
+while IFS=$'\t' read -r lane name outcome took; do
+	printf '| %s | %s | %s | %s |\n' "$lane" "$name" "$outcome" "$took"
+	[ "$outcome" = ok ] || failed=1
+done <"$results/phases"
+exit "$failed"
