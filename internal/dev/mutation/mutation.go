@@ -76,8 +76,15 @@ func Read(t Target, r io.Reader) ([]Mutant, error) {
 	if err := json.NewDecoder(r).Decode(&rep); err != nil {
 		return nil, fmt.Errorf("gremlins report of %s: %w", t.Pkg, err)
 	}
+	var ex []*regexp.Regexp
+	for _, e := range t.Exclude {
+		ex = append(ex, regexp.MustCompile(e))
+	}
 	var out []Mutant
 	for _, f := range rep.Files {
+		if slices.ContainsFunc(ex, func(re *regexp.Regexp) bool { return re.MatchString(f.Name) }) {
+			continue // a report of the whole package: only its decision code counts
+		}
 		for _, m := range f.Mutations {
 			out = append(out, Mutant{Target: t.Name, File: path.Join(strings.TrimPrefix(t.Pkg, "./"), f.Name), Line: m.Line,
 				Column: m.Column, Type: m.Type, Status: m.Status})

@@ -11,8 +11,9 @@ func TestJudge(t *testing.T) {
 {"type":"CONDITIONALS_BOUNDARY","status":"LIVED","line":12,"column":7},
 {"type":"ARITHMETIC_BASE","status":"NOT COVERED","line":20,"column":3},
 {"type":"INCREMENT_DECREMENT","status":"TIMED OUT","line":30,"column":2},
-{"type":"ARITHMETIC_BASE","status":"LIVED","line":40,"column":9}]}]}`
-	ms, err := Read(Target{Name: "table", Pkg: "./table"}, strings.NewReader(rep))
+{"type":"ARITHMETIC_BASE","status":"LIVED","line":40,"column":9}]},
+{"file_name":"store.go","mutations":[{"type":"ARITHMETIC_BASE","status":"LIVED","line":1,"column":1}]}]}`
+	ms, err := Read(Target{Name: "table", Pkg: "./table", Exclude: []string{`^store`}}, strings.NewReader(rep))
 	if err != nil {
 		t.Fatal(err)
 	}
