@@ -32,6 +32,7 @@ type fakeActor struct {
 	// the host moved turns REACHABLE without a probe) and keeps it there,
 	// as it does for a managed entry whatever the answer.
 	confirmOld bool
+	listens    []time.Duration // each probe's listen, in order
 }
 
 func (f *fakeActor) log(s string) {
@@ -43,6 +44,9 @@ func (f *fakeActor) log(s string) {
 
 func (f *fakeActor) Probe(_ context.Context, e *table.Entry, phase int, listen time.Duration) ([]net.HardwareAddr, error) {
 	f.log(fmt.Sprintf("probe%d %s", phase, e.Addr))
+	f.mu.Lock()
+	f.listens = append(f.listens, listen)
+	f.mu.Unlock()
 	var who []net.HardwareAddr
 	if f.spoofer != nil && ((phase == 1 && !f.unicastOnly) || (phase == 0 && e.LLAddr == string(f.spoofer))) {
 		who = append(who, f.spoofer) // the quickest
