@@ -36,7 +36,9 @@ func TestManageFirstAndCapped(t *testing.T) {
 	defer stop()
 	// The refusal is counted before the next strategy acts: wait for its
 	// probe too (under qemu-aarch64 a read fell between them).
-	probed := func() bool { return slices.ContainsFunc(fa.Calls(), func(c string) bool { return len(c) > 5 && c[:5] == "probe" }) }
+	probed := func() bool {
+		return slices.ContainsFunc(fa.Calls(), func(c string) bool { return len(c) > 5 && c[:5] == "probe" })
+	}
 	lab.WaitFor(t, 5*time.Second, "two managed entries, a refusal, and the refused entry probed", func() bool {
 		st := e.Stats()
 		return st.Actions[StrategyManage][OutcomeManaged] == 2 && st.ManageRefused > 0 && probed()
