@@ -11,14 +11,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
 // Gremlins v0.6.0 reports a mutant in a switch case's expression (case
 // a == b:) as not covered: the Go cover profile has no block for case
-// expressions, so it never runs it, though the tests run that code.
-// RunUncovered runs such mutants itself: the file mutated into an overlay
-// (go test -overlay), the package's tests run, the tree untouched.
+// expressions, so it never runs it, though the tests run that code. And
+// it times a mutant out at a multiple of the tests' time under coverage,
+// which a loaded machine (or its own workers) can exceed: a timed-out
+// mutant may be one the tests would not have caught. Rerun runs both
+// kinds itself, one at a time: the file mutated into an overlay (go test
+// -overlay), the package's tests run, the tree untouched.
 
 // replacements are gremlins' mutators, by the token they change.
 var replacements = map[string]map[token.Token]string{
@@ -60,10 +64,11 @@ func Mutate(src []byte, line, col int, typ string) ([]byte, error) {
 	}
 }
 
-// RunUncovered runs each not-covered mutant of ms against its package's
-// tests and sets its status: KILLED when they fail (or time out), LIVED
-// when they pass. root is the module's directory.
-func RunUncovered(ctx context.Context, root string, ms []Mutant, timeout time.Duration) error {
+// Rerun runs each not-covered and timed-out mutant of ms against its
+// package's tests and sets its status: KILLED when they fail, LIVED when
+// they pass, TIMED OUT when they still run after timeout (a hang the
+// tests' own timeout catches). root is the module's directory.
+func Rerun(ctx context.Context, root string, ms []Mutant, timeout time.Duration) error {
 	tmp, err := os.MkdirTemp("", "nwmutants-")
 	if err != nil {
 		return err
@@ -71,9 +76,10 @@ func RunUncovered(ctx context.Context, root string, ms []Mutant, timeout time.Du
 	defer os.RemoveAll(tmp)
 	for i := range ms {
 		m := &ms[i]
-		if m.Status != "NOT COVERED" {
+		if m.Status != "NOT COVERED" && m.Status != "TIMED OUT" {
 			continue
 		}
+		was := m.Status
 		src, err := os.ReadFile(filepath.Join(root, m.File))
 		if err != nil {
 			return err
@@ -115,7 +121,7 @@ func RunUncovered(ctx context.Context, root string, ms []Mutant, timeout time.Du
 		default:
 			return fmt.Errorf("%s: go test: %w", m.Key(), err)
 		}
-		fmt.Fprintf(os.Stderr, "%12s %s (run by nwmutants: gremlins saw no coverage)\n", m.Status, m.Key())
+		fmt.Fprintf(os.Stderr, "%12s %s (run again by nwmutants: gremlins said %s)\n", m.Status, m.Key(), strings.ToLower(was))
 	}
 	return nil
 }

@@ -6,7 +6,8 @@
 //	nwmutants report [--dir .mutation]
 //
 // run runs gremlins on each target, then runs itself the mutants gremlins
-// saw no coverage for (uncovered: those in switch cases), then reports.
+// saw no coverage for (those in switch cases) and those it timed out
+// (uncovered), then reports.
 // report prints each target's score and every survivor that no test kills
 // and docs/mutants.md does not explain; it exits 1 when there is one.
 package main
@@ -113,6 +114,9 @@ func run(ctx context.Context, targets []mutation.Target, dir string, workers int
 			args = append(args, "-E", e)
 		}
 		cmd := exec.CommandContext(ctx, "go", append(args, t.Pkg)...)
+		// Uncached: gremlins times mutants against its coverage run, which
+		// a cached result would make a second long.
+		cmd.Env = append(os.Environ(), "GOFLAGS=-count=1")
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		fmt.Fprintf(os.Stderr, "nwmutants: %s (%s), left out: %s\n", t.Name, t.Pkg, t.Why)
 		if err := cmd.Run(); err != nil {
@@ -123,8 +127,9 @@ func run(ctx context.Context, targets []mutation.Target, dir string, workers int
 	return nil
 }
 
-// uncovered runs the mutants gremlins saw no coverage for and writes
-// every target's mutants, judged, to DIR/TARGET.json.
+// uncovered runs the mutants gremlins saw no coverage for, and again
+// those it timed out, and writes every target's mutants, judged, to
+// DIR/TARGET.json.
 func uncovered(ctx context.Context, targets []mutation.Target, root, dir string, limit time.Duration) error {
 	root, err := filepath.Abs(root)
 	if err != nil {
@@ -139,7 +144,7 @@ func uncovered(ctx context.Context, targets []mutation.Target, root, dir string,
 		if err != nil {
 			return fmt.Errorf("%w (run nwmutants run --targets %s first)", err, t.Name)
 		}
-		if err := mutation.RunUncovered(ctx, root, ms, limit); err != nil {
+		if err := mutation.Rerun(ctx, root, ms, limit); err != nil {
 			return err
 		}
 		b, err := json.MarshalIndent(ms, "", " ")
