@@ -44,7 +44,7 @@ func main() {
 		workers = fs.Int("workers", 2, "mutants tested at once (the tests mostly wait on timers)")
 		eqFile  = fs.String("equivalent", "docs/mutants.md", "the survivors that change nothing, with why")
 		root    = fs.String("root", ".", "the module whose code is mutated")
-		limit   = fs.Duration("timeout", 5*time.Minute, "longest run of a package's tests on one mutant nwmutants runs itself")
+		limit   = fs.Duration("timeout", 2*time.Minute, "longest run of a package's tests on one mutant nwmutants runs itself")
 	)
 	_ = fs.Parse(os.Args[2:])
 	targets, err := pick(*names)
@@ -106,10 +106,10 @@ func run(ctx context.Context, targets []mutation.Target, dir string, workers int
 	for _, t := range targets {
 		start := time.Now()
 		args := []string{"run", mutation.Gremlins, "unleash", "--workers", strconv.Itoa(workers),
-			// The timeout is the tests' time under coverage times this:
-			// generous, as each mutant also compiles, and a loaded
-			// machine must not turn a lived mutant into a timed-out one.
-			"--timeout-coefficient", "60", "-o", filepath.Join(dir, t.Name+".gremlins.json")}
+			// The timeout is the tests' time under coverage times this;
+			// a mutant that exceeds it is run again alone (uncovered),
+			// so a loaded machine cannot turn a lived one into a kill.
+			"--timeout-coefficient", "15", "-o", filepath.Join(dir, t.Name+".gremlins.json")}
 		for _, e := range t.Exclude {
 			args = append(args, "-E", e)
 		}
