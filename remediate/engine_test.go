@@ -33,6 +33,9 @@ type fakeActor struct {
 	// as it does for a managed entry whatever the answer.
 	confirmOld bool
 	listens    []time.Duration // each probe's listen, in order
+	// manageIgnored: the kernel takes the manage request and never
+	// marks the entry managed.
+	manageIgnored bool
 }
 
 func (f *fakeActor) log(s string) {
@@ -90,6 +93,9 @@ func (f *fakeActor) Flush(e *table.Entry) error {
 // protocol, its address and state kept.
 func (f *fakeActor) Manage(e *table.Entry) error {
 	f.log("manage " + e.Addr.String())
+	if f.manageIgnored {
+		return nil
+	}
 	go f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyOf(e.Addr), Addr: e.Addr, State: e.State,
 		LLAddr: []byte(e.LLAddr), FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	return nil

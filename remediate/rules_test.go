@@ -138,3 +138,219 @@ func TestConfirmationAgainForANewSuspicion(t *testing.T) {
 	tb.ObserveSourceMAC(k, net.HardwareAddr{2, 0, 0, 0, 0, 0xcc}, 1, time.Now().Add(time.Hour)) // past the recheck
 	lab.WaitFor(t, 5*time.Second, "the second confirmation", func() bool { return e.Stats().Confirmations[ConfirmAnswered] == 2 })
 }
+
+// TestBackOffDoubles: an entry no strategy repairs is tried again after
+// the back-off, which doubles each time up to its maximum. (A busy
+// machine only lengthens the gaps: they are checked from below.)
+func TestBackOffDoubles(t *testing.T) {
+	tb := stuckTable(1)
+	fa := &fakeActor{t: tb, answerAt: -1}
+	cfg := fastConfig(ModeOn, StrategyProbe)
+	cfg.BackoffMin, cfg.BackoffMax = 50*time.Millisecond, 150*time.Millisecond
+	e := New(cfg, tb, fa, nil)
+	stop := runEngine(t, e)
+	starts := func() []time.Time {
+		fa.mu.Lock()
+		defer fa.mu.Unlock()
+		var out []time.Time
+		for i, c := range fa.calls {
+			if c == "probe1 10.0.0.0" {
+				out = append(out, fa.times[i])
+			}
+		}
+		return out
+	}
+	lab.WaitFor(t, 10*time.Second, "five attempts", func() bool { return len(starts()) >= 5 })
+	stop()
+	got := starts()
+	for i, want := range []time.Duration{50, 100, 150, 150} {
+		if gap := got[i+1].Sub(got[i]); gap < want*time.Millisecond {
+			t.Errorf("attempt %d came %v after the one before, want at least %v", i+2, gap, want*time.Millisecond)
+		}
+	}
+}
+
+// TestManagedOnlyWhenTheKernelSaysSo: a manage request the kernel never
+// shows as done is a failure, not a managed entry.
+func TestManagedOnlyWhenTheKernelSaysSo(t *testing.T) {
+	tb := staleTable(1)
+	fa := &fakeActor{t: tb, answerAt: -1, manageIgnored: true}
+	cfg := manageConfig(10)
+	cfg.Strategies = []Strategy{StrategyManage}
+	e := New(cfg, tb, fa, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	lab.WaitFor(t, 5*time.Second, "the manage outcome", func() bool {
+		st := e.Stats().Actions[StrategyManage]
+		return st[OutcomeFailed]+st[OutcomeManaged] > 0
+	})
+	if st := e.Stats().Actions[StrategyManage]; st[OutcomeManaged] != 0 || e.managed.Len() != 0 {
+		t.Errorf("counted managed (%v, %d held) though the kernel never marked it", st, e.managed.Len())
+	}
+}
+
+// TestSkippedAndDroppedCounted: a sweep counts the candidates it left
+// alone by reason, and those the full queue turned away.
+func TestSkippedAndDroppedCounted(t *testing.T) {
+	tb := stuckTable(3)
+	cfg := fastConfig(ModeOn, StrategyProbe)
+	cfg.Filter.DenyCIDRs = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/31")} // two of the three
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
+	stop := runEngine(t, e)
+	lab.WaitFor(t, 5*time.Second, "a sweep's skips", func() bool { return e.Stats().Skipped[SkipCIDR] == 2 })
+	stop()
+
+	tb = stuckTable(3)
+	cfg = fastConfig(ModeOn, StrategyProbe)
+	cfg.QueueSize, cfg.MaxConcurrent = 1, 1
+	b := &blockingActor{release: make(chan struct{})}
+	e = New(cfg, tb, b, nil)
+	stop = runEngine(t, e)
+	lab.WaitFor(t, 5*time.Second, "candidates dropped", func() bool { return e.Stats().Dropped > 0 })
+	close(b.release)
+	stop()
+	// Each sweep drops at most the two that do not fit.
+	if d := e.Stats().Dropped; d > 1_000_000 {
+		t.Errorf("dropped %d: the count went below zero", d)
+	}
+}
+
+// TestNoWaitNoRateLimit: an action whose token is there at once is not
+// counted as rate-limited.
+func TestNoWaitNoRateLimit(t *testing.T) {
+	tb := stuckTable(1)
+	e := New(fastConfig(ModeOn, StrategyProbe), tb, &fakeActor{t: tb, answerAt: 1, moveTo: macNew}, nil)
+	stop := runEngine(t, e)
+	lab.WaitFor(t, 5*time.Second, "the repair", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 1 })
+	stop()
+	if n := e.Stats().RateLimited; n != 0 {
+		t.Errorf("%d actions counted rate-limited, with tokens to spare", n)
+	}
+}
+
+// TestRepairedCandidateForgotten: once repaired and past its back-off, an
+// entry is no longer remembered as a candidate; one still a candidate is.
+func TestRepairedCandidateForgotten(t *testing.T) {
+	tb := stuckTable(2)
+	// Only the first moves: the second stays stuck.
+	fa := &fakeActor{t: tb, answerAt: -1}
+	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, fa, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	lab.WaitFor(t, 5*time.Second, "both considered", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeDryRun] == 2 })
+	gone := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
+	kept := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.1")}
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: gone.Addr, State: table.StateReachable, LLAddr: macNew})
+	e.mu.Lock()
+	for _, c := range e.cands {
+		c.until = 0 // the back-off over
+	}
+	e.mu.Unlock()
+	lab.WaitFor(t, 5*time.Second, "the repaired one forgotten", func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		_, ok := e.cands[gone]
+		return !ok
+	})
+	e.mu.Lock()
+	_, ok := e.cands[kept]
+	e.mu.Unlock()
+	if !ok {
+		t.Error("the entry still stuck was forgotten as a candidate")
+	}
+}
+
+// TestManagerCountsAndFailedRelease: the count of managed entries
+// follows the set, and a managed entry FAILED for FailedTimeout is
+// released, not before.
+func TestManagerCountsAndFailedRelease(t *testing.T) {
+	tb := table.New(time.Hour, nil)
+	tb.SetLinkName(3, "eth0")
+	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateFailed,
+		FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+	fa := &fakeActor{t: tb, answerAt: -1}
+	cfg := manageConfig(10)
+	cfg.Manage.FailedTimeout = 300 * time.Millisecond
+	e := New(cfg, tb, fa, nil)
+	started := time.Now() // the engine sees the entry FAILED no sooner
+	stop := runEngine(t, e)
+	defer stop()
+	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.managed.Len() == 1 || e.Stats().Releases[ReleaseFailed] == 1 })
+	lab.WaitFor(t, 5*time.Second, "the release of the FAILED entry", func() bool { return e.Stats().Releases[ReleaseFailed] == 1 })
+	if d := time.Since(started); d < 300*time.Millisecond {
+		t.Errorf("released %v after the start, before the failed timeout", d)
+	}
+	if n := e.managed.Len(); n != 0 {
+		t.Errorf("%d managed after the release", n)
+	}
+}
+
+// TestHoldingMarksPending: while a repoint runs, its entry is pending,
+// and only then.
+func TestHoldingMarksPending(t *testing.T) {
+	tb := table.New(time.Hour, nil)
+	e := New(manageConfig(10), tb, &fakeActor{t: tb, answerAt: -1}, nil)
+	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
+	e.managed.mu.Lock()
+	e.managed.set(k, &owned{})
+	e.managed.mu.Unlock()
+	var during bool
+	_ = e.managed.holding(k, func() error {
+		e.managed.mu.Lock()
+		during = e.managed.owned[k].pending
+		e.managed.mu.Unlock()
+		return nil
+	})
+	if !during || e.managed.owned[k].pending {
+		t.Errorf("pending during %v, after %v", during, e.managed.owned[k].pending)
+	}
+	_ = e.managed.holding(table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.8")}, func() error { return nil }) // not managed: nothing to hold
+}
+
+// TestManageDefaultsFilled: a manage configuration left zero gets the
+// defaults.
+func TestManageDefaultsFilled(t *testing.T) {
+	var c ManageConfig
+	c.defaults()
+	d := Defaults().Manage
+	if c.Max != d.Max || c.FailedTimeout != d.FailedTimeout || c.Interval != d.Interval {
+		t.Errorf("defaults() gave %+v, want %+v", c, d)
+	}
+	c = ManageConfig{Max: 3, FailedTimeout: time.Minute, Interval: time.Minute}
+	c.defaults()
+	if c.Max != 3 || c.FailedTimeout != time.Minute || c.Interval != time.Minute {
+		t.Errorf("set values replaced: %+v", c)
+	}
+}
+
+// TestSkipReasonNamesEnd: a reason past the list is unknown.
+func TestSkipReasonNamesEnd(t *testing.T) {
+	if s := numSkipReasons.String(); s != "unknown" {
+		t.Errorf("%q", s)
+	}
+}
+
+// TestStrategiesHelpNotes: the help names each strategy and adds a note
+// only where there is one.
+func TestStrategiesHelpNotes(t *testing.T) {
+	want := "strategies in order, from manage, probe, kick, swap, flush; manage only on Linux 5.16 and later; swap first with --datapath.mode=auto"
+	if got := StrategiesHelp(); got != want {
+		t.Errorf("help %q, want %q", got, want)
+	}
+}
+
+// TestConfirmableFilter: the interface and CIDR filters keep a suspect
+// from its confirmation.
+func TestConfirmableFilter(t *testing.T) {
+	tb, k := youngSuspect(t)
+	en, _ := tb.Lookup(k)
+	pol := Policy{Mode: ModeDryRun, Scope: ScopeStuck}
+	if !Confirmable(&en, "eth0", pol) {
+		t.Fatal("a suspect with no filter is not confirmable")
+	}
+	pol.Filter = &Filter{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}
+	if Confirmable(&en, "eth0", pol) {
+		t.Error("a denied suspect is confirmable")
+	}
+}
