@@ -1,11 +1,14 @@
 package remediate
 
 import (
+	"context"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -352,5 +355,75 @@ func TestConfirmableFilter(t *testing.T) {
 	pol.Filter = &Filter{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}
 	if Confirmable(&en, "eth0", pol) {
 		t.Error("a denied suspect is confirmable")
+	}
+}
+
+// logRecords is a slog handler that keeps what is logged.
+type logRecords struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (l *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecords) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, r)
+	return nil
+}
+func (l *logRecords) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecords) WithGroup(string) slog.Handler      { return l }
+
+// find returns the level of the first record with msg, and whether there
+// was one.
+func (l *logRecords) find(msg string) (slog.Level, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.recs {
+		if r.Message == msg {
+			return r.Level, true
+		}
+	}
+	return 0, false
+}
+
+// TestLogLevels: an action that changed nothing is a warning, a repair
+// is information; the adoption of a previous run's entries is said only
+// when there were some.
+func TestLogLevels(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		answerAt int
+		want     slog.Level
+	}{{"moved", 1, slog.LevelInfo}, {"no change", -1, slog.LevelWarn}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := stuckTable(1)
+			var logs logRecords
+			cfg := fastConfig(ModeOn, StrategyProbe)
+			cfg.Logger = slog.New(&logs)
+			e := New(cfg, tb, &fakeActor{t: tb, answerAt: tc.answerAt, moveTo: macNew}, nil)
+			stop := runEngine(t, e)
+			lab.WaitFor(t, 5*time.Second, "an action logged", func() bool { _, ok := logs.find("remediation"); return ok })
+			stop()
+			if lvl, _ := logs.find("remediation"); lvl != tc.want {
+				t.Errorf("logged at %v, want %v", lvl, tc.want)
+			}
+		})
+	}
+	for _, n := range []int{0, 1} {
+		tb := table.New(time.Hour, nil)
+		tb.SetLinkName(3, "eth0")
+		if n == 1 {
+			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.7"), State: table.StateReachable,
+				LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+		}
+		var logs logRecords
+		cfg := manageConfig(10)
+		cfg.Logger = slog.New(&logs)
+		e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
+		e.managed.adopt()
+		if _, ok := logs.find("adopted managed entries a previous run made"); ok != (n == 1) {
+			t.Errorf("%d entries to adopt: adoption logged %v", n, ok)
+		}
 	}
 }
