@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Gremlins is the mutation tool, pinned.
@@ -23,6 +24,10 @@ type Target struct {
 	Pkg     string // ./table
 	Exclude []string
 	Why     string // what is left out, and why
+	// Rerun bounds one run of the package's tests on a mutant run again
+	// alone: a few times their time on a loaded machine; past it, the
+	// mutant hangs them.
+	Rerun time.Duration
 }
 
 // Targets is the decision code: how entries are classed (table), how
@@ -31,13 +36,13 @@ type Target struct {
 // metrics.
 var Targets = []Target{
 	{Name: "table", Pkg: "./table", Exclude: []string{`^(store|heap|mstime|stats|events|table|update)[._]`},
-		Why: "the store, its heaps, clock and event plumbing are data structures, covered by their own property and allocation tests"},
+		Why: "the store, its heaps, clock and event plumbing are data structures, covered by their own property and allocation tests", Rerun: 30 * time.Second},
 	{Name: "remediate", Pkg: "./remediate", Exclude: []string{`^(actor_linux|counters|manage_linux)\.go$`},
-		Why: "the actor and the manage loop's netlink calls are I/O, covered by the e2e suite; counters are plumbing"},
+		Why: "the actor and the manage loop's netlink calls are I/O, covered by the e2e suite; counters are plumbing", Rerun: 2 * time.Minute},
 	{Name: "evidence", Pkg: "./monitor/evidence", Exclude: []string{`^(listen_linux|listen_other|listeners|sink)\.go$`},
-		Why: "the packet sockets and their readers (listeners.go) are I/O, covered by the e2e suite"},
+		Why: "the packet sockets and their readers (listeners.go) are I/O, covered by the e2e suite", Rerun: 30 * time.Second},
 	{Name: "metrics", Pkg: "./metrics", Exclude: []string{`^connlimit/`, `^(collector|config|detection|ebpf|http|readiness|registry|remediation|sources)\.go$`},
-		Why: "only the table's per-class series classify; the rest copy counters"},
+		Why: "only the table's per-class series classify; the rest copy counters", Rerun: 30 * time.Second},
 }
 
 // Mutant is one mutation gremlins tried.

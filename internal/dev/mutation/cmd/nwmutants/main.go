@@ -44,7 +44,6 @@ func main() {
 		workers = fs.Int("workers", 2, "mutants tested at once (the tests mostly wait on timers)")
 		eqFile  = fs.String("equivalent", "docs/mutants.md", "the survivors that change nothing, with why")
 		root    = fs.String("root", ".", "the module whose code is mutated")
-		limit   = fs.Duration("timeout", 2*time.Minute, "longest run of a package's tests on one mutant nwmutants runs itself")
 	)
 	_ = fs.Parse(os.Args[2:])
 	targets, err := pick(*names)
@@ -53,13 +52,13 @@ func main() {
 		case "run":
 			err = run(ctx, targets, *dir, *workers)
 			if err == nil {
-				err = uncovered(ctx, targets, *root, *dir, *limit)
+				err = uncovered(ctx, targets, *root, *dir)
 			}
 			if err == nil {
 				err = report(targets, *dir, *eqFile)
 			}
 		case "uncovered":
-			err = uncovered(ctx, targets, *root, *dir, *limit)
+			err = uncovered(ctx, targets, *root, *dir)
 		case "report":
 			err = report(targets, *dir, *eqFile)
 		default:
@@ -109,7 +108,7 @@ func run(ctx context.Context, targets []mutation.Target, dir string, workers int
 			// The timeout is the tests' time under coverage times this;
 			// a mutant that exceeds it is run again alone (uncovered),
 			// so a loaded machine cannot turn a lived one into a kill.
-			"--timeout-coefficient", "15", "-o", filepath.Join(dir, t.Name+".gremlins.json")}
+			"--timeout-coefficient", "5", "-o", filepath.Join(dir, t.Name+".gremlins.json")}
 		for _, e := range t.Exclude {
 			args = append(args, "-E", e)
 		}
@@ -130,7 +129,7 @@ func run(ctx context.Context, targets []mutation.Target, dir string, workers int
 // uncovered runs the mutants gremlins saw no coverage for, and again
 // those it timed out, and writes every target's mutants, judged, to
 // DIR/TARGET.json.
-func uncovered(ctx context.Context, targets []mutation.Target, root, dir string, limit time.Duration) error {
+func uncovered(ctx context.Context, targets []mutation.Target, root, dir string) error {
 	root, err := filepath.Abs(root)
 	if err != nil {
 		return err
@@ -144,7 +143,7 @@ func uncovered(ctx context.Context, targets []mutation.Target, root, dir string,
 		if err != nil {
 			return fmt.Errorf("%w (run nwmutants run --targets %s first)", err, t.Name)
 		}
-		if err := mutation.Rerun(ctx, root, ms, limit); err != nil {
+		if err := mutation.Rerun(ctx, root, ms, t.Rerun); err != nil {
 			return err
 		}
 		b, err := json.MarshalIndent(ms, "", " ")
