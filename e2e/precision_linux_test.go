@@ -886,6 +886,12 @@ func TestPrecisionVRRP(t *testing.T) {
 			if back >= vrrpWindow {
 				t.Fatalf("the failback came %v after the failover, not within the conflict window (%v): the scenario did not happen", back.Round(100*time.Millisecond), vrrpWindow)
 			}
+			// The healthy phase is the one after the flip: the node's
+			// kernel back at the master's MAC, from its gratuitous ARPs.
+			lab.WaitFor(t, 30*time.Second, "the node's entry back at the master's MAC", func() bool {
+				k, err := f.Node.KernelEntry(lab.FabricBridge, vip)
+				return err == nil && bytes.Equal(k.LLAddr, ma)
+			})
 			fl = startFlow(t, a, lab.BackendIP)
 			e := healthy(t, healthySpec{name: fmt.Sprintf("VRRP failback %.1fs after the failover", back.Seconds()),
 				other: func() net.HardwareAddr { return mb }}, r, w, fl)
