@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/binary"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,6 +54,26 @@ func TestAlertsPrecision(t *testing.T) {
 		stop, err := multi.Capture(dev, func(fr []byte) bool {
 			if len(fr) > 34 && binary.BigEndian.Uint16(fr[12:14]) == unix.ETH_P_IP && fr[23] == 1 && fr[34] == typ {
 				c.Add(1)
+			}
+			return false
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+	}
+	// And where the node sent them: the replies to the healthy host that
+	// reach the node from the backend, and the MACs it sends them to.
+	var atNode atomic.Int64
+	var toMu sync.Mutex
+	toMAC := map[string]int{}
+	for dev, fn := range map[string]func([]byte){
+		lab.NodeBackendIf: func([]byte) { atNode.Add(1) },
+		lab.FabricBridge:  func(fr []byte) { toMu.Lock(); toMAC[net.HardwareAddr(fr[0:6]).String()]++; toMu.Unlock() },
+	} {
+		stop, err := f.Node.Capture(dev, func(fr []byte) bool {
+			if len(fr) > 34 && binary.BigEndian.Uint16(fr[12:14]) == unix.ETH_P_IP && fr[23] == 1 && fr[34] == 0 && bytes.Equal(fr[30:34], healthyIP.AsSlice()) {
+				fn(fr)
 			}
 			return false
 		})
@@ -106,7 +129,14 @@ func TestAlertsPrecision(t *testing.T) {
 		t.Errorf("the moved host paged without its entry's stuck event: %v", rm.classes())
 	}
 	if got != sent || sent < minReplies {
-		t.Errorf("%d of %d replies reached the healthy host (want all, of at least %d)", got, sent, minReplies)
+		toMu.Lock()
+		k, _ := f.Node.KernelEntry(lab.FabricBridge, healthyIP)
+		t.Errorf("%d of %d replies reached the healthy host (want all, of at least %d); %d reached the node from the backend; the node sent them to %v; its entry now %+v",
+			got, sent, minReplies, atNode.Load(), toMAC, k)
+		toMu.Unlock()
+		if out, err := f.Node.Exec("bridge", "fdb", "show", "br", lab.FabricBridge); err == nil {
+			t.Logf("the node's bridge:\n%s", out)
+		}
 	}
 	if mGot != 0 {
 		t.Errorf("%d of %d replies reached the moved host: the failure did not reproduce", mGot, mSent)

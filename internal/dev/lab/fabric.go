@@ -23,6 +23,9 @@ type Fabric struct {
 // NodeClientIP.
 const FabricBridge = "br0"
 
+// FabricNodeMAC is the node's MAC on the segment (the bridge's).
+var FabricNodeMAC = net.HardwareAddr{0x02, 0x4e, 0x57, 0, 0, 0x01}
+
 // BackendIP2 is the backend's second address.
 var BackendIP2 = netip.MustParseAddr("10.0.2.3")
 
@@ -36,7 +39,12 @@ func NewFabric(tb testing.TB, prefix string) *Fabric {
 		ns   NS
 		args []string
 	}{
-		{f.Node, []string{"link", "add", FabricBridge, "type", "bridge"}},
+		// A MAC of its own: a bridge otherwise takes its ports' lowest,
+		// so a host plugged later can change it under the entries that
+		// hosts plugged earlier pinned (PinNode), and the node's IP
+		// stack drops what they send to the old one (seen: a host
+		// whose every request vanished, one run in several).
+		{f.Node, []string{"link", "add", FabricBridge, "address", FabricNodeMAC.String(), "type", "bridge"}},
 		{f.Node, []string{"addr", "add", NodeClientIP.String() + "/24", "dev", FabricBridge}},
 		{f.Node, []string{"addr", "add", NodeBackendIP.String() + "/24", "dev", NodeBackendIf}},
 		{f.Backend, []string{"addr", "add", BackendIP.String() + "/24", "dev", BackendIf}},
