@@ -2,16 +2,19 @@ package remediate
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/table"
 )
@@ -425,5 +428,174 @@ func TestLogLevels(t *testing.T) {
 		if _, ok := logs.find("adopted managed entries a previous run made"); ok != (n == 1) {
 			t.Errorf("%d entries to adopt: adoption logged %v", n, ok)
 		}
+	}
+}
+
+// attr returns a record's attribute as a string.
+func (l *logRecords) attr(msg, key string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.recs {
+		if r.Message != msg {
+			continue
+		}
+		var v string
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == key {
+				v = a.Value.String()
+				return false
+			}
+			return true
+		})
+		return v
+	}
+	return ""
+}
+
+// TestConfirmationLogNamesTheMAC: the confirmation's log line names the
+// MAC the host was seen at.
+func TestConfirmationLogNamesTheMAC(t *testing.T) {
+	tb, _ := youngSuspect(t)
+	var logs logRecords
+	cfg := fastConfig(ModeDryRun, StrategyProbe)
+	cfg.Logger = slog.New(&logs)
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1, spoofer: macOld, unicastOnly: true}, nil)
+	stop := runEngine(t, e)
+	lab.WaitFor(t, 5*time.Second, "the confirmation", func() bool { return e.Stats().Confirmations[ConfirmAnswered] == 1 })
+	stop()
+	if got := logs.attr("confirmation answered: the host has more than one MAC", "seen_at"); got != macNew.String() {
+		t.Errorf("seen_at %q, want %s", got, macNew)
+	}
+}
+
+// TestRecoveryObserved: for an entry neighwatch manages, the time from
+// the first doubt (evidence of another MAC) to REACHABLE at a new MAC is
+// observed once; REACHABLE at the same MAC, and entries it does not
+// manage, observe nothing.
+func TestRecoveryObserved(t *testing.T) {
+	tb := table.New(time.Hour, nil)
+	tb.SetLinkName(3, "eth0")
+	mine := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
+	other := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.8")}
+	tb.Apply(table.CauseNetlink,
+		table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine.Addr, State: table.StateStale, LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch},
+		table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: other.Addr, State: table.StateStale, LLAddr: macOld})
+	cfg := manageConfig(10)
+	cfg.Mode = ModeDryRun
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.managed.Len() == 1 })
+	reachable := func(k table.Key, mac net.HardwareAddr) {
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: mac,
+			FlagsExt: map[bool]uint32{true: table.FlagExtManaged}[k == mine], Protocol: map[bool]uint8{true: table.ProtocolNeighwatch}[k == mine]})
+	}
+	// Not managed by neighwatch: nothing, whatever happens to it.
+	tb.ObserveSourceMAC(other, macNew, 1, time.Now())
+	reachable(other, macNew)
+	// Managed, the same MAC again: nothing.
+	reachable(mine, macOld)
+	// Managed, doubted, then at a new MAC: one observation.
+	tb.ObserveSourceMAC(mine, macNew, 1, time.Now())
+	reachable(mine, macNew)
+	lab.WaitFor(t, 5*time.Second, "the recovery observed", func() bool { return e.Stats().RecoveryCount >= 1 })
+	time.Sleep(50 * time.Millisecond) // anything else queued is handled
+	if n := e.Stats().RecoveryCount; n != 1 {
+		t.Errorf("%d recoveries observed, want 1", n)
+	}
+}
+
+// TestNoAnswerIsEvidence: a probe of a stale-long entry that nobody
+// answers is evidence that its host is not at the entry's MAC: the entry
+// is stuck.
+func TestNoAnswerIsEvidence(t *testing.T) {
+	tb := staleTable(1)
+	cfg := fastConfig(ModeOn, StrategyProbe)
+	cfg.Scope, cfg.NoConfirm = ScopeAllStale, true
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
+	lab.WaitFor(t, 5*time.Second, "the entry stuck on the unanswered probe", func() bool {
+		en, _ := tb.Lookup(k)
+		return en.Class() == table.ClassStuck
+	})
+}
+
+// TestDisputedNoAnswerIsEvidence: the same for an entry whose host was
+// seen at another MAC (a disputed entry, probed by broadcast): no answer
+// at all is recorded against the entry's MAC.
+func TestDisputedNoAnswerIsEvidence(t *testing.T) {
+	tb := suspectTable(1)
+	cfg := fastConfig(ModeOn, StrategyProbe)
+	cfg.Scope, cfg.NoConfirm = ScopeAllStale, true
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
+	lab.WaitFor(t, 5*time.Second, "the probe-unanswered evidence", func() bool {
+		en, _ := tb.Lookup(k)
+		for _, ev := range en.Evidence() {
+			if ev.Signal == table.SignalProbeUnanswered {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestDisputedProbeListen: the broadcast probe of a disputed entry
+// listens the whole verify timeout, but for an entry neighwatch manages
+// (the kernel ignores answers for it), where it listens a probe gap.
+func TestDisputedProbeListen(t *testing.T) {
+	tb := stuckTable(1)
+	fa := &fakeActor{t: tb, answerAt: -1}
+	cfg := fastConfig(ModeOn, StrategyProbe)
+	cfg.VerifyTimeout, cfg.ProbeGap = 300*time.Millisecond, 20*time.Millisecond
+	e := New(cfg, tb, fa, nil)
+	stop := runEngine(t, e)
+	lab.WaitFor(t, 5*time.Second, "a broadcast probe", func() bool { return slices.Contains(fa.Calls(), "probe1 10.0.0.0") })
+	stop()
+	fa.mu.Lock()
+	defer fa.mu.Unlock()
+	if l := fa.listens[slices.Index(fa.calls, "probe1 10.0.0.0")]; l != 300*time.Millisecond {
+		t.Errorf("the broadcast probe listened %v, want the verify timeout", l)
+	}
+}
+
+// TestSwapMovesEveryFeeder: every legacy interface that feeds the egress
+// moves; an error stops the swap and is returned.
+func TestSwapMovesEveryFeeder(t *testing.T) {
+	dp := &fakeDatapath{modes: map[int]bpf.Mode{2: bpf.ModeLegacy, 3: bpf.ModeLegacy}, feeds: map[int][]int{10: {2, 3}}}
+	if err := NewDatapathSwapper(dp, func(int) string { return "x" }, nil).Swap(10); err != nil {
+		t.Fatal(err)
+	}
+	if dp.modes[2] != bpf.ModeNeigh || dp.modes[3] != bpf.ModeNeigh {
+		t.Errorf("after the swap: %v, want both neigh", dp.modes)
+	}
+	failing := &failingDatapath{fakeDatapath{modes: map[int]bpf.Mode{2: bpf.ModeLegacy}, feeds: map[int][]int{10: {2}}}}
+	if err := NewDatapathSwapper(failing, func(int) string { return "x" }, nil).Swap(10); err == nil {
+		t.Error("a refused swap returned no error")
+	}
+}
+
+type failingDatapath struct{ fakeDatapath }
+
+func (*failingDatapath) SetMode(int, bpf.Mode) error { return errors.New("refused") }
+
+// TestOwnedUndisputedLeftAlone: an entry neighwatch manages whose host
+// nobody disputes is not a candidate: a sweep counts no skip for it.
+func TestOwnedUndisputedLeftAlone(t *testing.T) {
+	tb := table.New(time.Hour, nil)
+	tb.SetLinkName(3, "eth0")
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.7"), State: table.StateReachable,
+		LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+	e := New(manageConfig(10), tb, &fakeActor{t: tb, answerAt: -1}, nil)
+	stop := runEngine(t, e)
+	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.managed.Len() == 1 })
+	time.Sleep(100 * time.Millisecond) // sweeps
+	stop()
+	if n := e.Stats().Skipped[SkipManaged]; n != 0 {
+		t.Errorf("%d managed entries counted as skipped candidates", n)
 	}
 }
