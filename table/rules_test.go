@@ -25,34 +25,44 @@ func classOf(t *testing.T, tb *Table, k Key) Class {
 }
 
 // TestSilenceIsPerSuspect: each suspicion waits its own silence window.
-// A second suspect, seen later, is not stuck when the first one's window
-// ends, and the first one's window is not pushed back by the second.
+// Suspects seen later are not stuck when the first one's window ends,
+// the first one's window is not pushed back by them, and the next window
+// to end is the earliest of those left.
 func TestSilenceIsPerSuspect(t *testing.T) {
 	tb, c := newTestTable(time.Second) // silence: MinSilence, 10 s
-	ipB := netip.MustParseAddr("10.0.0.2")
-	for _, ip := range []netip.Addr{ipA, ipB} {
+	ipB, ipC := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
+	for _, ip := range []netip.Addr{ipA, ipB, ipC} {
 		u := upd(1, ip, StateStale, macA)
 		u.UpdatedAge = time.Hour
 		tb.Apply(CauseNetlink, u)
 	}
-	a, b := Key{1, ipA}, Key{1, ipB}
+	a, b, cc := Key{1, ipA}, Key{1, ipB}, Key{1, ipC}
 	tb.ObserveSourceMAC(a, macB, 1, c.now())
 	c.advance(4 * time.Second)
 	tb.ObserveSourceMAC(b, macB, 1, c.now())
-	c.advance(6*time.Second - time.Millisecond)
+	c.advance(2 * time.Second)
+	tb.ObserveSourceMAC(cc, macB, 1, c.now())
+	c.advance(4*time.Second - time.Millisecond)
 	if got := classOf(t, tb, a); got != ClassStaleLong {
 		t.Fatalf("first suspect 1 ms before its window ends: %v", got)
 	}
-	c.advance(time.Millisecond)
+	c.advance(time.Millisecond) // 10 s after the first
 	if got := classOf(t, tb, a); got != ClassStuck {
 		t.Errorf("first suspect at the end of its window: %v, want stuck", got)
 	}
 	if got := classOf(t, tb, b); got != ClassStaleLong {
 		t.Errorf("second suspect, 6 s into its window: %v, want stale-long", got)
 	}
-	c.advance(4 * time.Second)
+	c.advance(4 * time.Second) // the second's window ends before the third's
 	if got := classOf(t, tb, b); got != ClassStuck {
 		t.Errorf("second suspect at the end of its window: %v, want stuck", got)
+	}
+	if got := classOf(t, tb, cc); got != ClassStaleLong {
+		t.Errorf("third suspect, 8 s into its window: %v, want stale-long", got)
+	}
+	c.advance(2 * time.Second)
+	if got := classOf(t, tb, cc); got != ClassStuck {
+		t.Errorf("third suspect at the end of its window: %v, want stuck", got)
 	}
 }
 
