@@ -474,8 +474,9 @@ func (e *Engine) policy(mode Mode) Policy {
 }
 
 // strategies are the ones that may act on a decision, in order: manage
-// alone for prevention; the repair strategies (not manage, not swap) for
-// an entry neighwatch manages whose host moved; else all.
+// alone for prevention (a policy prevents only when manage is among the
+// strategies); the repair strategies (not manage, not swap) for an entry
+// neighwatch manages whose host moved; else all.
 func (e *Engine) strategies(d Decision) []strategy {
 	var out []strategy
 	for _, name := range e.conf().Strategies {
@@ -487,9 +488,6 @@ func (e *Engine) strategies(d Decision) []strategy {
 		default:
 			out = append(out, s)
 		}
-	}
-	if d.Prevent && len(out) == 0 {
-		out = append(out, manageStrategy{})
 	}
 	return out
 }
