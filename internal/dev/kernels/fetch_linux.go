@@ -53,6 +53,13 @@ func (f *Fetcher) Fetch(ctx context.Context, ks []Kernel) ([]Image, error) {
 	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	// Every image already here, its initramfs current: no lock, so a run
+	// that only reads the cache does not wait for another fetching other
+	// kernels (make test fetches the matrix's while the boot test boots).
+	// An index is renamed into place once its image is complete (save).
+	if imgs, ok := f.allCached(ks); ok {
+		return imgs, nil
+	}
 	lock, err := os.OpenFile(filepath.Join(f.Dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
@@ -126,13 +133,35 @@ func (f *Fetcher) cached(k Kernel) (Image, error) {
 	return img, nil
 }
 
-// save writes the image's index, for the next run.
+// allCached returns the images of ks if every one is in the cache as
+// this run would use it.
+func (f *Fetcher) allCached(ks []Kernel) ([]Image, bool) {
+	if f.Refresh {
+		return nil, false
+	}
+	out := make([]Image, len(ks))
+	for i, k := range ks {
+		img, err := f.cached(k)
+		if err != nil || img.Initramfs != initramfsPath(img.Root) {
+			return nil, false
+		}
+		out[i] = img
+	}
+	return out, true
+}
+
+// save writes the image's index, for the next run: aside, then renamed
+// into place, so a reader without the lock sees a whole one or none.
 func (f *Fetcher) save(img Image) error {
 	b, err := json.MarshalIndent(img, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(f.indexPath(img.Kernel), b, 0o644)
+	tmp := f.indexPath(img.Kernel) + ".new"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, f.indexPath(img.Kernel))
 }
 
 // initramfsPath names the initramfs after its init script, so a changed

@@ -40,16 +40,9 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var ks []kernels.Kernel
-	for _, n := range strings.Split(*names, ",") {
-		if n = strings.TrimSpace(n); n == "" {
-			continue
-		}
-		k, ok := kernels.Lookup(n)
-		if !ok {
-			return fmt.Errorf("--kernels: unknown series %q (known: %s)", n, strings.Join(kernels.Names(), ", "))
-		}
-		ks = append(ks, k)
+	ks, err := pickKernels(*names)
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	bins, err := build(ctx, filepath.Join(abs, "bin"))
@@ -57,19 +50,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	built := time.Since(start)
-	var images []kernels.Image
-	if len(ks) > 0 {
-		archive, err := machineArchive()
-		if err != nil {
-			return err
-		}
-		f := &kernels.Fetcher{Dir: filepath.Join(abs, "cache"), Archive: archive, Refresh: *refresh, Log: os.Stderr}
-		if _, err := os.Stat("/usr/share/keyrings/debian-archive-keyring.gpg"); err == nil {
-			f.Keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
-		}
-		if images, err = f.Fetch(ctx, ks); err != nil {
-			return err
-		}
+	images, err := fetchKernels(ctx, ks, abs, *refresh)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "nwkernels: built in %v, fetched in %v\n", built.Round(time.Second), (time.Since(start) - built).Round(time.Second))
 
@@ -110,6 +93,64 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// pickKernels reads --kernels.
+func pickKernels(names string) ([]kernels.Kernel, error) {
+	var ks []kernels.Kernel
+	for _, n := range strings.Split(names, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		k, ok := kernels.Lookup(n)
+		if !ok {
+			return nil, fmt.Errorf("--kernels: unknown series %q (known: %s)", n, strings.Join(kernels.Names(), ", "))
+		}
+		ks = append(ks, k)
+	}
+	return ks, nil
+}
+
+// fetchKernels fetches ks from the machine's Debian archive into dir's
+// cache (or finds them there).
+func fetchKernels(ctx context.Context, ks []kernels.Kernel, dir string, refresh bool) ([]kernels.Image, error) {
+	if len(ks) == 0 {
+		return nil, nil
+	}
+	archive, err := machineArchive()
+	if err != nil {
+		return nil, err
+	}
+	f := &kernels.Fetcher{Dir: filepath.Join(dir, "cache"), Archive: archive, Refresh: refresh, Log: os.Stderr}
+	if _, err := os.Stat("/usr/share/keyrings/debian-archive-keyring.gpg"); err == nil {
+		f.Keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
+	}
+	return f.Fetch(ctx, ks)
+}
+
+// fetchOnly fetches kernels into the cache and boots none: make test's
+// kernel lane fetches the matrix's kernels while the boot test boots.
+func fetchOnly(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("nwkernels fetch", flag.ContinueOnError)
+	names := fs.String("kernels", strings.Join(kernels.Names(), ","), "Debian kernel series to fetch (comma-separated)")
+	dir := fs.String("dir", ".kernels", "where the kernels go")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	ks, err := pickKernels(*names)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if _, err := fetchKernels(ctx, ks, abs, false); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "nwkernels: fetched %s in %v\n", *names, time.Since(start).Round(time.Second))
+	return nil
 }
 
 // readmeTable writes the table into the README when every kernel passed,
