@@ -30,6 +30,7 @@ func TestMoveOrConflict(t *testing.T) {
 		{"moved back within the window: flip flop", []step{{"A", 0, Same}, {"B", 1 * s, Move}, {"A", 2 * s, Conflict}}},
 		{"both keep answering", []step{{"A", 0, Same}, {"B", 1 * s, Move}, {"A", 2 * s, Conflict}, {"B", 3 * s, Conflict}, {"A", 4 * s, Conflict}}},
 		{"moved back after the window: two moves", []step{{"A", 0, Same}, {"B", 1 * s, Move}, {"A", 7 * s, Move}}},
+		{"moved back exactly the window after: two moves", []step{{"A", 0, Same}, {"B", 1 * s, Move}, {"A", 6 * s, Move}}},
 		{"moved twice to new MACs", []step{{"A", 0, Same}, {"B", 1 * s, Move}, {"C", 2 * s, Move}}},
 		{"moved, then a third MAC, then back to the second", []step{{"A", 0, Same}, {"B", 1 * s, Move}, {"C", 2 * s, Move}, {"B", 3 * s, Conflict}}},
 	}

@@ -85,3 +85,41 @@ func TestKindNames(t *testing.T) {
 		t.Errorf("names: %q %q %q", ARPRequest, NDPUnsolicitedAdv, numKinds)
 	}
 }
+
+// TestLinkSame: a link is the same only with the same name, MAC and MTU
+// (a change restarts its listeners).
+func TestLinkSame(t *testing.T) {
+	l := Link{Name: "eth0", HardwareAddr: macA, MTU: 1500}
+	for _, o := range []Link{{Name: "eth1", HardwareAddr: macA, MTU: 1500}, {Name: "eth0", HardwareAddr: macB, MTU: 1500}, {Name: "eth0", HardwareAddr: macA, MTU: 9000}} {
+		if l.same(o) {
+			t.Errorf("%+v is the same as %+v", o, l)
+		}
+	}
+	if !l.same(Link{Name: "eth0", HardwareAddr: macA, MTU: 1500}) {
+		t.Error("a link is not the same as itself")
+	}
+}
+
+// TestListeningByProtocol: the ARP and the NDP listeners are listed apart.
+func TestListeningByProtocol(t *testing.T) {
+	w := New(Config{}, table.New(time.Minute, nil))
+	w.listeners[listenerKey{ifindex: 2}] = &listener{}
+	w.listeners[listenerKey{ifindex: 3, ndp: true}] = &listener{}
+	if a, n := w.Listening(false), w.Listening(true); len(a) != 1 || a[0] != 2 || len(n) != 1 || n[0] != 3 {
+		t.Errorf("ARP %v, NDP %v; want [2] and [3]", a, n)
+	}
+}
+
+// TestSetLinkRecordsWhatIsWanted: SetLink with a link wants it listened
+// to, with nil no longer.
+func TestSetLinkRecordsWhatIsWanted(t *testing.T) {
+	w := New(Config{}, table.New(time.Minute, nil))
+	w.SetLink(2, &Link{Name: "eth0", HardwareAddr: macA, MTU: 1500})
+	if l, ok := w.links[2]; !ok || l.Name != "eth0" || !w.dirty[2] {
+		t.Fatalf("after SetLink: %+v, dirty %v", w.links, w.dirty)
+	}
+	w.SetLink(2, nil)
+	if _, ok := w.links[2]; ok {
+		t.Errorf("still wanted after SetLink(nil): %+v", w.links)
+	}
+}
