@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -69,6 +70,18 @@ func Mutate(src []byte, line, col int, typ string) ([]byte, error) {
 // they pass, TIMED OUT when they still run after timeout (a hang the
 // tests' own timeout catches). root is the module's directory.
 func Rerun(ctx context.Context, root string, ms []Mutant, timeout time.Duration) error {
+	return rerun(ctx, root, ms, timeout, "NOT COVERED", "TIMED OUT")
+}
+
+// Recheck runs each survivor of ms (lived, after Rerun) again, against
+// the tests as they are now: after tests were added to kill them, without
+// a whole gremlins run. The code mutated must be the same as when gremlins
+// ran (the mutants are found by line and column).
+func Recheck(ctx context.Context, root string, ms []Mutant, timeout time.Duration) error {
+	return rerun(ctx, root, ms, timeout, "LIVED")
+}
+
+func rerun(ctx context.Context, root string, ms []Mutant, timeout time.Duration, statuses ...string) error {
 	tmp, err := os.MkdirTemp("", "nwmutants-")
 	if err != nil {
 		return err
@@ -76,7 +89,7 @@ func Rerun(ctx context.Context, root string, ms []Mutant, timeout time.Duration)
 	defer os.RemoveAll(tmp)
 	for i := range ms {
 		m := &ms[i]
-		if m.Status != "NOT COVERED" && m.Status != "TIMED OUT" {
+		if !slices.Contains(statuses, m.Status) {
 			continue
 		}
 		was := m.Status
@@ -121,7 +134,7 @@ func Rerun(ctx context.Context, root string, ms []Mutant, timeout time.Duration)
 		default:
 			return fmt.Errorf("%s: go test: %w", m.Key(), err)
 		}
-		fmt.Fprintf(os.Stderr, "%12s %s (run again by nwmutants: gremlins said %s)\n", m.Status, m.Key(), strings.ToLower(was))
+		fmt.Fprintf(os.Stderr, "%12s %s (run again by nwmutants: it was %s)\n", m.Status, m.Key(), strings.ToLower(was))
 	}
 	return nil
 }

@@ -3,6 +3,7 @@
 //
 //	nwmutants run [--targets table,remediate] [--workers 2] [--dir .mutation]
 //	nwmutants uncovered [--targets ...] [--root DIR]
+//	nwmutants recheck [--targets ...]   (the survivors again, after tests were added)
 //	nwmutants report [--dir .mutation]
 //
 // run runs gremlins on each target, then runs itself the mutants gremlins
@@ -59,6 +60,11 @@ func main() {
 			}
 		case "uncovered":
 			err = uncovered(ctx, targets, *root, *dir)
+		case "recheck":
+			err = recheck(ctx, targets, *root, *dir)
+			if err == nil {
+				err = report(targets, *dir, *eqFile)
+			}
 		case "report":
 			err = report(targets, *dir, *eqFile)
 		default:
@@ -151,6 +157,32 @@ func uncovered(ctx context.Context, targets []mutation.Target, root, dir string)
 			return err
 		}
 		if err := os.WriteFile(filepath.Join(dir, t.Name+".json"), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recheck runs the survivors of DIR/TARGET.json again against the tests
+// as they are now, and writes them back.
+func recheck(ctx context.Context, targets []mutation.Target, root, dir string) error {
+	for _, t := range targets {
+		name := filepath.Join(dir, t.Name+".json")
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		var ms []mutation.Mutant
+		if err := json.Unmarshal(b, &ms); err != nil {
+			return err
+		}
+		if err := mutation.Recheck(ctx, root, ms, t.Rerun); err != nil {
+			return err
+		}
+		if b, err = json.MarshalIndent(ms, "", " "); err != nil {
+			return err
+		}
+		if err := os.WriteFile(name, b, 0o644); err != nil {
 			return err
 		}
 	}
