@@ -54,8 +54,8 @@ func (s Suite) Name() string {
 // as the kernel has them. The rest of the suite runs on the host kernel
 // only. The e2e tests run the agent as the DaemonSet does.
 var Contract = []Suite{
-	{Package: "./bpf", Run: "^(TestTracerLoadsOnThisKernel|TestTracerDegradesProgramByProgram|TestTracerCountsEachHelper|TestTracerPastCapacity|TestTracerWatchesLargeIfindex|TestTracerIgnoresOtherNamespaces|TestSeedInKernelAsEntryByEntry|TestCandidatesInKernelAsOneByOne)$", Timeout: 8 * time.Minute},
+	{Package: "./bpf", Run: "^(TestTracerLoadsOnThisKernel|TestTracerDegradesProgramByProgram|TestTracerCountsEachHelper|TestTracerPastCapacity|TestTracerWatchesLargeIfindex|TestTracerIgnoresOtherNamespaces|TestSeedInKernelAsEntryByEntry|TestCandidatesInKernelAsOneByOne)$", Timeout: 15 * time.Minute},
 	{Package: "./monitor/feed", Run: "^(TestCreatedEntriesLookedUp|TestTracerNoFalsePositives)$", Timeout: 5 * time.Minute},
 	{Package: "./e2e", Run: "^(TestBypassedHostFoundAndRepaired|TestDatapathSwapUnderTraffic|TestManagedCapabilityNamed|TestKilledAgentLeavesNoDatapath|TestPrecisionMoved|TestPrecisionBond)$",
-		Ends: "TestPrecisionSecondMAC|TestPrecisionARPFlux|TestPrecisionRouter|TestPrecisionBlueGreen|TestPrecisionVRRP", Timeout: 12 * time.Minute, Parallel: 4},
+		Ends: "TestPrecisionSecondMAC|TestPrecisionARPFlux|TestPrecisionRouter|TestPrecisionBlueGreen|TestPrecisionVRRP", Timeout: 20 * time.Minute, Parallel: 4},
 }
