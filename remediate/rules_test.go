@@ -500,9 +500,44 @@ func TestRecoveryObserved(t *testing.T) {
 	reachable(mine, macNew)
 	lab.WaitFor(t, 5*time.Second, "the recovery observed", func() bool { return e.Stats().RecoveryCount >= 1 })
 	time.Sleep(50 * time.Millisecond) // anything else queued is handled
-	if n := e.Stats().RecoveryCount; n != 1 {
-		t.Errorf("%d recoveries observed, want 1", n)
+	if st := e.Stats(); st.RecoveryCount != 1 || st.RecoverySum < 0 || st.RecoverySum > 60 {
+		t.Errorf("%d recoveries observed, %v s in all; want 1, of the seconds the test took", st.RecoveryCount, st.RecoverySum)
 	}
+}
+
+// TestManagedNotIdleBeforeItsTime: a managed entry is released as idle
+// only once it has gone without bypass traffic for --manage.idle.
+func TestManagedNotIdleBeforeItsTime(t *testing.T) {
+	tb := table.New(time.Hour, nil)
+	tb.SetLinkName(3, "eth0")
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.7"), State: table.StateReachable,
+		LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+	cfg := manageConfig(10)
+	cfg.Manage.Idle = time.Hour
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.managed.Len() == 1 })
+	time.Sleep(100 * time.Millisecond) // maintenance every 10 ms
+	if n := e.Stats().Releases[ReleaseIdle]; n != 0 || e.managed.Len() != 1 {
+		t.Errorf("released as idle (%d) within 100 ms of an hour's idle limit", n)
+	}
+}
+
+// TestQueueRoomIsWhatIsFree: a sweep queues only what the queue has room
+// for, the rest dropped, and never blocks on a full queue.
+func TestQueueRoomIsWhatIsFree(t *testing.T) {
+	tb := stuckTable(5)
+	cfg := fastConfig(ModeOn, StrategyProbe)
+	cfg.QueueSize, cfg.MaxConcurrent = 2, 1
+	b := &blockingActor{release: make(chan struct{})}
+	e := New(cfg, tb, b, nil)
+	stop := runEngine(t, e)
+	// One in the worker, two queued: the other two dropped, and counted
+	// by each sweep that found room for fewer than were waiting.
+	lab.WaitFor(t, 5*time.Second, "five drops", func() bool { return e.Stats().Dropped >= 5 })
+	close(b.release)
+	stop()
 }
 
 // TestNoAnswerIsEvidence: a probe of a stale-long entry that nobody
