@@ -294,19 +294,6 @@ func (r *precisionRun) entry() control.Entry {
 	return e
 }
 
-// eventsOf returns the entry's events of a kind.
-func (r *precisionRun) eventsOf(kind string) []control.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []control.Event
-	for _, ev := range r.events {
-		if ev.Kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
 // sawMAC says where the agent shows that it saw the entry's host at mac
 // ("" when nowhere): among the host's other MACs, in the entry's
 // evidence, or in an event about the entry.
