@@ -67,7 +67,9 @@ func programRuns(t *testing.T, a *agentProc) (xmit, source float64) {
 // lab's legacy datapath (runs per packet the lab's interfaces sent, or n0
 // received, for the source-MAC program): with no STALE entry in the agent's namespace,
 // none (at most 0.02 per packet); with a stale-long bypassed entry, at
-// most the configured duty fraction (window/period) plus 0.02 per packet,
+// most 1.2 times the share of the time the agent says its hooks were
+// attached plus 0.02 per packet, that share well under half (the configured duty is a
+// tenth: a busy machine stretches windows, never to half the period),
 // and bypass evidence still gathered.
 func TestPerPacketRunsOnlyWhenNeeded(t *testing.T) {
 	lab.Require(t)
@@ -121,10 +123,22 @@ func TestPerPacketRunsOnlyWhenNeeded(t *testing.T) {
 	// too: a UDP flood of 20,000 packets a second through the node keeps
 	// the lab's own packets the overwhelming majority; echo requests keep
 	// the bypassed replies flowing.
-	measure := func(what string, d time.Duration) (perTx, perRx float64) {
+	attachedSeconds := func() float64 {
+		t.Helper()
+		v := metricValue(a.metrics(t), "neighwatch_tracer_hooks_attached_seconds_total")
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("neighwatch_tracer_hooks_attached_seconds_total: %q: %v", v, err)
+		}
+		return f
+	}
+	// measure returns the programs' runs per packet and the share of the
+	// measurement the agent kept its per-packet hooks attached.
+	measure := func(what string, d time.Duration) (perTx, perRx, attached float64) {
 		t.Helper()
 		x0, s0 := programRuns(t, a)
 		tx0, rx0 := labPackets(t, l)
+		a0, start := attachedSeconds(), time.Now()
 		flood := make(chan error, 1)
 		go func() {
 			_, err := l.Client.Flood(lab.BackendIP, 9, d, 20000)
@@ -139,12 +153,13 @@ func TestPerPacketRunsOnlyWhenNeeded(t *testing.T) {
 		}
 		x1, s1 := programRuns(t, a)
 		tx1, rx1 := labPackets(t, l)
+		attached = (attachedSeconds() - a0) / time.Since(start).Seconds()
 		perTx, perRx = (x1-x0)/float64(tx1-tx0), (s1-s0)/float64(rx1-rx0)
-		t.Logf("%s: %d packets sent and %d received by n0; tr_xmit ran %.0f times (%.4f per packet), tr_source %.0f (%.4f)",
-			what, tx1-tx0, rx1-rx0, x1-x0, perTx, s1-s0, perRx)
-		return perTx, perRx
+		t.Logf("%s: %d packets sent and %d received by n0; tr_xmit ran %.0f times (%.4f per packet), tr_source %.0f (%.4f); hooks attached %.3f of the time",
+			what, tx1-tx0, rx1-rx0, x1-x0, perTx, s1-s0, perRx, attached)
+		return perTx, perRx, attached
 	}
-	if x, s := measure("no STALE entry", 3*time.Second); x > 0.02 || s > 0.02 {
+	if x, s, _ := measure("no STALE entry", 3*time.Second); x > 0.02 || s > 0.02 {
 		t.Errorf("with no STALE entry the per-packet programs ran %.4f and %.4f times per packet, want <= 0.02", x, s)
 	}
 	if v := metricValue(a.metrics(t), "neighwatch_tracer_hooks_attached_seconds_total"); v != "0" {
@@ -160,8 +175,17 @@ func TestPerPacketRunsOnlyWhenNeeded(t *testing.T) {
 		return e.Class == "at-risk"
 	})
 	before, _ := findEntry(statusJSON(t, sock), lab.NodeClientIf, lab.ClientIP.String())
-	if x, s := measure("a stale-long bypassed entry", 8*period); x > duty+0.02 || s > duty+0.02 {
-		t.Errorf("with a stale-long entry the per-packet programs ran %.4f and %.4f times per packet, want <= %.2f (duty %.2f + 0.02)", x, s, duty+0.02, duty)
+	x, s, att := measure("a stale-long bypassed entry", 8*period)
+	if att <= 0 || att >= 0.5 {
+		t.Errorf("with a stale-long entry the agent kept its hooks attached %.3f of the time, want some and under half (configured duty %.2f)", att, duty)
+	}
+	// Packets are not spread evenly over time (the flood's sender is
+	// scheduled too): a fifth over the attached share, plus 0.02.
+	if lim := att*1.2 + 0.02; x > lim || s > lim {
+		t.Errorf("with a stale-long entry the per-packet programs ran %.4f and %.4f times per packet, want <= %.3f (1.2 times the share of the time the hooks were attached, + 0.02)", x, s, lim)
+	}
+	if x == 0 || s == 0 {
+		t.Errorf("with a stale-long entry the per-packet programs never ran (%.0f, %.0f): nothing sampled", x, s)
 	}
 	after, _ := findEntry(statusJSON(t, sock), lab.NodeClientIf, lab.ClientIP.String())
 	if after.BypassPackets <= before.BypassPackets || after.Class != "at-risk" {
