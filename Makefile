@@ -22,7 +22,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 UNPARAM     := mvdan.cc/unparam@v0.0.0-20260823230713-2fa3d841b0c8
 # The chart's tools, pinned as the linters are (internal/dev/manifests names
 # the same helm).
-HELM          := helm.sh/helm/v3/cmd/helm@v3.22.0
+HELM          := helm.sh/helm/v3/cmd/helm@v3.21.4
 # helm-unittest's go.mod has a replace directive, so go run cannot build it
 # by version: make chart builds it in its own module, in the module cache.
 HELM_UNITTEST := github.com/helm-unittest/helm-unittest@v1.1.2

@@ -83,6 +83,10 @@ func render(t *testing.T, values string, api bool) []any {
 		if strings.TrimSpace(stripComments(doc)) == "" {
 			continue
 		}
+		// The split took the document's last line break: a block scalar
+		// at its end (`|` against `|-`) needs it back to decode as Helm
+		// wrote it.
+		doc += "\n"
 		obj, err := Decode([]byte(doc))
 		if err != nil {
 			t.Fatalf("%s: an object does not decode strictly: %v\n%s", values, err, doc)
@@ -211,6 +215,9 @@ func checkValues(t *testing.T, name string, got map[string]any) {
 		pr, _ := has(&monitoringv1.PrometheusRule{}, "neighwatch").(*monitoringv1.PrometheusRule)
 		if sm == nil || pr == nil || sm.Labels["release"] != "kube-prometheus-stack" || pr.Labels["release"] != "kube-prometheus-stack" {
 			t.Fatalf("ServiceMonitor %v and PrometheusRule %v, want both with release: kube-prometheus-stack", sm != nil, pr != nil)
+		}
+		if rl := sm.Spec.Endpoints[0].RelabelConfigs; len(rl) < 2 || rl[1].TargetLabel != "job" || rl[1].Replacement == nil || *rl[1].Replacement != "node-neighbours" {
+			t.Errorf("the ServiceMonitor's relabelings %+v do not give the series the job the rules select (jobName node-neighbours)", rl)
 		}
 		rules, _ := yaml.Marshal(pr.Spec)
 		if strings.Contains(string(rules), `job="neighwatch"`) || strings.Contains(string(rules), "(cluster,") ||

@@ -27,7 +27,7 @@ const (
 )
 
 // HelmModule is the helm the Makefile and the tests run, pinned (go run).
-const HelmModule = "helm.sh/helm/v3/cmd/helm@v3.22.0"
+const HelmModule = "helm.sh/helm/v3/cmd/helm@v3.21.4"
 
 // KubeVersion is the Kubernetes the tests render the chart for: the
 // oldest its kubeVersion allows (1.30: the container's appArmorProfile).
