@@ -634,3 +634,58 @@ func TestOwnedUndisputedLeftAlone(t *testing.T) {
 		t.Errorf("%d managed entries counted as skipped candidates", n)
 	}
 }
+
+// TestJudgeAnswers: what the answers to a broadcast probe of a disputed
+// entry say. The entry's MAC with another: a conflict, between those two.
+// The entry's MAC alone: confirmed. Two others: a conflict (the
+// outcome). One other:
+// nothing decided (the move is for the kernel to show). None: evidence
+// against the entry's MAC.
+func TestJudgeAnswers(t *testing.T) {
+	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
+	other := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x99}
+	for _, c := range []struct {
+		name     string
+		answered []net.HardwareAddr
+		want     Outcome
+		decided  bool
+		signal   table.Signal
+		disputer string
+	}{
+		{"the entry's MAC and another", []net.HardwareAddr{macOld, macNew}, OutcomeConflict, true, table.SignalConflict, macNew.String()},
+		{"another and the entry's MAC", []net.HardwareAddr{macNew, macOld}, OutcomeConflict, true, table.SignalConflict, macNew.String()},
+		{"the entry's MAC alone", []net.HardwareAddr{macOld}, OutcomeConfirmed, true, "", ""},
+		// The table records it, but an entry is in conflict only when its
+		// own MAC is one of the two.
+		{"two others", []net.HardwareAddr{macNew, other}, OutcomeConflict, true, "", ""},
+		{"one other", []net.HardwareAddr{macNew}, "", false, "", ""},
+		{"nobody", nil, "", false, table.SignalProbeUnanswered, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tb := suspectTable(1)
+			e := New(fastConfig(ModeOn, StrategyProbe), tb, &fakeActor{t: tb, answerAt: -1}, nil)
+			en, _ := tb.Lookup(k)
+			o, ok := e.judgeAnswers(&en, c.answered)
+			if o != c.want || ok != c.decided {
+				t.Fatalf("judged %q, %v; want %q, %v", o, ok, c.want, c.decided)
+			}
+			en, _ = tb.Lookup(k)
+			var signals []table.Signal
+			for _, ev := range en.Evidence() {
+				signals = append(signals, ev.Signal)
+			}
+			if c.signal != "" && !slices.Contains(signals, c.signal) {
+				t.Errorf("evidence %v, want %s", signals, c.signal)
+			}
+			if c.signal != table.SignalProbeUnanswered && slices.Contains(signals, table.SignalProbeUnanswered) {
+				t.Errorf("evidence %v: an answered probe recorded as unanswered", signals)
+			}
+			if c.disputer != "" && net.HardwareAddr(en.DisputingMAC()).String() != c.disputer {
+				t.Errorf("disputed by %s, want %s", net.HardwareAddr(en.DisputingMAC()), c.disputer)
+			}
+			if c.want == OutcomeConfirmed && en.Class() == table.ClassConflict {
+				t.Error("the entry's MAC alone answered, and the entry is in conflict")
+			}
+		})
+	}
+}
