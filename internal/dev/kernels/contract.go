@@ -11,11 +11,13 @@ import (
 type Suite struct {
 	Package string // relative to the repository's root
 	Run     string // go test -run: the tests every kernel runs
-	// Ends are more tests (alternatives of a -run pattern) that only the
-	// oldest and the newest kernel run: what the agent decides on its own
-	// once the kernel's parts are proven, checked at both ends of the
-	// range, not on every row, to keep the matrix within its time.
-	Ends    string
+	// Newest are more tests (alternatives of a -run pattern) that only
+	// the newest kernel of the matrix runs (and the host's, where the
+	// whole package runs): what the agent decides on its own once the
+	// kernel's parts are proven, which every row proves. Run on every
+	// row, they took 6 of the 13 minutes of the oldest guest beside a
+	// busy loop, and the matrix past CI's time.
+	Newest  string
 	Timeout time.Duration
 	// Parallel is how many of its tests run at once (go test -parallel;
 	// 0: 2, a guest's CPUs). The e2e tests mostly wait on the kernel's
@@ -25,10 +27,10 @@ type Suite struct {
 
 // RunFor is the -run pattern of the suite on one kernel of the matrix.
 func (s Suite) RunFor(kernel string) string {
-	if s.Ends == "" || (kernel != Debian[0].Name && kernel != Debian[len(Debian)-1].Name && kernel != "host") {
+	if s.Newest == "" || (kernel != Debian[len(Debian)-1].Name && kernel != "host") {
 		return s.Run
 	}
-	return strings.TrimSuffix(s.Run, ")$") + "|" + s.Ends + ")$"
+	return strings.TrimSuffix(s.Run, ")$") + "|" + s.Newest + ")$"
 }
 
 // Tests is how many of the suite's tests run at once.
@@ -48,7 +50,7 @@ func (s Suite) Name() string {
 // together); the precision scenarios (a moved host stuck, and a host
 // bonded by the kernel's driver, which only the guests' kernels have,
 // never stuck, on every kernel; the hosts with two MACs that the agent
-// tells apart from its evidence alone, on the oldest and the newest);
+// tells apart from its evidence alone, on the newest);
 // the project's datapath swapped atomically under traffic
 // and gone with a killed agent (tcx or clsact); managed neighbours named
 // as the kernel has them. The rest of the suite runs on the host kernel
@@ -57,5 +59,5 @@ var Contract = []Suite{
 	{Package: "./bpf", Run: "^(TestTracerLoadsOnThisKernel|TestTracerDegradesProgramByProgram|TestTracerCountsEachHelper|TestTracerPastCapacity|TestTracerWatchesLargeIfindex|TestTracerIgnoresOtherNamespaces|TestSeedInKernelAsEntryByEntry|TestCandidatesInKernelAsOneByOne)$", Timeout: 15 * time.Minute},
 	{Package: "./monitor/feed", Run: "^(TestCreatedEntriesLookedUp|TestTracerNoFalsePositives)$", Timeout: 5 * time.Minute},
 	{Package: "./e2e", Run: "^(TestBypassedHostFoundAndRepaired|TestDatapathSwapUnderTraffic|TestManagedCapabilityNamed|TestKilledAgentLeavesNoDatapath|TestPrecisionMoved|TestPrecisionBond)$",
-		Ends: "TestPrecisionSecondMAC|TestPrecisionARPFlux|TestPrecisionRouter|TestPrecisionBlueGreen|TestPrecisionVRRP", Timeout: 20 * time.Minute, Parallel: 4},
+		Newest: "TestPrecisionSecondMAC|TestPrecisionARPFlux|TestPrecisionRouter|TestPrecisionBlueGreen|TestPrecisionVRRP", Timeout: 20 * time.Minute, Parallel: 4},
 }
