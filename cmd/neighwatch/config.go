@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,7 +17,7 @@ import (
 // each value as the flag would take it. Unknown keys, nested maps and
 // nulls are errors that name the key.
 func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := readConfigBytes(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}

@@ -29,7 +29,7 @@ func reloadLoop(ctx context.Context, args []string, st *agentSetup, hup <-chan o
 	}
 	var last []byte
 	if st.configFile != "" {
-		last, _ = os.ReadFile(st.configFile)
+		last, _ = readConfigBytes(st.configFile)
 	}
 	send := func(r agent.Reload) {
 		select {
@@ -74,13 +74,13 @@ func reloadLoop(ctx context.Context, args []string, st *agentSetup, hup <-chan o
 				log.Warn("SIGHUP: no --config.file to reload; flags change only with a restart")
 				continue
 			}
-			last, _ = os.ReadFile(st.configFile)
+			last, _ = readConfigBytes(st.configFile)
 			reload("SIGHUP")
 		case <-tick.C:
 			if st.configFile == "" {
 				continue
 			}
-			b, err := os.ReadFile(st.configFile)
+			b, err := readConfigBytes(st.configFile)
 			if err == nil && bytes.Equal(b, last) {
 				continue
 			}

@@ -116,8 +116,24 @@ func (r *regexList) String() string {
 
 // Set takes a comma-separated list of regexes, each anchored to the whole
 // interface name.
+// An interface list holds at most maxPatterns regexes of at most
+// maxPatternLen bytes each: each compiled regex costs more than a
+// kilobyte of heap, and a configuration file of 1 MiB would otherwise
+// hold half a million.
+const (
+	maxPatterns   = 256
+	maxPatternLen = 1024
+)
+
 func (r *regexList) Set(v string) error {
-	for _, p := range splitList(v) {
+	ps := splitList(v)
+	if n := len(*r) + len(ps); n > maxPatterns {
+		return fmt.Errorf("%d interface regexes, more than %d: join them into fewer (lxc.*|veth.*)", n, maxPatterns)
+	}
+	for _, p := range ps {
+		if len(p) > maxPatternLen {
+			return fmt.Errorf("an interface regex of %d bytes, more than %d: interface names are at most 15", len(p), maxPatternLen)
+		}
 		re, err := regexp.Compile("^(?:" + p + ")$")
 		if err != nil {
 			return fmt.Errorf("bad interface regex %q: %v", p, err)
