@@ -117,3 +117,31 @@ func TestMismatchesCountEntriesBecomingMismatched(t *testing.T) {
 		}
 	}
 }
+
+// TestConflictEventSaysTheEntry: the event of a conflict carries the
+// entry's state and its class as the conflict leaves it (conflict), not
+// the zero values a reader takes for "none" and "ok".
+func TestConflictEventSaysTheEntry(t *testing.T) {
+	tb := table.New(time.Minute, nil)
+	ip := netip.MustParseAddr("10.0.0.9")
+	a, b := net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: a})
+	w := New(Config{ConflictWindow: 5 * time.Second}, tb)
+	sub := tb.Events().SubscribeFunc(16, func(ev table.Event) bool { return ev.Kind == table.KindConflict })
+	defer sub.Close()
+	t0 := time.Now()
+	for i, mac := range []net.HardwareAddr{a, b, a} {
+		w.Observe(1, Observation{Kind: ARPReply, SenderIP: ip, SenderMAC: mac}, t0.Add(time.Duration(i)*time.Second))
+	}
+	select {
+	case ev := <-sub.C():
+		if ev.From != table.StateStale || ev.To != table.StateStale || ev.Class != table.ClassConflict || ev.Created || ev.Deleted {
+			t.Errorf("conflict event: from %v to %v class %v created %v deleted %v; want stale, stale, conflict", ev.From, ev.To, ev.Class, ev.Created, ev.Deleted)
+		}
+		if ev.OldLLAddr.String() != b.String() || ev.LLAddr.String() != a.String() {
+			t.Errorf("conflict event between %s and %s, want %s and %s", ev.OldLLAddr, ev.LLAddr, b, a)
+		}
+	default:
+		t.Fatal("no conflict event")
+	}
+}

@@ -13,6 +13,7 @@ import (
 type Sink interface {
 	ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr, when time.Time) bool
 	ObserveConflict(k table.Key, a, b net.HardwareAddr, when time.Time) bool
+	Lookup(k table.Key) (table.Entry, bool)
 	Events() *table.Broadcaster
 	Publish(ev table.Event)
 }

@@ -296,11 +296,20 @@ func (w *Watcher) Observe(ifindex int32, o Observation, now time.Time) {
 		c.conflicts.Add(1)
 		w.table.ObserveConflict(k, net.HardwareAddr(was), o.SenderMAC, now)
 		if w.table.Events().Active() {
-			w.table.Publish(table.Event{
+			ev := table.Event{
 				Time: now, Ifindex: ifindex, Family: table.FamilyOf(o.SenderIP), IP: o.SenderIP,
 				LLAddr: o.SenderMAC, OldLLAddr: net.HardwareAddr(was), Cause: table.CauseARP, Kind: table.KindConflict,
 				Detail: "answered from " + net.HardwareAddr(was).String() + " and " + o.SenderMAC.String() + " in turn within " + w.cfg.ConflictWindow.String(),
-			})
+			}
+			// The entry as the conflict leaves it: its state (From and To,
+			// unchanged) and its class, not the zero values a reader
+			// takes for "none" and "ok".
+			if e, ok := w.table.Lookup(k); ok {
+				ev.From, ev.To, ev.Class = e.State, e.State, e.Class()
+			} else {
+				ev.Created, ev.Deleted = true, true
+			}
+			w.table.Publish(ev)
 		}
 	}
 	if w.table.ObserveMAC(ifindex, o.SenderIP, o.SenderMAC, now) {
