@@ -170,9 +170,9 @@ func TestSubscriberCap(t *testing.T) {
 // TestListenPermissions: under umask 000 the socket is 0600 the moment it
 // appears at its path.
 func TestListenPermissions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.sock") // 0700 under the umask
 	old := unix.Umask(0)
 	defer unix.Umask(old)
-	path := filepath.Join(t.TempDir(), "c.sock")
 	ln, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
@@ -209,5 +209,51 @@ func TestHeapProfile(t *testing.T) {
 	b := make([]byte, 2)
 	if _, err := io.ReadFull(resp.Body, b); err != nil || resp.StatusCode != http.StatusOK || b[0] != 0x1f || b[1] != 0x8b {
 		t.Fatalf("heap profile: status %d, starts %x, %v", resp.StatusCode, b, err)
+	}
+}
+
+// TestListenRefusesADirectoryOthersOwn: a socket in a directory another
+// user owns, or may write without the sticky bit, could be renamed away
+// and replaced by theirs: refused, with the fix. A sticky one (/tmp's
+// kind) is not.
+func TestListenRefusesADirectoryOthersOwn(t *testing.T) {
+	base := t.TempDir()
+	mk := func(name string, mode os.FileMode) string {
+		d := filepath.Join(base, name)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, mode); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	writable := mk("writable", 0o777)
+	if _, err := Listen(filepath.Join(writable, "c.sock")); err == nil || !strings.Contains(err.Error(), "is writable by other users (mode -rwxrwxrwx)") {
+		t.Errorf("a directory anyone may write: %v, want refused", err)
+	}
+	below := filepath.Join(writable, "sub")
+	if err := os.Mkdir(below, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listen(filepath.Join(below, "c.sock")); err == nil || !strings.Contains(err.Error(), writable+" is writable by other users") {
+		t.Errorf("below a directory anyone may write: %v, want refused, naming it", err)
+	}
+	sticky := mk("sticky", 0o777|os.ModeSticky)
+	ln, err := Listen(filepath.Join(sticky, "c.sock"))
+	if err != nil {
+		t.Fatalf("a sticky directory: %v", err)
+	}
+	ln.Close()
+	if os.Geteuid() != 0 {
+		t.Log("not root: the directory of another user is not tried (chown needs root)")
+		return
+	}
+	theirs := mk("theirs", 0o755)
+	if err := os.Chown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listen(filepath.Join(theirs, "c.sock")); err == nil || !strings.Contains(err.Error(), "belongs to user 65534, who could take the socket") {
+		t.Errorf("another user's directory: %v, want refused", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/neighwatch/neighwatch/metrics/connlimit"
@@ -168,6 +169,9 @@ func Listen(path string) (net.Listener, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("control socket path %s: %w", path, err)
 	}
+	if err := checkSocketDir(dir); err != nil {
+		return nil, err
+	}
 	private, err := os.MkdirTemp(dir, ".neighwatch-")
 	if err != nil {
 		return nil, fmt.Errorf("create a private directory for the control socket in %s: %w", dir, err)
@@ -188,6 +192,39 @@ func Listen(path string) (net.Listener, error) {
 		return nil, fmt.Errorf("put control socket in place at %s: %w", path, err)
 	}
 	return l, nil
+}
+
+// checkSocketDir refuses a socket directory that another user could
+// rename the socket out of, and bind their own in its place to receive
+// the operator's commands: the directory and each one above it must
+// belong to root or the agent's user, and be writable by no one else
+// unless it is sticky (as /tmp is: there nobody may rename what is not
+// theirs).
+func checkSocketDir(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("control socket directory %s: %w", dir, err)
+	}
+	me := uint32(os.Geteuid())
+	for d := abs; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("control socket directory %s: %w", d, err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil // no owners to check on this system
+		}
+		if st.Uid != 0 && st.Uid != me {
+			return fmt.Errorf("control socket directory %s belongs to user %d, who could take the socket: choose a --control.socket in a directory of root's or the agent's user", d, st.Uid)
+		}
+		if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+			return fmt.Errorf("control socket directory %s is writable by other users (mode %s), who could take the socket: remove their write permission or choose another --control.socket", d, fi.Mode().Perm())
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }
 
 // DatapathRequest asks for a datapath mode on an interface.
