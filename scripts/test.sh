@@ -47,13 +47,15 @@ checks() {
 
 kernels() {
 	# The boot test boots the oldest kernel; the matrix's others download
-	# (network, not CPU) while it does.
+	# (network, not CPU) while it does, and while the matrix boots the
+	# first (the matrix boots each kernel once it is fetched, and waits
+	# for the cache this fetch holds).
 	phase kernels "fetch 5.10 (the boot test's)" "$GO" run ./internal/dev/kernels/cmd/nwkernels fetch --kernels 5.10
 	phase kernels "fetch $KERNELS" "$GO" run ./internal/dev/kernels/cmd/nwkernels fetch --kernels "$KERNELS" &
 	local f=$!
 	phase kernels "boot test" "$GO" test -count=1 -timeout "$BOOT_TEST_TIMEOUT" -run '^TestBootFromAnyCheckout$' ./internal/dev/kernels/
-	wait "$f"
 	phase kernels "matrix ($KERNELS)" "$GO" run ./internal/dev/kernels/cmd/nwkernels run --kernels "$KERNELS" --host probe --readme README.md
+	wait "$f"
 }
 
 start=$SECONDS

@@ -50,22 +50,49 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	built := time.Since(start)
-	images, err := fetchKernels(ctx, ks, abs, *refresh)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "nwkernels: built in %v, fetched in %v\n", built.Round(time.Second), (time.Since(start) - built).Round(time.Second))
+	fmt.Fprintf(os.Stderr, "nwkernels: built in %v\n", built.Round(time.Second))
 
-	rows := make([]kernels.Row, len(images))
+	// Kernels are fetched one after the other, in the order given, and
+	// each boots as soon as it is here: the first kernel's tests run
+	// while the next ones download (make test fetches the first before
+	// the matrix starts).
+	type fetched struct {
+		img kernels.Image
+		err error
+	}
+	ready := make([]chan fetched, len(ks))
+	for i := range ready {
+		ready[i] = make(chan fetched, 1)
+	}
+	go func() {
+		for i, k := range ks {
+			t := time.Now()
+			imgs, err := fetchKernels(ctx, []kernels.Kernel{k}, abs, *refresh)
+			if err != nil {
+				ready[i] <- fetched{err: fmt.Errorf("fetch: %w", err)}
+				continue
+			}
+			if d := time.Since(t); d >= time.Second {
+				fmt.Fprintf(os.Stderr, "nwkernels: fetched %s in %v\n", k.Name, d.Round(time.Second))
+			}
+			ready[i] <- fetched{img: imgs[0]}
+		}
+	}()
+	rows := make([]kernels.Row, len(ks))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(*parallel, 1))
-	for i, img := range images {
+	for i, k := range ks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			f := <-ready[i]
+			if f.err != nil {
+				rows[i] = kernels.Row{Name: k.Name, Err: f.err}
+				return
+			}
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			rows[i] = bootOne(ctx, img, abs, bins, *only, *timeout)
+			rows[i] = bootOne(ctx, f.img, abs, bins, *only, *timeout)
 		}()
 	}
 	wg.Wait()
