@@ -97,7 +97,11 @@ func TestUnprivilegedAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	_ = os.Chmod(dir, 0o777)
+	// The unprivileged agent's own directory: the agent refuses a socket
+	// directory that other users may write.
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
 	sock := filepath.Join(dir, "nw.sock")
 	a := runAgentCmd(t, ns, sock, ns.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
 		binPath, "agent", "--metrics.listen", metricsAddr, "--control.socket", sock))
