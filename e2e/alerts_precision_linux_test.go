@@ -154,6 +154,16 @@ func TestFleetAlertGroupsNodes(t *testing.T) {
 	requireProgram(t, "prometheus-alertmanager", "prometheus-alertmanager")
 	t.Parallel()
 	ma, mb := newMovedClient(t, "fla", false), newMovedClient(t, "flb", false)
+	// One host: the same MAC on both nodes' segments before the move (a
+	// host is its address and its old MAC to the fleet rule), and the
+	// same after (move).
+	if err := mb.MoveClientMAC(ma.oldMAC); err != nil {
+		t.Fatal(err)
+	}
+	if err := mb.Node.SetNeigh(lab.NodeClientIf, mb.ip, ma.oldMAC, "stale"); err != nil {
+		t.Fatal(err)
+	}
+	mb.oldMAC = ma.oldMAC
 	// A link between the two nodes for the scrape of the second.
 	ma.Node.MustIP(t, "link", "add", "fl0", "type", "veth", "peer", "name", "fl1", "netns", mb.Node.Name)
 	ma.Node.MustIP(t, "addr", "add", "10.99.0.1/30", "dev", "fl0")
