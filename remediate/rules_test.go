@@ -689,3 +689,39 @@ func TestJudgeAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoveryFromTheKernelsDoubt: the kernel re-validating a managed
+// entry (DELAY, PROBE) is a doubt too, and a REACHABLE that names no
+// MAC is no recovery: only a REACHABLE at a new MAC after a doubt is.
+func TestRecoveryFromTheKernelsDoubt(t *testing.T) {
+	tb := table.New(time.Hour, nil)
+	tb.SetLinkName(3, "eth0")
+	mine := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
+	managed := func(st table.State, mac net.HardwareAddr) {
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine.Addr, State: st, LLAddr: mac,
+			FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+	}
+	managed(table.StateStale, macOld)
+	cfg := manageConfig(10)
+	cfg.Mode = ModeDryRun
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.managed.Len() == 1 })
+	// A doubt from the kernel alone (no evidence of another MAC), then a
+	// REACHABLE event without a MAC: not a recovery.
+	managed(table.StateDelay, macOld)
+	lab.WaitFor(t, 5*time.Second, "the kernel's doubt taken by the tracker", func() bool {
+		e.managed.mu.Lock()
+		defer e.managed.mu.Unlock()
+		o := e.managed.owned[mine]
+		return o != nil && o.doubtedAt != 0
+	})
+	e.managed.recoveryEvent(&table.Event{Time: time.Now(), Ifindex: 3, IP: mine.Addr, Kind: table.KindTransition, From: table.StateDelay, To: table.StateReachable})
+	if st := e.Stats(); st.RecoveryCount != 0 {
+		t.Fatalf("%d recoveries observed from a REACHABLE without a MAC", st.RecoveryCount)
+	}
+	// REACHABLE at a new MAC: one recovery, timed from the DELAY.
+	managed(table.StateReachable, macNew)
+	lab.WaitFor(t, 5*time.Second, "the recovery observed after the kernel's doubt", func() bool { return e.Stats().RecoveryCount == 1 })
+}
