@@ -267,7 +267,7 @@ func (m *Manager) maintain(mode Mode) {
 		}
 		en, ok := m.table.Lookup(k)
 		switch {
-		case !ok && m.table.LinkName(k.Ifindex) == "":
+		case !ok && !m.table.Watched(k.Ifindex):
 			// Its interface left the watched set (or is gone: then the
 			// kernel deleted the entry and the release finds nothing).
 			todo = append(todo, rel{k, true, ReleaseUnwatched})

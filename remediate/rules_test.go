@@ -725,3 +725,30 @@ func TestRecoveryFromTheKernelsDoubt(t *testing.T) {
 	managed(table.StateReachable, macNew)
 	lab.WaitFor(t, 5*time.Second, "the recovery observed after the kernel's doubt", func() bool { return e.Stats().RecoveryCount == 1 })
 }
+
+// TestReleaseWhenTheInterfaceLeaves: a managed entry whose interface
+// left the watched set is released (the kernel keeps it otherwise, managed
+// for good); one deleted while its interface is watched is only forgotten.
+func TestReleaseWhenTheInterfaceLeaves(t *testing.T) {
+	tb := table.New(time.Hour, nil)
+	tb.SetLinkName(3, "eth0")
+	tb.SetLinkName(4, "eth1")
+	gone := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
+	deleted := table.Key{Ifindex: 4, Addr: netip.MustParseAddr("10.0.1.7")}
+	for _, k := range []table.Key{gone, deleted} {
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: k.Ifindex, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld,
+			FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+	}
+	cfg := manageConfig(10)
+	cfg.Mode = ModeDryRun
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	lab.WaitFor(t, 5*time.Second, "the adoption of both", func() bool { return e.managed.Len() == 2 })
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: deleted.Ifindex, Family: table.FamilyInet, Addr: deleted.Addr, Delete: true})
+	tb.DeleteLink(gone.Ifindex, table.CauseNetlink)
+	lab.WaitFor(t, 5*time.Second, "both forgotten", func() bool { return e.managed.Len() == 0 })
+	if n := e.Stats().Releases[ReleaseUnwatched]; n != 1 {
+		t.Errorf("%d released as unwatched, want 1 (the entry whose interface left)", n)
+	}
+}

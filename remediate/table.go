@@ -16,6 +16,7 @@ type Table interface {
 	Owned() []table.Entry
 	Lookup(k table.Key) (table.Entry, bool)
 	LinkName(ifindex int32) string
+	Watched(ifindex int32) bool
 	Heard(k table.Key, mac net.HardwareAddr, when time.Time) bool
 	ProbeUnanswered(k table.Key, mac string, when time.Time) bool
 	ObserveConflict(k table.Key, a, b net.HardwareAddr, when time.Time) bool

@@ -185,6 +185,14 @@ func (t *core) LinkName(ifindex int32) string {
 	return strconv.Itoa(int(ifindex))
 }
 
+// Watched reports whether the table knows the interface: it has entries
+// there, or was given its name, and DeleteLink has not forgotten it.
+func (t *core) Watched(ifindex int32) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ifaces[ifindex] != nil
+}
+
 // Range calls fn, under the table's lock, for up to max entries from
 // the cursor from on (0: the start), and returns the cursor of the next
 // call, 0 when it walked to the end. A large table is walked a batch at
