@@ -480,12 +480,7 @@ func TestRecoveryObserved(t *testing.T) {
 	tb.Apply(table.CauseNetlink,
 		table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine.Addr, State: table.StateStale, LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch},
 		table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: other.Addr, State: table.StateStale, LLAddr: macOld})
-	cfg := manageConfig(10)
-	cfg.Mode = ModeDryRun
-	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
-	stop := runEngine(t, e)
-	defer stop()
-	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.managed.Len() == 1 })
+	e := dryRunManaging(t, tb, 1)
 	reachable := func(k table.Key, mac net.HardwareAddr) {
 		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: mac,
 			FlagsExt: map[bool]uint32{true: table.FlagExtManaged}[k == mine], Protocol: map[bool]uint8{true: table.ProtocolNeighwatch}[k == mine]})
@@ -702,12 +697,7 @@ func TestRecoveryFromTheKernelsDoubt(t *testing.T) {
 			FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	}
 	managed(table.StateStale, macOld)
-	cfg := manageConfig(10)
-	cfg.Mode = ModeDryRun
-	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
-	stop := runEngine(t, e)
-	defer stop()
-	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.managed.Len() == 1 })
+	e := dryRunManaging(t, tb, 1)
 	// A doubt from the kernel alone (no evidence of another MAC), then a
 	// REACHABLE event without a MAC: not a recovery.
 	managed(table.StateDelay, macOld)
@@ -739,16 +729,23 @@ func TestReleaseWhenTheInterfaceLeaves(t *testing.T) {
 		tb.Apply(table.CauseNetlink, table.Update{Ifindex: k.Ifindex, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld,
 			FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	}
-	cfg := manageConfig(10)
-	cfg.Mode = ModeDryRun
-	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
-	stop := runEngine(t, e)
-	defer stop()
-	lab.WaitFor(t, 5*time.Second, "the adoption of both", func() bool { return e.managed.Len() == 2 })
+	e := dryRunManaging(t, tb, 2)
 	tb.Apply(table.CauseNetlink, table.Update{Ifindex: deleted.Ifindex, Family: table.FamilyInet, Addr: deleted.Addr, Delete: true})
 	tb.DeleteLink(gone.Ifindex, table.CauseNetlink)
 	lab.WaitFor(t, 5*time.Second, "both forgotten", func() bool { return e.managed.Len() == 0 })
 	if n := e.Stats().Releases[ReleaseUnwatched]; n != 1 {
 		t.Errorf("%d released as unwatched, want 1 (the entry whose interface left)", n)
 	}
+}
+
+// dryRunManaging runs an engine in dry-run over tb until the test ends,
+// once it has adopted n entries neighwatch manages.
+func dryRunManaging(t *testing.T, tb *table.Table, n int) *Engine {
+	t.Helper()
+	cfg := manageConfig(10)
+	cfg.Mode = ModeDryRun
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
+	t.Cleanup(runEngine(t, e))
+	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.managed.Len() == n })
+	return e
 }
