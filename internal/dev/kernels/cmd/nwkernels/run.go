@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -415,7 +416,7 @@ func collect(name, release, results string, st []kernels.Step) kernels.Row {
 			row.Tests = append(row.Tests, res...)
 		}
 		if strings.TrimSpace(string(rcb)) != "0" {
-			errs = append(errs, fmt.Errorf("%s failed (exit %s); output in %s", s.Name, strings.TrimSpace(string(rcb)), filepath.Join(results, s.Name+".out")))
+			errs = append(errs, fmt.Errorf("%s failed (exit %s); output in %s; what failed:\n%s", s.Name, strings.TrimSpace(string(rcb)), filepath.Join(results, s.Name+".out"), failureExcerpt(out)))
 		}
 	}
 	if _, ok := row.Deployed["systemd"]; !ok {
@@ -434,6 +435,42 @@ func collect(name, release, results string, st []kernels.Step) kernels.Row {
 	row.Err = errors.Join(errs...)
 	return row
 }
+
+// failureExcerpt is what a failed step's log says went wrong, for the
+// run's own output: the results directory is gone with the machine that
+// ran it (CI keeps only what was printed). The failing tests' messages
+// and verdicts, a panic or a timeout, at most maxExcerpt lines; the
+// output's tail when none of these is there.
+func failureExcerpt(out []byte) string {
+	const maxExcerpt = 60
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	var picked []string
+	trace := 0 // lines still to keep after a panic: where it happened
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(t, "panic:"), strings.Contains(t, "test timed out"):
+			trace = 12
+			picked = append(picked, "  | "+l)
+		case trace > 0, strings.HasPrefix(t, "--- FAIL"), strings.HasPrefix(t, "FAIL"), testMessage.MatchString(t):
+			picked = append(picked, "  | "+l)
+		}
+		trace = max(0, trace-1)
+	}
+	if len(picked) == 0 {
+		picked = lines[max(0, len(lines)-30):]
+		for i, l := range picked {
+			picked[i] = "  | " + l
+		}
+	}
+	if len(picked) > maxExcerpt {
+		picked = append(picked[:maxExcerpt], fmt.Sprintf("  | (%d more lines)", len(picked)-maxExcerpt))
+	}
+	return strings.Join(picked, "\n")
+}
+
+// testMessage is a line t.Errorf or t.Fatalf wrote: "name_test.go:12: ...".
+var testMessage = regexp.MustCompile(`^[\w.-]+_test\.go:\d+: `)
 
 // probesNeeded are the probes a kernel needs: one per distinct set of
 // privileges (the systemd unit gives what the DaemonSet gives, today, and

@@ -2,8 +2,10 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/neighwatch/neighwatch/internal/dev/kernels"
@@ -30,5 +32,45 @@ func TestReadmeKeptOnFailure(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) == doc {
 		t.Error("a run where every kernel passed left the README's table as it was")
+	}
+}
+
+// TestFailureExcerptSaysWhatFailed: a failed step's error carries the
+// failing tests' messages and verdicts (CI keeps only what was printed),
+// not the passing tests' chatter; a panic keeps where it happened; an
+// output with none of these gives its tail.
+func TestFailureExcerptSaysWhatFailed(t *testing.T) {
+	out := strings.Join([]string{
+		"=== RUN   TestA",
+		"    a_test.go:10: chatter of a passing test",
+		"--- PASS: TestA (0.10s)",
+		"=== RUN   TestB",
+		"    kernel_linux_test.go:402: 99 bypass hits for the STALE entry, want 100",
+		"--- FAIL: TestB (1.00s)",
+		"    --- FAIL: TestB/xmit (0.50s)",
+		"FAIL",
+	}, "\n")
+	got := failureExcerpt([]byte(out))
+	for _, want := range []string{"kernel_linux_test.go:402: 99 bypass hits", "--- FAIL: TestB (1.00s)", "--- FAIL: TestB/xmit"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("excerpt lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "TestA") {
+		t.Errorf("excerpt has the passing test:\n%s", got)
+	}
+
+	panicked := "=== RUN   TestC\npanic: runtime error: index out of range\n\ngoroutine 7 [running]:\nmain.f()\n\t/src/x.go:3 +0x1\n"
+	if got := failureExcerpt([]byte(panicked)); !strings.Contains(got, "panic: runtime error") || !strings.Contains(got, "/src/x.go:3") {
+		t.Errorf("panic excerpt lacks the panic or where:\n%s", got)
+	}
+
+	var tail []string
+	for i := range 100 {
+		tail = append(tail, fmt.Sprintf("line %d", i))
+	}
+	got = failureExcerpt([]byte(strings.Join(tail, "\n")))
+	if !strings.Contains(got, "line 99") || strings.Contains(got, "line 69\n") || strings.Count(got, "\n") != 29 {
+		t.Errorf("no failure named: want the last 30 lines, got:\n%s", got)
 	}
 }
