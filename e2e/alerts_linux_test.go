@@ -48,14 +48,16 @@ type amAlert struct {
 type hookLog struct {
 	mu  sync.Mutex
 	got []struct {
-		at time.Time
-		a  amAlert
+		at    time.Time
+		a     amAlert
+		group string // the notification's groupKey: one page to a pager
 	}
 }
 
 func (h *hookLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var msg struct {
-		Alerts []amAlert `json:"alerts"`
+		GroupKey string    `json:"groupKey"`
+		Alerts   []amAlert `json:"alerts"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -64,9 +66,10 @@ func (h *hookLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	for _, a := range msg.Alerts {
 		h.got = append(h.got, struct {
-			at time.Time
-			a  amAlert
-		}{time.Now(), a})
+			at    time.Time
+			a     amAlert
+			group string
+		}{time.Now(), a, msg.GroupKey})
 	}
 	h.mu.Unlock()
 }
@@ -100,6 +103,30 @@ func (h *hookLog) all(name string) []amAlert {
 		}
 	}
 	return out
+}
+
+// groups returns the distinct groupKeys of the notifications that carried
+// an alert with these labels (any alertname), in the order they came, and
+// how many notifications that was. A pager (PagerDuty, Opsgenie) opens
+// one incident per groupKey and updates it with later notifications.
+func (h *hookLog) groups(labels map[string]string) (keys []string, notifications int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := map[string]bool{}
+next:
+	for _, g := range h.got {
+		for k, v := range labels {
+			if g.a.Labels[k] != v {
+				continue next
+			}
+		}
+		notifications++
+		if !seen[g.group] {
+			seen[g.group] = true
+			keys = append(keys, g.group)
+		}
+	}
+	return keys, notifications
 }
 
 // startServer runs a program in ns until the test ends, its output kept
@@ -170,6 +197,10 @@ type alerting struct {
 	labels  map[string]string
 	// inhibit is Alertmanager's inhibit_rules, as YAML.
 	inhibit string
+	// routes are child routes under Alertmanager's root route, as YAML
+	// whose top level is "routes:" (deploy/prometheus/alertmanager-route.yml),
+	// their group timings divided by forDivisor as the rules' for: are.
+	routes string
 }
 
 // startAlerting runs the real Prometheus and Alertmanager in ns: the
@@ -194,6 +225,33 @@ func shortenFor(t *testing.T, alerts []byte, d int) []byte {
 		}
 		return []byte(string(m[1]) + " " + model.Duration(short).String())
 	})
+}
+
+// shortenTimings divides an Alertmanager route's group_wait,
+// group_interval and repeat_interval by d, as shortenFor does the rules'
+// for: (at least 100 ms each).
+func shortenTimings(t *testing.T, routes string, d int) string {
+	re := regexp.MustCompile(`(?m)^(\s+(?:group_wait|group_interval|repeat_interval):) (\S+)$`)
+	return re.ReplaceAllStringFunc(routes, func(line string) string {
+		m := re.FindStringSubmatch(line)
+		v, err := model.ParseDuration(m[2])
+		if err != nil {
+			t.Fatalf("%s %s: %v", m[1], m[2], err)
+		}
+		return m[1] + " " + model.Duration(max(time.Duration(v)/time.Duration(max(d, 1)), 100*time.Millisecond)).String()
+	})
+}
+
+// indent puts prefix before every line of s that is not a comment or blank.
+func indent(s, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if t := strings.TrimSpace(l); t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		out = append(out, prefix+l)
+	}
+	return strings.Join(out, "\n")
 }
 
 // startAlertingWith is startAlerting with the scrape targets, the rules' for: and the
@@ -253,6 +311,7 @@ scrape_configs:
   group_wait: 1s
   group_interval: 1s
   repeat_interval: 1h
+` + indent(shortenTimings(t, a.routes, a.forDivisor), "  ") + `
 receivers:
   - name: test
     webhook_configs:

@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
+)
+
+// stuckSeries is what one node's agent exports of its stuck entries:
+// neighwatch_stuck_neighbour_info, one series per entry, set by the test.
+type stuckSeries struct {
+	mu    sync.Mutex
+	lines map[string]bool
+}
+
+func (s *stuckSeries) add(iface, family, ip, lladdr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lines[fmt.Sprintf(`neighwatch_stuck_neighbour_info{interface=%q,family=%q,ip=%q,lladdr=%q,seen_lladdr=""} 1`, iface, family, ip, lladdr)] = true
+}
+
+func (s *stuckSeries) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for l := range s.lines {
+		out = append(out, l)
+	}
+	sort.Strings(out)
+	fmt.Fprintf(w, "# TYPE neighwatch_stuck_neighbour_info gauge\n%s\n", strings.Join(out, "\n"))
+}
+
+// TestOnePagePerHost: the shipped rules, inhibition and route
+// (deploy/prometheus/alertmanager-route.yml) in the real Prometheus and
+// Alertmanager, their timings divided by 20. Three nodes find one moved
+// host at 0, 3 and 20 minutes (scaled: 0, 9 and 60 s): the pager gets one
+// group (one incident), its first notification from the first node's
+// NeighbourEntryStuck, updated when the fleet alert joins it. Two hosts
+// that share fe80::1 on different segments (different old MACs), each
+// stuck on two nodes, get two groups. What the nodes export is set by the
+// test (the series the agent exports, as TestFleetAlertGroupsNodes and
+// the precision tests show it does); what is under test is the route.
+func TestOnePagePerHost(t *testing.T) {
+	lab.Require(t)
+	requireProgram(t, "prometheus", "prometheus")
+	requireProgram(t, "prometheus-alertmanager", "prometheus-alertmanager")
+	t.Parallel()
+	const scale = 20
+	l := lab.New(t, "pg")
+	nodes := make([]*stuckSeries, 3)
+	targets := map[string]string{}
+	for i := range nodes {
+		nodes[i] = &stuckSeries{lines: map[string]bool{}}
+		addr := fmt.Sprintf("127.0.0.1:%d", 9201+i)
+		var ln net.Listener
+		if err := l.Node.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: nodes[i], ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { srv.Close() })
+		targets[addr] = fmt.Sprintf("node-%d", i+1)
+	}
+	const (
+		moved    = "10.0.1.2"
+		movedMAC = "02:00:00:00:0a:01"
+		shared   = "fe80::1"
+		routerA  = "02:00:00:00:0b:01"
+		routerB  = "02:00:00:00:0b:02"
+	)
+	// The two routers are stuck from the start, each on two nodes.
+	nodes[0].add("eth1", "inet6", shared, routerA)
+	nodes[1].add("eth1", "inet6", shared, routerA)
+	nodes[1].add("eth2", "inet6", shared, routerB)
+	nodes[2].add("eth2", "inet6", shared, routerB)
+	// The moved host: the first node finds it now.
+	nodes[0].add("eth0", "inet", moved, movedMAC)
+
+	alerts, err := os.ReadFile("../deploy/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inhibit, err := os.ReadFile("../deploy/prometheus/alertmanager-inhibit.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	route, err := os.ReadFile("../deploy/prometheus/alertmanager-route.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := startAlertingWith(t, l.Node, alerts, alerting{forDivisor: scale, targets: targets,
+		labels: map[string]string{"cluster": "lab"}, inhibit: string(inhibit), routes: string(route)})
+	// Prometheus scrapes the nodes: the first node has found the host.
+	start := time.Now()
+	host := map[string]string{"ip": moved, "lladdr": movedMAC}
+
+	// The first page, from the first node alone.
+	lab.WaitFor(t, 120*time.Second, "the first node's NeighbourEntryStuck delivered", func() bool {
+		_, ok := hooks.find("NeighbourEntryStuck", "firing", map[string]string{"ip": moved, "instance": "node-1"})
+		return ok
+	})
+	first := time.Since(start)
+	// 3 minutes later (scaled), the second node finds it: the fleet alert
+	// fires and joins the group.
+	time.Sleep(max(0, 3*time.Minute/scale-time.Since(start)))
+	nodes[1].add("eth0", "inet", moved, movedMAC)
+	lab.WaitFor(t, 120*time.Second, "NeighbourHostStuckOnNodes for the moved host delivered", func() bool {
+		_, ok := hooks.find("NeighbourHostStuckOnNodes", "firing", host)
+		return ok
+	})
+	// 20 minutes after the first (scaled), the third.
+	time.Sleep(max(0, 20*time.Minute/scale-time.Since(start)))
+	nodes[2].add("eth0", "inet", moved, movedMAC)
+	lab.WaitFor(t, 120*time.Second, "the third node's NeighbourEntryStuck firing in Prometheus", func() bool {
+		r, err := promQuery(l.Node, `ALERTS{alertname="NeighbourEntryStuck",alertstate="firing",ip="`+moved+`"}`)
+		return err == nil && len(r) == 3
+	})
+	// The two routers' fleet alerts, each delivered.
+	for _, mac := range []string{routerA, routerB} {
+		lab.WaitFor(t, 60*time.Second, "NeighbourHostStuckOnNodes for "+shared+" at "+mac, func() bool {
+			_, ok := hooks.find("NeighbourHostStuckOnNodes", "firing", map[string]string{"ip": shared, "lladdr": mac})
+			return ok
+		})
+	}
+	// Past a whole group interval, so that any notification the third
+	// node causes has come.
+	time.Sleep(5*time.Minute/scale + 2*time.Second)
+
+	keys, n := hooks.groups(host)
+	if len(keys) != 1 {
+		t.Errorf("the moved host, found by three nodes at 0, 3 and 20 minutes (scaled), reached the pager as %d groups (pages), want 1: %q", len(keys), keys)
+	}
+	if n < 2 {
+		t.Errorf("the moved host's group got %d notifications, want the first node's page and its update with the fleet alert", n)
+	}
+	a, _ := hooks.groups(map[string]string{"ip": shared, "lladdr": routerA})
+	b, _ := hooks.groups(map[string]string{"ip": shared, "lladdr": routerB})
+	all, _ := hooks.groups(map[string]string{"ip": shared})
+	if len(a) != 1 || len(b) != 1 || len(all) != 2 {
+		t.Errorf("two routers at %s with different MACs: groups %q and %q (all %q), want one each, two in all", shared, a, b, all)
+	}
+	t.Logf("the moved host: first page %v after the start, %d notifications in %d group(s); %s: %d groups",
+		first.Round(100*time.Millisecond), n, len(keys), shared, len(all))
+}
