@@ -30,6 +30,10 @@ const maxSocketPath = 107
 // MaxSubscribers bounds the event streams open at once.
 const MaxSubscribers = 16
 
+// streamWrite bounds one write of an event stream: a subscriber that
+// stops reading is cut off once its socket buffer is full.
+const streamWrite = 10 * time.Second
+
 // Table is what the control API reads: a classified copy of every entry,
 // and the event stream. *table.Table is one.
 type Table interface {
@@ -109,9 +113,12 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.subs.Add(-1)
-	// The stream lasts as long as the client reads: no write deadline for
-	// it, unlike every other request.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	// The stream lasts as long as the client reads: each write has
+	// streamWrite to complete, not the whole response the server's
+	// WriteTimeout; a client that stops reading loses its stream (and
+	// its slot) once the socket's buffer is full.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
 	sub := h.table.Events().Subscribe(1024)
 	defer sub.Close()
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -126,6 +133,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
+			_ = rc.SetWriteDeadline(time.Now().Add(streamWrite))
 			if err := enc.Encode(EventFromTable(ev)); err != nil {
 				return
 			}
@@ -311,6 +319,12 @@ type RemediationStatus struct {
 // MaxConnections bounds the control socket's open connections.
 const MaxConnections = 64
 
+// refusal is the whole answer a connection past MaxConnections reads.
+var refusal = func() string {
+	body := fmt.Sprintf("neighwatch: all %d connections of the control socket are in use (event streams or requests being answered); retry in a few seconds, or close an idle `neighwatch events`\n", MaxConnections)
+	return fmt.Sprintf("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+}()
+
 // Server serves the control API, with every request bounded in time and
 // the connections in number. Stop ends event streams cleanly, so a client
 // can tell an agent that shut down from a broken connection.
@@ -341,6 +355,11 @@ func NewServer(h http.Handler) *Server {
 // returns http.ErrServerClosed then.
 func (s *Server) Serve(ln net.Listener) error {
 	l := connlimit.Wrap(ln, MaxConnections, MaxConnections)
+	// Whoever reaches the socket passed its mode: an answer earns no
+	// process the right to keep idle connections, and a refused one is
+	// told why instead of reading an end of file.
+	l.TrustNone()
+	l.RefuseWith([]byte(refusal))
 	s.ln.Store(l)
 	return s.srv.Serve(l)
 }

@@ -33,6 +33,12 @@ type Listener struct {
 	// request before it is the first to go when all slots are taken.
 	grace time.Duration
 	now   func() time.Time
+	// trustNone: no answer earns a client protection (TrustNone).
+	trustNone bool
+	// refusal is written to a refused connection before it is closed;
+	// refusing holds a token per connection being told.
+	refusal  []byte
+	refusing chan struct{}
 }
 
 // Policy knobs; tests shorten them.
@@ -47,6 +53,26 @@ const (
 // connections has gone. Set it before Accept is first called.
 func (l *Listener) OnDrain(fn func()) { l.onDrain = fn }
 
+// TrustNone makes a successful answer earn a client nothing: for a socket
+// whose file mode has already decided who may connect (the control
+// socket), where one process holding idle connections it was answered on
+// must not lock out the rest. Set it before Accept is first called.
+func (l *Listener) TrustNone() { l.trustNone = true }
+
+// RefuseWith makes a connection refused at accept read msg (for an HTTP
+// server, a whole 503 response that says why) before it is closed, instead
+// of a bare end of file; see refuse for the bounds. Set it before Accept
+// is first called.
+func (l *Listener) RefuseWith(msg []byte) {
+	l.refusal = msg
+	l.refusing = make(chan struct{}, maxRefusing)
+}
+
+const (
+	maxRefusing = 4
+	refusalWait = time.Second
+)
+
 // client is one address's (IPv6: one /64's) open connections, oldest first.
 type client struct {
 	key   string
@@ -54,9 +80,10 @@ type client struct {
 }
 
 // Wrap bounds l to max connections in all and perAddr from one client
-// (an IPv4 address, an IPv6 /64; Unix sockets have none, so only max
-// applies). When all max are taken, a new connection takes the slot of,
-// in this order:
+// (an IPv4 address, an IPv6 /64; on a Unix socket the peer process, as
+// SO_PEERCRED names it on Linux, elsewhere none, and only max applies).
+// When all max are taken, a new connection takes the slot of, in this
+// order:
 //   - the oldest connection that has not completed a request within a
 //     second (stalled, or sending a body that never comes) and is not
 //     being answered, whoever holds it;
@@ -183,6 +210,9 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // markGood remembers a successful client, bounded: the oldest is
 // forgotten past maxGood, and any after goodTTL.
 func (l *Listener) markGood(key string) {
+	if l.trustNone {
+		return
+	}
 	now := l.now()
 	if _, ok := l.good[key]; !ok && len(l.good) >= maxGood {
 		var oldest string
@@ -253,6 +283,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		key := clientKey(c.RemoteAddr())
+		if key == "" {
+			key = peerKey(c)
+		}
 		l.mu.Lock()
 		cl := l.clients[key]
 		held := 0
@@ -282,8 +315,38 @@ func (l *Listener) Accept() (net.Conn, error) {
 			l.stats.RefusedTotal++
 		}
 		l.mu.Unlock()
-		c.Close()
+		l.refuse(c)
 	}
+}
+
+// refuse closes a refused connection; with RefuseWith, at most
+// maxRefusing at a time first read what the client sends (for up to
+// refusalWait: a client whose request write fails never reads the answer)
+// and are told why. The rest are closed at once: a flood costs nothing
+// more than before.
+func (l *Listener) refuse(c net.Conn) {
+	if l.refusal == nil {
+		c.Close()
+		return
+	}
+	select {
+	case l.refusing <- struct{}{}:
+	default:
+		c.Close()
+		return
+	}
+	go func() {
+		defer func() { <-l.refusing }()
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(refusalWait))
+		// The request's head, at most 4 KiB of it; the answer does not
+		// depend on it.
+		buf := make([]byte, 4<<10)
+		if n, _ := c.Read(buf); n == 0 {
+			return
+		}
+		_, _ = c.Write(l.refusal)
+	}()
 }
 
 // victim chooses the connection a newcomer from key (holding held) takes
