@@ -152,7 +152,7 @@ func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 			continue // the command line wins
 		}
 		if err := fs.Set(k, v); err != nil {
-			return nil, errUsage{fmt.Errorf("config file %s: %s: %v", b.configFile, k, err)}
+			return nil, errUsage{fmt.Errorf("config file %s: %s: %s", b.configFile, k, opts.refused(k, v, err))}
 		}
 	}
 	st := &agentSetup{configFile: b.configFile, modeSource: "default", values: map[string]string{}}

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/neighwatch/neighwatch/internal/control"
+	"github.com/neighwatch/neighwatch/table"
 )
 
 func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
@@ -20,9 +21,12 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	sock := fs.String("control.socket", DefaultControlSocket, "the agent's control socket")
 	iface := fs.String("interface", "", "only entries on this interface")
 	state := fs.String("state", "", "only entries in this NUD state (stale, reachable, delay, probe, failed, incomplete, permanent, noarp)")
-	class := fs.String("class", "", "only entries of this class (ok, stale-long, at-risk, stuck)")
+	class := fs.String("class", "", "only entries of this class ("+classNames()+")")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *class != "" && !strings.Contains(", "+classNames()+",", ", "+*class+",") {
+		return errUsage{fmt.Errorf("--class %q: no such class (want %s)", *class, classNames())}
 	}
 	all, err := control.NewClient(*sock).Status(ctx)
 	if err != nil {
@@ -44,6 +48,15 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	printStatus(stdout, entries)
 	return nil
+}
+
+// classNames lists the classes an entry can have, as status prints them.
+func classNames() string {
+	var names []string
+	for _, c := range table.Classes() {
+		names = append(names, c.String())
+	}
+	return strings.Join(names, ", ")
 }
 
 func printStatus(w io.Writer, entries []control.Entry) {

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 
+	yaml2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
 )
 
@@ -23,6 +25,9 @@ func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
 	}
 	j, err := yaml.YAMLToJSONStrict(b)
 	if err != nil {
+		if k := nonFinite(b); k != "" {
+			return nil, fmt.Errorf("config file %s: %s: .nan and .inf are not values any option takes: give a finite number", path, k)
+		}
 		return nil, fmt.Errorf("config file %s: %v", path, err)
 	}
 	var raw map[string]any
@@ -51,6 +56,36 @@ func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// nonFinite returns the first key whose value (or an element of it) is a
+// YAML .nan or .inf, which JSON cannot hold: the conversion's own error
+// names the value but not the key.
+func nonFinite(b []byte) string {
+	var doc yaml2.MapSlice
+	if yaml2.Unmarshal(b, &doc) != nil {
+		return ""
+	}
+	var bad func(v any) bool
+	bad = func(v any) bool {
+		switch v := v.(type) {
+		case float64:
+			return math.IsNaN(v) || math.IsInf(v, 0)
+		case []any:
+			for _, e := range v {
+				if bad(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, it := range doc {
+		if bad(it.Value) {
+			return fmt.Sprint(it.Key)
+		}
+	}
+	return ""
 }
 
 // flagValue renders one YAML value as a flag's text: a string, number or

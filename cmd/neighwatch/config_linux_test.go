@@ -56,6 +56,16 @@ manage.release-on-exit: false
 		"stale-threshold: 99999h\n":      "--stale-threshold 99999h0m0s is out of range",
 		"remediation: [\n":               "config file",
 		"config.file: /etc/other.yaml\n": `unknown key "config.file"`,
+		// A value of the wrong type names itself and what the key takes.
+		"stale-threshold: true\n":              `stale-threshold: "true" is not a duration such as 90s or 5m, 1s to 24h`,
+		"stale-threshold: 5\n":                 `stale-threshold: "5" is not a duration`,
+		"manage.max: 1.5\n":                    `manage.max: "1.5" is not a whole number, 1 to 1,000,000`,
+		"remediation.rate: abc\n":              `remediation.rate: "abc" is not a number`,
+		"manage.release-on-exit: 3\n":          `manage.release-on-exit: "3" is not true or false`,
+		"remediation.confirm: 7\n":             `remediation.confirm: "7": want true or false`,
+		"remediation.scope: [a, b]\n":          `remediation.scope: "a,b": `,
+		"remediation.rate: .nan\n":             "remediation.rate: .nan and .inf are not values any option takes",
+		"remediation.interfaces: [a, -.inf]\n": "remediation.interfaces: .nan and .inf",
 	} {
 		lab.WriteFile(t, f, body)
 		_, err := agentConfig([]string{"--config.file", f}, io.Discard)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -87,7 +88,7 @@ func (v negated) String() string {
 func (v negated) Set(s string) error {
 	b, err := strconv.ParseBool(s)
 	if err != nil {
-		return err
+		return errors.New("want true or false")
 	}
 	*v.p = !b
 	return nil

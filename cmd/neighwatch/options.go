@@ -19,6 +19,7 @@ type option struct {
 	rng   string // the range as the README shows it, "" for none
 	live  bool   // a reload applies it without a restart
 	help  string
+	want  string       // what a value must be, for a value the flag refuses ("" when its own error says)
 	check func() error // the range, and what the flag alone cannot tell
 }
 
@@ -40,6 +41,20 @@ func (o *options) lookup(name string) *option {
 		}
 	}
 	return nil
+}
+
+// refused says why the flag name refused the text v, as one line naming
+// the value and what it must be: the standard flag types say only
+// "parse error".
+func (o *options) refused(name, v string, err error) string {
+	if op := o.lookup(name); op != nil && op.want != "" {
+		w := op.want
+		if op.rng != "" {
+			w += ", " + op.rng
+		}
+		return fmt.Sprintf("%q is not %s", v, w)
+	}
+	return fmt.Sprintf("%q: %v", v, err)
 }
 
 // check returns the first value out of its range, as one line.
@@ -75,7 +90,7 @@ func (s span[T]) text(f func(T) string) string {
 func (o *options) duration(p *time.Duration, name string, r span[time.Duration], live bool, help string) {
 	rng := r.text(fmtDuration)
 	o.fs.DurationVar(p, name, *p, withRange(help, rng))
-	o.add(&option{name: name, def: "`" + fmtDuration(*p) + "`", rng: rng, live: live, help: help, check: func() error {
+	o.add(&option{name: name, def: "`" + fmtDuration(*p) + "`", rng: rng, live: live, help: help, want: "a duration such as 90s or 5m", check: func() error {
 		if r.zeroOff && *p == 0 {
 			return nil
 		}
@@ -93,7 +108,7 @@ func (o *options) int(p *int, name string, r span[int], live bool, help string) 
 		shown = fmtInt(*p) // readable; not a value to copy
 	}
 	o.fs.IntVar(p, name, *p, withRange(help, rng))
-	o.add(&option{name: name, def: shown, rng: rng, live: live, help: help, check: func() error {
+	o.add(&option{name: name, def: shown, rng: rng, live: live, help: help, want: "a whole number", check: func() error {
 		if *p < r.lo || *p > r.hi {
 			return fmt.Errorf("--%s %d is out of range: want %s", name, *p, rng)
 		}
@@ -104,7 +119,7 @@ func (o *options) int(p *int, name string, r span[int], live bool, help string) 
 func (o *options) float(p *float64, name string, r span[float64], live bool, help string) {
 	rng := r.text(fmtFloat)
 	o.fs.Float64Var(p, name, *p, withRange(help, rng))
-	o.add(&option{name: name, def: "`" + fmtFloat(*p) + "`", rng: rng, live: live, help: help, check: func() error {
+	o.add(&option{name: name, def: "`" + fmtFloat(*p) + "`", rng: rng, live: live, help: help, want: "a number", check: func() error {
 		if math.IsNaN(*p) || math.IsInf(*p, 0) || *p < r.lo || *p > r.hi {
 			return fmt.Errorf("--%s %v is out of range: want a number from %s", name, *p, rng)
 		}
@@ -131,7 +146,7 @@ func (o *options) str(p *string, name, shown string, help string) {
 
 func (o *options) bool(p *bool, name string, live bool, help string) {
 	o.fs.BoolVar(p, name, *p, help)
-	o.add(&option{name: name, def: "`" + strconv.FormatBool(*p) + "`", live: live, help: help})
+	o.add(&option{name: name, def: "`" + strconv.FormatBool(*p) + "`", live: live, help: help, want: "true or false"})
 }
 
 // values declares an option of its own flag.Value type (lists, parsed
