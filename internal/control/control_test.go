@@ -35,6 +35,18 @@ func serve(t *testing.T, tb *table.Table) (*Client, *Server) {
 	return NewClient(path), srv
 }
 
+// serveHTTP is serve with a plain HTTP client of the socket, for the
+// requests the Client does not make.
+func serveHTTP(t *testing.T, tb *table.Table) (*Client, *Server, *http.Client) {
+	t.Helper()
+	c, srv := serve(t, tb)
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", c.path)
+	}}}
+	t.Cleanup(hc.CloseIdleConnections)
+	return c, srv, hc
+}
+
 // TestStatusAndEvents: status lists the table; an event stream opened with
 // OpenEvents sees every change made after it returned, and ends with
 // ErrStreamClosed when the agent closes it.
@@ -104,8 +116,9 @@ func TestClientExplainsMissingAgent(t *testing.T) {
 	}
 }
 
-// TestStrictJSON: exact field names, no unknown fields, nothing after the
-// object.
+// TestStrictJSON: exact field names, no unknown fields, no field twice
+// (the last would win: {"mode":"off","mode":"on"} turned remediation on),
+// nothing after the object.
 func TestStrictJSON(t *testing.T) {
 	for _, tc := range []struct {
 		body string
@@ -117,7 +130,13 @@ func TestStrictJSON(t *testing.T) {
 		{`{"MODE":"off"}`, false},
 		{`{"Mode":"off"}`, false},
 		{`{"mode":"off","extra":1}`, false},
+		{`{"mode":"on","mode":"off"}`, false},
+		{`{"mode":"off","mode":"off"}`, false},
+		{` { "mode" : "off" } `, true},
+		{`{"mode":"off"`, false},
+		{`{"mode":}`, false},
 		{`["off"]`, false},
+		{`"off"`, false},
 		{``, false},
 	} {
 		r, _ := http.NewRequest(http.MethodPost, "http://x/", strings.NewReader(tc.body))
@@ -255,5 +274,42 @@ func TestListenRefusesADirectoryOthersOwn(t *testing.T) {
 	}
 	if _, err := Listen(filepath.Join(theirs, "c.sock")); err == nil || !strings.Contains(err.Error(), "belongs to user 65534, who could take the socket") {
 		t.Errorf("another user's directory: %v, want refused", err)
+	}
+}
+
+// TestProfileSecondsBounded: a profile of more than MaxProfileSeconds (or
+// a seconds that is not a number of them) is refused at once with the
+// range; an hour's CPU profile held the connection and the profiler for
+// the hour. One second is still served.
+func TestProfileSecondsBounded(t *testing.T) {
+	_, _, hc := serveHTTP(t, table.New(time.Minute, nil))
+	get := func(u string) (int, string) {
+		t.Helper()
+		// Refusals come at once; an accepted hour would not come at all.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://neighwatch"+u, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, u := range []string{
+		"/debug/pprof/profile?seconds=3600", "/debug/pprof/heap?seconds=3600", "/debug/pprof/allocs?seconds=26",
+		"/debug/pprof/profile?seconds=0", "/debug/pprof/profile?seconds=-1", "/debug/pprof/profile?seconds=1e9",
+		"/debug/pprof/goroutine?seconds=1&seconds=3600",
+	} {
+		code, body := get(u)
+		if code != http.StatusBadRequest || !strings.Contains(body, "from 1 to 25") {
+			t.Errorf("%s: %d %q, want 400 naming the range", u, code, body)
+		}
+	}
+	for _, u := range []string{"/debug/pprof/profile?seconds=1", "/debug/pprof/heap?seconds=1", "/debug/pprof/heap?gc=1"} {
+		if code, body := get(u); code != http.StatusOK || len(body) == 0 {
+			t.Errorf("%s: %d, %d bytes; want a profile", u, code, len(body))
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -64,9 +65,31 @@ func NewHandler(t Table) *Handler {
 	h.mux.HandleFunc("GET /v1/events", h.events)
 	// The runtime's profiles, for whoever may use the socket (root): a
 	// heap profile with ?gc=1 is the live heap after a forced collection.
-	h.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	h.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	h.mux.HandleFunc("GET /debug/pprof/", boundedProfile(pprof.Index))
+	h.mux.HandleFunc("GET /debug/pprof/profile", boundedProfile(pprof.Profile))
 	return h
+}
+
+// MaxProfileSeconds bounds a profile's ?seconds=: the CPU profile and the
+// delta profiles (heap, allocs, ...) hold their connection that long, and
+// net/http/pprof takes any number (an hour held a connection, and the one
+// CPU profiler, for the hour). It is below the server's write timeout,
+// which would cut the answer off.
+const MaxProfileSeconds = 25
+
+// boundedProfile refuses a profile request whose seconds are not a whole
+// number from 1 to MaxProfileSeconds.
+func boundedProfile(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if v := r.URL.Query()["seconds"]; len(v) > 0 {
+			n, err := strconv.Atoi(v[0])
+			if err != nil || n < 1 || n > MaxProfileSeconds || len(v) > 1 {
+				http.Error(w, fmt.Sprintf("seconds=%s: want one whole number of seconds from 1 to %d", strings.Join(v, ","), MaxProfileSeconds), http.StatusBadRequest)
+				return
+			}
+		}
+		next(w, r)
+	}
 }
 
 // Handle adds an endpoint.
@@ -255,27 +278,55 @@ func WriteError(w http.ResponseWriter, code int, err error) {
 
 // ReadJSON decodes a request body of at most 64 KiB into the struct v,
 // strictly: field names must match the struct's JSON names exactly (not
-// in another case), unknown fields and anything after the object are
-// errors.
+// in another case), and unknown fields, a field given twice (the last
+// would silently win) and anything after the object are errors.
 func ReadJSON(r *http.Request, v any) error {
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 64<<10))
 	if err != nil {
 		return fmt.Errorf("bad request body: %w", err)
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		return fmt.Errorf("bad request body: want one JSON object: %w", err)
-	}
-	known := jsonNames(v)
-	for name := range fields {
-		if !known[name] {
-			return fmt.Errorf("bad request body: unknown field %q", name)
-		}
+	if err := checkFields(body, jsonNames(v)); err != nil {
+		return fmt.Errorf("bad request body: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("bad request body: %w", err)
+	}
+	return nil
+}
+
+// checkFields reads body as one JSON object and refuses a field that is
+// not known or that comes twice, and anything after the object.
+func checkFields(body []byte, known map[string]bool) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return errors.New("want one JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("want one JSON object: %w", err)
+		}
+		name, _ := t.(string)
+		switch {
+		case !known[name]:
+			return fmt.Errorf("unknown field %q", name)
+		case seen[name]:
+			return fmt.Errorf("field %q given twice", name)
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return fmt.Errorf("want one JSON object: %w", err)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return fmt.Errorf("want one JSON object: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("want one JSON object, and nothing after it")
 	}
 	return nil
 }
