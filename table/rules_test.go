@@ -527,7 +527,7 @@ func TestEventDetailsNameMACs(t *testing.T) {
 	}
 	want := []string{
 		"packets from 10.0.0.1 come from 02:00:00:00:00:0b, kernel sends to 02:00:00:00:00:0a: stuck if that MAC stays silent",
-		"the entry's MAC answered after the host was seen at 02:00:00:00:00:0b: both are the host's",
+		"the entry's MAC answered after 02:00:00:00:00:0b was seen with the host's address: not stuck while the entry's MAC answers",
 		"seen at 02:00:00:00:00:0c, kernel sends to 02:00:00:00:00:0a: stuck if that MAC stays silent",
 	}
 	if !slices.Equal(details, want) {

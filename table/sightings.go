@@ -248,11 +248,12 @@ func (t *core) unsuspect(e ent) {
 	}
 }
 
-// publishExplained says that the entry's MAC answered after its host was
-// seen at another MAC: the host has more than one.
+// publishExplained says that the entry's MAC answered after another MAC
+// was seen with the host's address. It claims no more than that: the
+// other MAC may be the host's second one, or anyone's using its address.
 func (t *core) publishExplained(e ent, cause Cause, now int64) {
 	ev := t.event(e, KindMismatch, cause, now)
-	ev.Detail = "the entry's MAC answered after the host was seen at " + hwString(t.st.o(e).HostMACs[0].MAC) + ": both are the host's"
+	ev.Detail = "the entry's MAC answered after " + hwString(t.st.o(e).HostMACs[0].MAC) + " was seen with the host's address: not stuck while the entry's MAC answers"
 	t.events.Publish(ev)
 }
 
