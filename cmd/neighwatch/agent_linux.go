@@ -122,6 +122,27 @@ func declareAgent(fs *flag.FlagSet) (*bound, *options) {
 	return b, o
 }
 
+// startConfig is agentConfig for the start, given up on SIGINT or
+// SIGTERM: reading a file can block (a hung network mount), and
+// Kubernetes would otherwise wait out the pod's grace period and kill.
+func startConfig(ctx context.Context, args []string, stderr io.Writer) (*agentSetup, error) {
+	type loaded struct {
+		st  *agentSetup
+		err error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		st, err := agentConfig(args, stderr)
+		done <- loaded{st, err}
+	}()
+	select {
+	case l := <-done:
+		return l.st, l.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("stopped (%v) while reading the configuration; nothing was started", context.Cause(ctx))
+	}
+}
+
 // liveKey says whether a reload applies a change to a flag without a
 // restart, as the option table says.
 func liveKey(k string) bool {
@@ -189,7 +210,7 @@ func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 }
 
 func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
-	st, err := agentConfig(args, stderr)
+	st, err := startConfig(ctx, args, stderr)
 	if err != nil {
 		return err
 	}

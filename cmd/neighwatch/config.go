@@ -19,7 +19,7 @@ import (
 // each value as the flag would take it. Unknown keys, nested maps and
 // nulls are errors that name the key.
 func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
-	b, err := readConfigBytes(path)
+	b, err := readConfig(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
@@ -57,6 +57,10 @@ func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// readConfig reads the file; a test replaces it with a read that never
+// returns, as one from a hung network mount would not.
+var readConfig = readConfigBytes
 
 // nonFinite returns the first key whose value (or an element of it) is a
 // YAML .nan or .inf, which JSON cannot hold: the conversion's own error

@@ -47,6 +47,9 @@ func (o *options) lookup(name string) *option {
 // the value and what it must be: the standard flag types say only
 // "parse error".
 func (o *options) refused(name, v string, err error) string {
+	if len(v) > 64 {
+		v = fmt.Sprintf("%s... (%d bytes)", v[:64], len(v))
+	}
 	if op := o.lookup(name); op != nil && op.want != "" {
 		w := op.want
 		if op.rng != "" {
