@@ -33,7 +33,7 @@ ARCHES        := amd64 arm64
 # Pure packages whose tests run on arm64 under qemu-user (make arm64).
 ARM64_TESTS   := ./table/ ./monitor/evidence/ ./metrics/ ./internal/control/ ./remediate/ ./cmd/neighwatch/
 
-.PHONY: test-go mutation all deps build run test unit vet lint cross fmt-check generate check-generate \
+.PHONY: test-go fuzz mutation all deps build run test unit vet lint cross fmt-check generate check-generate \
         checkrules bench bench-root lab-up lab-down clean image manifests install demo test-kernels \
         chart arm64 release
 
@@ -111,6 +111,20 @@ test: deps
 # The host's tests alone (the boot test of internal/dev/kernels included).
 test-go:
 	$(GO) test -count=1 -timeout 40m ./...
+
+# Every fuzz target, FUZZTIME each on one worker, past the seeds and the
+# committed corpora (testdata/fuzz) that go test runs: the config file,
+# the control API, ARP/NDP frames, netlink messages, tracer records.
+# make test runs it; a finding fails it and is written under testdata.
+FUZZTIME ?= 10s
+FUZZ_TARGETS = ./cmd/neighwatch:FuzzConfigFile ./internal/control:FuzzHandler \
+               ./monitor/evidence:FuzzParseARP ./monitor/evidence:FuzzParseNDP \
+               ./monitor/mirror:FuzzDecode ./monitor/neightbl:FuzzDecode ./bpf:FuzzDecodeTransition
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz $$t for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -parallel 1 "$${t%%:*}" || exit 1; \
+	done
 
 # The mutation score of the decision code (table, remediate,
 # monitor/evidence, the metrics' classes), with gremlins, judged against

@@ -3,7 +3,8 @@
 # each phase timed, so a newcomer sees where the time goes.
 #   checks:  vet, staticcheck and unparam, the cross-OS builds, the arm64
 #            binary and tests, gofmt, the alert rules, the chart, then
-#            go test ./... (privileged tests included: run as root)
+#            go test ./... (privileged tests included: run as root), then
+#            each fuzz target for 10 s
 #   kernels: the kernel matrix, one emulated guest at a time: the boot
 #            test of internal/dev/kernels, then each Debian kernel
 # The generated eBPF objects are checked first, before either lane builds
@@ -43,6 +44,9 @@ checks() {
 	# Every package's tests but the boot test, which the kernels lane
 	# runs so that only one emulated guest runs at a time.
 	phase checks "go test ./..." "$GO" test -count=1 -timeout "$GO_TEST_TIMEOUT" -skip '^TestBootFromAnyCheckout$' ./...
+	# Each fuzz target for a bounded time, on one CPU (the matrix's
+	# guest has the other).
+	phase checks fuzz "$MAKE" --no-print-directory fuzz
 }
 
 kernels() {

@@ -28,7 +28,7 @@ func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
 		if k := nonFinite(b); k != "" {
 			return nil, fmt.Errorf("config file %s: %s: .nan and .inf are not values any option takes: give a finite number", path, k)
 		}
-		return nil, fmt.Errorf("config file %s: %v", path, err)
+		return nil, fmt.Errorf("config file %s: %s", path, oneLine(err.Error()))
 	}
 	var raw map[string]any
 	if err := json.Unmarshal(j, &raw); err != nil {
@@ -56,6 +56,20 @@ func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// oneLine joins the lines of a parser's error ("yaml: unmarshal
+// errors:\n  line 2: ...") into one, at most 512 bytes of it.
+func oneLine(s string) string {
+	lines := strings.Split(s, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	s = strings.Join(lines, " ")
+	if len(s) > 512 {
+		s = s[:512] + "..."
+	}
+	return s
 }
 
 // readConfig reads the file; a test replaces it with a read that never
