@@ -7,10 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	monitoringv1alpha1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,7 +78,7 @@ func render(t *testing.T, values string, api bool) []any {
 	t.Helper()
 	args := []string{"template", "neighwatch", ChartDir, "--namespace", "neighwatch", "--values", values, "--kube-version", KubeVersion}
 	if api {
-		args = append(args, "--api-versions", "monitoring.coreos.com/v1")
+		args = append(args, "--api-versions", "monitoring.coreos.com/v1", "--api-versions", "monitoring.coreos.com/v1alpha1")
 	}
 	var objs []any
 	for _, doc := range strings.Split(string(helm(t, args...)), "\n---") {
@@ -176,7 +178,7 @@ func TestChartRendersTheKustomization(t *testing.T) {
 			without := render(t, rel, false)
 			for _, o := range without {
 				switch o.(type) {
-				case *monitoringv1.PodMonitor, *monitoringv1.ServiceMonitor, *monitoringv1.PrometheusRule:
+				case *monitoringv1.PodMonitor, *monitoringv1.ServiceMonitor, *monitoringv1.PrometheusRule, *monitoringv1alpha1.AlertmanagerConfig:
 					t.Errorf("%s rendered where the cluster serves no monitoring.coreos.com/v1", key(o))
 				}
 			}
@@ -224,6 +226,16 @@ func checkValues(t *testing.T, name string, got map[string]any) {
 			!strings.Contains(string(rules), `job=~"neighwatch|node-neighbours"`) || !strings.Contains(string(rules), "(k8s_cluster,") {
 			t.Error("the rules do not select the values' job and cluster label")
 		}
+		amc, _ := has(&monitoringv1alpha1.AlertmanagerConfig{}, "neighwatch").(*monitoringv1alpha1.AlertmanagerConfig)
+		if amc == nil {
+			t.Fatal("no AlertmanagerConfig with alertmanagerConfig.enabled")
+		}
+		if by := amc.Spec.Route.GroupBy; !slices.Equal(by, []string{"k8s_cluster", "family", "ip", "lladdr"}) || !slices.Equal(amc.Spec.InhibitRules[0].Equal, by) {
+			t.Errorf("the AlertmanagerConfig groups by %v and inhibits on %v: want the values' cluster label, family, ip, lladdr", by, amc.Spec.InhibitRules[0].Equal)
+		}
+		if amc.Spec.Route.Receiver != "pager" || len(amc.Spec.Receivers) != 1 || amc.Spec.Receivers[0].Name != "pager" {
+			t.Errorf("receiver %q, receivers %+v", amc.Spec.Route.Receiver, amc.Spec.Receivers)
+		}
 		cm, _ := has(&corev1.ConfigMap{}, "neighwatch-dashboard-neighwatch").(*corev1.ConfigMap)
 		if cm == nil || cm.Namespace != "monitoring" || cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "Networking" || cm.Data["neighwatch.json"] == "" {
 			t.Errorf("dashboard ConfigMap %+v", cm)
@@ -268,4 +280,82 @@ func diffYAML(want, got any) string {
 		}
 	}
 	return b.String()
+}
+
+// TestChartAlertmanagerConfigIsTheFiles: the chart's AlertmanagerConfig
+// routes and inhibits as deploy/prometheus/alertmanager-route.yml and
+// alertmanager-inhibit.yml do, which TestOnePagePerHost runs in the real
+// Alertmanager: the same alerts, grouping, timings and equal labels.
+func TestChartAlertmanagerConfigIsTheFiles(t *testing.T) {
+	requireHelm(t)
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte("alertmanagerConfig:\n  enabled: true\n  receiver: pager\n  receivers: [{name: pager}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var amc *monitoringv1alpha1.AlertmanagerConfig
+	for _, o := range render(t, values, true) {
+		if a, ok := o.(*monitoringv1alpha1.AlertmanagerConfig); ok {
+			amc = a
+		}
+	}
+	if amc == nil {
+		t.Fatal("no AlertmanagerConfig rendered")
+	}
+	var route struct {
+		Routes []struct {
+			Matchers       []string `json:"matchers"`
+			GroupBy        []string `json:"group_by"`
+			GroupWait      string   `json:"group_wait"`
+			GroupInterval  string   `json:"group_interval"`
+			RepeatInterval string   `json:"repeat_interval"`
+		} `json:"routes"`
+	}
+	var inhibit struct {
+		InhibitRules []struct {
+			SourceMatchers []string `json:"source_matchers"`
+			TargetMatchers []string `json:"target_matchers"`
+			Equal          []string `json:"equal"`
+		} `json:"inhibit_rules"`
+	}
+	if err := yaml.UnmarshalStrict(read(t, "deploy/prometheus/alertmanager-route.yml"), &route); err != nil || len(route.Routes) != 1 {
+		t.Fatalf("alertmanager-route.yml: %v, %d routes", err, len(route.Routes))
+	}
+	if err := yaml.UnmarshalStrict(read(t, "deploy/prometheus/alertmanager-inhibit.yml"), &inhibit); err != nil || len(inhibit.InhibitRules) != 1 {
+		t.Fatalf("alertmanager-inhibit.yml: %v, %d rules", err, len(inhibit.InhibitRules))
+	}
+	matchers := func(ms []monitoringv1alpha1.Matcher) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, fmt.Sprintf("%s%s%q", m.Name, m.MatchType, m.Value))
+		}
+		return out
+	}
+	dur := func(d *monitoringv1.NonEmptyDuration) string {
+		if d == nil {
+			return ""
+		}
+		return string(*d)
+	}
+	want, r := route.Routes[0], amc.Spec.Route
+	if got := matchers(r.Matchers); !slices.Equal(got, want.Matchers) {
+		t.Errorf("route matchers %q, the file's %q", got, want.Matchers)
+	}
+	if !slices.Equal(r.GroupBy, want.GroupBy) || dur(r.GroupWait) != want.GroupWait || dur(r.GroupInterval) != want.GroupInterval || dur(r.RepeatInterval) != want.RepeatInterval {
+		t.Errorf("route by %v, %s/%s/%s; the file's by %v, %s/%s/%s", r.GroupBy, dur(r.GroupWait), dur(r.GroupInterval), dur(r.RepeatInterval),
+			want.GroupBy, want.GroupWait, want.GroupInterval, want.RepeatInterval)
+	}
+	wi := inhibit.InhibitRules[0]
+	if len(amc.Spec.InhibitRules) != 1 {
+		t.Fatalf("%d inhibit rules", len(amc.Spec.InhibitRules))
+	}
+	ir := amc.Spec.InhibitRules[0]
+	if got := matchers(ir.SourceMatch); !slices.Equal(got, wi.SourceMatchers) {
+		t.Errorf("inhibition's sources %q, the file's %q", got, wi.SourceMatchers)
+	}
+	if got := matchers(ir.TargetMatch); !slices.Equal(got, wi.TargetMatchers) {
+		t.Errorf("inhibition's targets %q, the file's %q", got, wi.TargetMatchers)
+	}
+	if !slices.Equal(ir.Equal, wi.Equal) {
+		t.Errorf("inhibition's equal %v, the file's %v", ir.Equal, wi.Equal)
+	}
 }

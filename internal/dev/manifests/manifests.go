@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	monitoringv1alpha1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,6 +110,8 @@ func Decode(data []byte) (any, error) {
 		obj = &monitoringv1.ServiceMonitor{}
 	case "monitoring.coreos.com/v1/PrometheusRule":
 		obj = &monitoringv1.PrometheusRule{}
+	case "monitoring.coreos.com/v1alpha1/AlertmanagerConfig":
+		obj = &monitoringv1alpha1.AlertmanagerConfig{}
 	case "kustomize.config.k8s.io/v1beta1/Kustomization":
 		obj = &Kustomization{}
 	default:
