@@ -249,6 +249,50 @@ func checkValues(t *testing.T, name string, got map[string]any) {
 		if !strings.Contains(cfg.Data["config.yaml"], `remediation: "on"`) {
 			t.Errorf("config.yaml %q: on must stay a string", cfg.Data["config.yaml"])
 		}
+	case "full":
+		d := has(&appsv1.DaemonSet{}, "neighwatch").(*appsv1.DaemonSet)
+		ps := d.Spec.Template.Spec
+		c := ps.Containers[0]
+		switch {
+		case d.Namespace != "node-agents" || d.Labels["team"] != "network" || d.Annotations["example.com/owner"] != "network":
+			t.Errorf("namespace %q, labels %v, annotations %v", d.Namespace, d.Labels, d.Annotations)
+		case d.Spec.RevisionHistoryLimit == nil || *d.Spec.RevisionHistoryLimit != 3 || ps.TerminationGracePeriodSeconds == nil || *ps.TerminationGracePeriodSeconds != 45:
+			t.Errorf("revisionHistoryLimit %v, terminationGracePeriodSeconds %v", d.Spec.RevisionHistoryLimit, ps.TerminationGracePeriodSeconds)
+		case !strings.HasPrefix(c.Image, "mirror.example.com/neighwatch/neighwatch:"):
+			t.Errorf("image %s: global.imageRegistry not applied", c.Image)
+		case len(ps.ImagePullSecrets) != 2 || ps.ImagePullSecrets[0].Name != "global-pull" || ps.ImagePullSecrets[1].Name != "local-pull":
+			t.Errorf("pull secrets %v", ps.ImagePullSecrets)
+		case ps.SecurityContext == nil || ps.SecurityContext.RunAsUser == nil || ps.Affinity != nil:
+			t.Errorf("pod securityContext %v, affinity %v", ps.SecurityContext, ps.Affinity)
+		case len(c.Env) != 1 || len(ps.Volumes) != 3 || len(c.VolumeMounts) != 3 || c.Args[len(c.Args)-1] != "--web.config.file=/etc/neighwatch-web/web.yaml":
+			t.Errorf("env %v, volumes %d, mounts %d, args %v", c.Env, len(ps.Volumes), len(c.VolumeMounts), c.Args)
+		case c.ReadinessProbe.PeriodSeconds != 10 || c.ReadinessProbe.FailureThreshold != 6 || c.ReadinessProbe.HTTPGet.Path != "/readyz" ||
+			c.ReadinessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS || len(c.ReadinessProbe.HTTPGet.HTTPHeaders) != 1 ||
+			c.LivenessProbe.PeriodSeconds != 30 || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.LivenessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS:
+			t.Errorf("probes %+v, %+v", c.ReadinessProbe, c.LivenessProbe)
+		case c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError:
+			t.Errorf("terminationMessagePolicy %q", c.TerminationMessagePolicy)
+		}
+		svc, _ := has(&corev1.Service{}, "neighwatch").(*corev1.Service)
+		if svc == nil || svc.Spec.Type != corev1.ServiceTypeNodePort || svc.Spec.ClusterIP != "" || svc.Spec.Ports[0].Port != 19947 ||
+			svc.Labels["scrape"] != "yes" || svc.Annotations["example.com/scrape"] != "true" {
+			t.Errorf("Service %+v", svc)
+		}
+		sm, _ := has(&monitoringv1.ServiceMonitor{}, "neighwatch").(*monitoringv1.ServiceMonitor)
+		if sm == nil {
+			t.Fatal("no ServiceMonitor")
+		}
+		ep := sm.Spec.Endpoints[0]
+		if ep.ScrapeTimeout != "10s" || !ep.HonorLabels || ep.Scheme == nil || ep.TLSConfig == nil || ep.BasicAuth == nil ||
+			len(ep.RelabelConfigs) != 3 || ep.RelabelConfigs[2].TargetLabel != "region" || len(ep.MetricRelabelConfigs) != 1 {
+			t.Errorf("ServiceMonitor endpoint %+v", ep)
+		}
+		for k, o := range got {
+			m := reflect.ValueOf(o).Elem().FieldByName("ObjectMeta").Interface().(metav1.ObjectMeta)
+			if m.Namespace != "node-agents" || m.Labels["team"] != "network" {
+				t.Errorf("%s: namespace %q, labels %v; want namespaceOverride and commonLabels", k, m.Namespace, m.Labels)
+			}
+		}
 	case "minimal":
 		for k := range got {
 			if !strings.Contains(k, "DaemonSet") && !strings.Contains(k, "ConfigMap") {

@@ -17,6 +17,11 @@
 {{- end -}}
 {{- end -}}
 
+{{/* The objects' namespace: namespaceOverride, or the release's. */}}
+{{- define "neighwatch.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride -}}
+{{- end -}}
+
 {{/* What selects the agent's pods. */}}
 {{- define "neighwatch.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "neighwatch.name" . }}
@@ -29,12 +34,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
-{{/* The image: registry/repository, by digest if one is set, else by tag. */}}
+{{/*
+The image: registry/repository, by digest if one is set, else by tag. An
+umbrella chart's global.imageRegistry wins over image.registry.
+*/}}
 {{- define "neighwatch.image" -}}
 {{- $repo := .Values.image.repository -}}
-{{- if .Values.image.registry -}}{{- $repo = printf "%s/%s" .Values.image.registry $repo -}}{{- end -}}
+{{- $registry := .Values.image.registry -}}
+{{- with .Values.global }}{{- with .imageRegistry }}{{- $registry = . -}}{{- end }}{{- end }}
+{{- if $registry -}}{{- $repo = printf "%s/%s" $registry $repo -}}{{- end -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" $repo .Values.image.digest -}}
 {{- else -}}
@@ -87,4 +100,55 @@ series the monitors label: refused, with the fix.
 {{/* True where prometheus-operator's API is served. */}}
 {{- define "neighwatch.monitoringAPI" -}}
 {{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The pull secrets: an umbrella chart's global.imagePullSecrets, then
+imagePullSecrets; each a name or {name: ...}.
+*/}}
+{{- define "neighwatch.imagePullSecrets" -}}
+{{- $all := list -}}
+{{- with .Values.global }}{{- $all = concat $all (default list .imagePullSecrets) -}}{{- end }}
+{{- $all = concat $all .Values.imagePullSecrets -}}
+{{- range $all }}
+{{- if kindIs "string" . }}
+- name: {{ . }}
+{{- else }}
+- {{ toYaml . | nindent 2 | trim }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+A monitor's endpoint settings beyond port, interval and the relabelling
+the rules need: scrapeTimeout, honorLabels, scheme, TLS and auth, and the
+user's relabelings (after the chart's) and metricRelabelings. $ is the
+monitor's values.
+*/}}
+{{- define "neighwatch.endpointExtras" -}}
+{{- with .scrapeTimeout }}
+scrapeTimeout: {{ . }}
+{{- end }}
+{{- if .honorLabels }}
+honorLabels: true
+{{- end }}
+{{- with .scheme }}
+scheme: {{ . }}
+{{- end }}
+{{- with .tlsConfig }}
+tlsConfig:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .basicAuth }}
+basicAuth:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .authorization }}
+authorization:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .metricRelabelings }}
+metricRelabelings:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
