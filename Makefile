@@ -35,7 +35,7 @@ ARCHES        := amd64 arm64
 # Pure packages whose tests run on arm64 under qemu-user (make arm64).
 ARM64_TESTS   := ./table/ ./monitor/evidence/ ./metrics/ ./internal/control/ ./remediate/ ./cmd/neighwatch/
 
-.PHONY: test-go fuzz chart-helm4 mutation all deps build run test unit vet lint cross fmt-check generate check-generate \
+.PHONY: test-go fuzz chart-helm4 publish push mutation all deps build run test unit vet lint cross fmt-check generate check-generate \
         checkrules bench bench-root lab-up lab-down clean image manifests install demo test-kernels \
         chart arm64 release
 
@@ -72,6 +72,24 @@ image: release
 	  $(PODMAN) build --platform linux/$$a --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
 	    --manifest $(IMAGE) -f Containerfile bin/release || exit 1; \
 	done
+
+# Publishes a release to the registry REGISTRY (host[:port][/path]): the
+# image list as REGISTRY/neighwatch/neighwatch:VERSION and the chart as
+# the OCI artefact oci://REGISTRY/neighwatch/charts/neighwatch, version
+# VERSION. Log in first (podman login, helm registry login).
+# TLS_VERIFY=false for a registry on plain HTTP (a local one).
+# push does the same with the image make image already built.
+REGISTRY   ?=
+TLS_VERIFY ?= true
+publish: image push
+
+push:
+	@if [ -z "$(REGISTRY)" ]; then echo "make push: set REGISTRY=host[:port][/path], the registry to push to" >&2; exit 2; fi
+	$(PODMAN) manifest push --all --tls-verify=$(TLS_VERIFY) $(IMAGE) docker://$(REGISTRY)/neighwatch/neighwatch:$(VERSION)
+	@mkdir -p bin/chart
+	$(GO) run $(HELM) package $(CHART) --destination bin/chart
+	$(GO) run $(HELM) push bin/chart/neighwatch-$(VERSION).tgz oci://$(REGISTRY)/neighwatch/charts \
+	  $(if $(filter false,$(TLS_VERIFY)),--plain-http)
 
 # The failure and its repair on a lab of namespaces, narrated (as root,
 # under two minutes); it removes all it made, on Ctrl-C too.

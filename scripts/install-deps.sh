@@ -12,6 +12,7 @@ pkgs=(
   keepalived                      # the VRRP precision scenarios (in namespaces)
   qemu-user                       # make arm64: the arm64 binary and tests under qemu-aarch64
   podman runc                     # make image and the image tests (podman --runtime runc)
+  docker-registry                 # the publish test's local OCI registry
   systemd                         # systemd-analyze verify of the unit after make install
   qemu-system-x86 busybox-static  # the kernel matrix (make test-kernels): Debian's kernels under qemu
   kmod xz-utils zstd              # ... their modules: depmod, modprobe, xz and zstd for Debian 13's and later
@@ -30,9 +31,9 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# The prometheus packages start servers on install; the tests run their
-# own, so stop them where systemd runs.
-for svc in prometheus prometheus-alertmanager; do
+# The prometheus and registry packages start servers on install; the
+# tests run their own, so stop them where systemd runs.
+for svc in prometheus prometheus-alertmanager docker-registry; do
   if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
     systemctl stop "$svc" || true
   fi
