@@ -108,8 +108,9 @@ install: build
 	@if [ ! -e $(DESTDIR)/etc/default/neighwatch ]; then \
 	  install -D -m 0644 deploy/systemd/neighwatch.default $(DESTDIR)/etc/default/neighwatch; fi
 
-# deploy/kubernetes/prometheusrule.yaml from deploy/prometheus/alerts.yml,
-# and the chart's copies of the rules and the dashboard.
+# deploy/prometheus/alerts.yml from the monitoring mixin (deploy/mixin/, at its
+# defaults), deploy/kubernetes/prometheusrule.yaml from it, and the
+# chart's and the mixin's copies of the rules and the dashboard.
 manifests:
 	$(GO) run ./internal/dev/manifests/cmd/genrule
 

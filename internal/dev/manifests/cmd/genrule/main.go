@@ -1,6 +1,8 @@
-// Command genrule writes deploy/kubernetes/prometheusrule.yaml from
-// deploy/prometheus/alerts.yml, and the chart's copies of the rules and
-// the dashboard; run it from the repository root ("make manifests").
+// Command genrule renders the monitoring mixin (deploy/mixin/) at its defaults
+// into deploy/prometheus/alerts.yml, writes
+// deploy/kubernetes/prometheusrule.yaml from it, and the copies of the
+// rules and the dashboard the chart and the mixin carry; run it from the
+// repository root ("make manifests").
 package main
 
 import (
@@ -19,8 +21,18 @@ func main() {
 }
 
 func run() error {
-	in, err := os.ReadFile(manifests.AlertsFile)
+	dash, err := os.ReadFile(manifests.DashboardFile)
 	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(manifests.MixinDashboard, dash, 0o644); err != nil {
+		return err
+	}
+	in, _, err := manifests.RenderMixin(".", "")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(manifests.AlertsFile, in, 0o644); err != nil {
 		return err
 	}
 	version, err := manifests.Version(".")
