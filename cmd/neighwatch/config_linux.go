@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -38,6 +39,10 @@ func reloadLoop(ctx context.Context, args []string, st *agentSetup, hup <-chan o
 		}
 	}
 	reload := func(trigger string) {
+		// Reading a file of up to 1 MiB makes tens of MB of garbage (YAML
+		// to JSON to values); give it back to the system now, whatever
+		// the outcome, rather than keep it in the pod's RSS for minutes.
+		defer debug.FreeOSMemory()
 		next, err := agentConfig(args, io.Discard)
 		if err != nil {
 			log.Error("configuration reload failed, keeping the running configuration: "+err.Error(), "trigger", trigger)
