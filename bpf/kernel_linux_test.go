@@ -95,6 +95,19 @@ func tracerLoads(t *testing.T, opts TracerOptions) {
 			t.Logf("refused: %s (%s, %s): %s", p.Program, p.Hook, p.Refusal, p.Error)
 		}
 	}
+	// The maps' kernel memory, as neighwatch_tracer_map_bytes reports it:
+	// every map named, each taking something (at least its buckets: the
+	// kernel reports what a map uses since 6.4, its full size before).
+	mem, err := tr.MapMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("map memory: %v", mem)
+	for _, name := range []string{"hits", "neigh_mirror", "stale_macs", "source_candidates", "tp_events"} {
+		if mem[name] == 0 {
+			t.Errorf("map %s: no memory reported (%v)", name, mem)
+		}
+	}
 	for _, f := range []Feature{FeatureStates, FeatureCreated, FeatureBypass, FeatureSourceMAC} {
 		if st := features[f]; !st.Working || st.Why != "" {
 			t.Errorf("%s: working=%v (%s); every kernel from 5.10 has a way in", f, st.Working, st.Why)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
@@ -217,4 +218,36 @@ func decodeTransition(b []byte) (SilentTransition, error) {
 		MAC:    net.HardwareAddr(bytes.Clone(ev.Mac[:])),
 		Source: sources[tracerTpSource(ev.Source)],
 	}, nil
+}
+
+// MapMemory returns, by map name, the kernel memory each of the tracer's
+// maps takes: the memlock the kernel reports for it (fdinfo), which
+// kernels since 5.11 charge to the agent's memory cgroup. A map the
+// kernel reports no figure for is left out.
+func (t Reader) MapMemory() (map[string]uint64, error) {
+	out := map[string]uint64{}
+	add := func(name string, m *ebpf.Map) error {
+		if m == nil {
+			return nil
+		}
+		info, err := m.Info()
+		if err != nil {
+			return fmt.Errorf("read the %s map's info: %w", name, err)
+		}
+		if b, ok := info.Memlock(); ok {
+			out[name] = b
+		}
+		return nil
+	}
+	v := reflect.ValueOf(t.objs.tracerMaps)
+	for i := range v.NumField() {
+		m, _ := v.Field(i).Interface().(*ebpf.Map)
+		if err := add(v.Type().Field(i).Tag.Get("ebpf"), m); err != nil {
+			return nil, err
+		}
+	}
+	if err := add("fe_redirects", t.feRedirects); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

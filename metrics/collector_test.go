@@ -77,6 +77,9 @@ func (fakeTracer) Programs() []bpf.ProgramStatus {
 }
 
 func (fakeTracer) StaleCounted() (uint64, error) { return 5, nil }
+func (fakeTracer) MapMemory() (map[string]uint64, error) {
+	return map[string]uint64{"hits": 4096, "neigh_mirror": 8192}, nil
+}
 
 type fakeDetection struct{}
 
@@ -234,8 +237,12 @@ neighwatch_detection_working{feature="source-mac",interface="eth0"} 0
 # TYPE neighwatch_tracer_program_loaded gauge
 neighwatch_tracer_program_loaded{hook="raw_tp/neigh_create",program="tr_create_raw",refusal=""} 1
 neighwatch_tracer_program_loaded{hook="tp_btf/neigh_create",program="tr_create",refusal="verifier"} 0
+# HELP neighwatch_tracer_map_bytes Kernel memory of each of the tracer's maps, as the kernel reports it (memlock); kernels since 5.11 charge it to the agent's memory cgroup, beside the process's RSS.
+# TYPE neighwatch_tracer_map_bytes gauge
+neighwatch_tracer_map_bytes{map="hits"} 4096
+neighwatch_tracer_map_bytes{map="neigh_mirror"} 8192
 `
-	names := []string{"neighwatch_detection_working", "neighwatch_tracer_program_loaded", "neighwatch_neighbours", "neighwatch_neighbours_stuck", "neighwatch_neighbours_stale_long",
+	names := []string{"neighwatch_detection_working", "neighwatch_tracer_map_bytes", "neighwatch_tracer_program_loaded", "neighwatch_neighbours", "neighwatch_neighbours_stuck", "neighwatch_neighbours_stale_long",
 		"neighwatch_stuck_neighbour_info", "neighwatch_arp_packets_total", "neighwatch_netlink_resyncs_total",
 		"neighwatch_neighbour_table_gc_threshold", "neighwatch_neighbour_table_fulls_total", "neighwatch_tracer_mode",
 		"neighwatch_tracer_redirects_total", "neighwatch_datapath_mode", "neighwatch_remediation_mode",

@@ -26,6 +26,9 @@ type TracerSource interface {
 	Programs() []bpf.ProgramStatus
 	// StaleCounted is how many STALE entries the tracer's maps count.
 	StaleCounted() (uint64, error)
+	// MapMemory is the kernel memory of each of the tracer's maps, by
+	// name (bpf.Reader.MapMemory).
+	MapMemory() (map[string]uint64, error)
 }
 
 // FeedSource is what the tracer collector reads of the feed from the
@@ -49,6 +52,7 @@ func NewTracerCollector(running RunningTracer, names func(ifindex int32) string,
 		mode        = s.gauge("tracer_mode", "The running tracer mode (1 for the active one): off, xmit or fentry.", "mode")
 		mapEntries  = s.gauge("tracer_map_entries", "Entries in the tracer's maps (hits: every tracer interval; mirror: every 5 minutes, or 1,000 times the count's time when that is longer).", "map")
 		mapCapacity = s.gauge("tracer_map_capacity", "Capacity of the tracer's maps.", "map")
+		mapBytes    = s.gauge("tracer_map_bytes", "Kernel memory of each of the tracer's maps, as the kernel reports it (memlock); kernels since 5.11 charge it to the agent's memory cgroup, beside the process's RSS.", "map")
 		dropped     = s.counter("tracer_dropped_total", "Tracer records lost: hits (map full), mirror updates, ring buffer events.", "kind")
 		lookups     = s.counter("tracer_xmit_lookups_total", "Transmitted packets that passed the cheap filters and needed a STALE-MAC lookup.")
 		transitions = s.counter("tracer_transitions_total", "Silent transitions from the tracepoints: applied to the table, or already overtaken by netlink.", "result")
@@ -124,6 +128,13 @@ func NewTracerCollector(running RunningTracer, names func(ifindex int32) string,
 			ch <- dropped.with(float64(st.MirrorDropped), "mirror")
 			ch <- dropped.with(float64(st.EventsDropped), "events")
 			ch <- lookups.with(float64(st.XmitLookups))
+		}
+		if mb, err := src.MapMemory(); err != nil {
+			errs = append(errs, err)
+		} else {
+			for name, b := range mb {
+				ch <- mapBytes.with(float64(b), name)
+			}
 		}
 		counts, err := src.Redirects()
 		if err != nil {
