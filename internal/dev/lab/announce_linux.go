@@ -131,6 +131,14 @@ func (s *Spoofer) Poison(toMAC net.HardwareAddr, toIP netip.Addr) error {
 	return s.send(arp.OperationRequest, toMAC, toIP)
 }
 
+// Claim sends one unsolicited ARP reply to toMAC (toIP) that says the
+// spoofed IP is at the spoofer's MAC, as an ARP hijacker does. Linux
+// takes it into an existing entry once the entry's locktime (1 s) has
+// passed since its last update.
+func (s *Spoofer) Claim(toMAC net.HardwareAddr, toIP netip.Addr) error {
+	return s.send(arp.OperationReply, toMAC, toIP)
+}
+
 func (s *Spoofer) answer() {
 	defer close(s.done)
 	buf := make([]byte, 1500)
