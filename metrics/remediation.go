@@ -24,6 +24,7 @@ func NewRemediationCollector(e *remediate.Engine, log *slog.Logger) prometheus.C
 		refused     = s.counter("manage_refused_total", "Entries the manage strategy left to the next strategy because --manage.max was reached.")
 		releases    = s.counter("manage_releases_total", "Managed entries given back to the kernel's normal life, by reason.", "reason")
 		confirms    = s.counter("remediation_confirmations_total", "Confirmations of suspicions (a host seen at another MAC): unicast probes to the entry's own MAC, in dry-run too, by outcome: answered (a host with two MACs), unanswered (stuck), failed (not sent).", "outcome")
+		moveChecks  = s.counter("remediation_move_checks_total", "Checks of an entry the kernel pointed at another MAC: unicast probes to its old MAC, in dry-run too, by outcome: answered (the old MAC still holds the address: a spoofer or a duplicate, the entry a conflict), unanswered (the host moved), failed (not sent), dropped (too many moves at once).", "outcome")
 		recovery    = s.histogram("manage_recovery_seconds", "Managed entries whose host moved: time from the first doubt about the old MAC (evidence of another, or the kernel re-validating) to REACHABLE at the new one.")
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
@@ -54,6 +55,9 @@ func NewRemediationCollector(e *remediate.Engine, log *slog.Logger) prometheus.C
 		}
 		for o, n := range st.Confirmations {
 			ch <- confirms.with(float64(n), string(o))
+		}
+		for o, n := range st.MoveChecks {
+			ch <- moveChecks.with(float64(n), string(o))
 		}
 		return nil
 	}

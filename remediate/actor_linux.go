@@ -217,10 +217,19 @@ func probeNDP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int
 		}
 		// An answer names its MAC in the target link-layer address option
 		// (RFC 4861 7.2.4: required in answers to multicast solicitations).
+		// Linux leaves it out of its answer to a unicast one, which only
+		// the holder of the MAC it was sent to received: a solicited
+		// advertisement without it is that MAC's answer. (An unsolicited
+		// one, a spoofer's or a mover's announcement, answers nothing.)
+		named := false
 		for _, o := range na.Options {
 			if lla, ok := o.(*ndp.LinkLayerAddress); ok && lla.Direction == ndp.Target {
 				got.add(lla.Addr)
+				named = true
 			}
+		}
+		if !named && na.Solicited && phase == 0 {
+			got.add(e.HardwareAddr())
 		}
 	}
 	return got, nil

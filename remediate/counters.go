@@ -30,6 +30,8 @@ type Stats struct {
 	Releases      map[ReleaseReason]uint64
 	// Confirmations counts confirmations of suspicions by outcome.
 	Confirmations map[ConfirmOutcome]uint64
+	// MoveChecks counts the checks of moved entries' old MACs by outcome.
+	MoveChecks map[MoveOutcome]uint64
 }
 
 // FixBuckets are the upper bounds of the detection-to-fix histogram.
@@ -47,6 +49,7 @@ type counters struct {
 	// manageRefused counts entries the manage cap turned away.
 	manageRefused atomic.Uint64
 	confirms      [3]atomic.Uint64 // by ConfirmOutcomes()
+	moves         [4]atomic.Uint64 // by MoveOutcomes()
 
 	mu       sync.Mutex
 	releases map[ReleaseReason]uint64
@@ -117,6 +120,14 @@ func (c *counters) confirmed(o ConfirmOutcome) {
 	}
 }
 
+func (c *counters) moveChecked(o MoveOutcome) {
+	for i, x := range MoveOutcomes() {
+		if x == o {
+			c.moves[i].Add(1)
+		}
+	}
+}
+
 func (c *counters) released(reason ReleaseReason) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -160,6 +171,10 @@ func (c *counters) stats() Stats {
 	s.Confirmations = make(map[ConfirmOutcome]uint64, len(c.confirms))
 	for i, o := range ConfirmOutcomes() {
 		s.Confirmations[o] = c.confirms[i].Load()
+	}
+	s.MoveChecks = make(map[MoveOutcome]uint64, len(c.moves))
+	for i, o := range MoveOutcomes() {
+		s.MoveChecks[o] = c.moves[i].Load()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

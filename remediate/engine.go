@@ -179,6 +179,9 @@ type Engine struct {
 
 	queue    chan table.Key
 	confirmQ chan table.Key // suspects to confirm (confirm.go)
+	moveQ    chan moveCheck // moved entries whose old MAC to ask (movecheck.go)
+	// movesWatched is closed once Run subscribed to the table's moves.
+	movesWatched chan struct{}
 	// soon asks for a sweep now: a suspicion began, or a confirmation
 	// went unanswered (the entry is stuck: repair it without waiting).
 	soon   chan struct{}
@@ -200,6 +203,7 @@ type candidate struct {
 	until   int64         // backed off until (Unix ns)
 	next    time.Duration // the next backoff
 	pending bool          // queued or being acted on
+	acted   int64         // Unix ns when the engine last finished acting on it
 	seen    uint32        // last sweep that saw it
 }
 
@@ -208,13 +212,15 @@ func New(cfg Config, t Table, actor Actor, swapper Swapper) *Engine {
 	cfg.defaults()
 	e := &Engine{
 		table: t, actor: actor, swapper: swapper, log: cfg.Logger,
-		queue:    make(chan table.Key, cfg.QueueSize),
-		confirmQ: make(chan table.Key, cfg.QueueSize),
-		soon:     make(chan struct{}, 1),
-		global:   rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
-		cands:    make(map[table.Key]*candidate),
-		confirms: make(map[table.Key]*confirmation),
-		perIf:    make(map[int32]*rate.Limiter),
+		queue:        make(chan table.Key, cfg.QueueSize),
+		confirmQ:     make(chan table.Key, cfg.QueueSize),
+		moveQ:        make(chan moveCheck, moveQueue),
+		movesWatched: make(chan struct{}),
+		soon:         make(chan struct{}, 1),
+		global:       rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
+		cands:        make(map[table.Key]*candidate),
+		confirms:     make(map[table.Key]*confirmation),
+		perIf:        make(map[int32]*rate.Limiter),
 	}
 	e.c.actions = make([][numOutcomes]atomic.Uint64, len(registry))
 	e.cfg.Store(&cfg)
@@ -308,11 +314,13 @@ func (e *Engine) Run(ctx context.Context) error {
 					return
 				case k := <-e.confirmQ:
 					e.confirm(ctx, k)
+				case mc := <-e.moveQ:
+					e.checkMove(ctx, mc)
 				case k := <-e.queue:
 					e.handle(ctx, k)
 					e.mu.Lock()
 					if c := e.cands[k]; c != nil {
-						c.pending = false
+						c.pending, c.acted = false, time.Now().UnixNano()
 					}
 					e.mu.Unlock()
 				}
@@ -323,6 +331,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		e.managed.run(ctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.watchMoves(ctx)
 	}()
 	tick := time.NewTicker(e.conf().SweepInterval)
 	defer tick.Stop()

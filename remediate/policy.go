@@ -227,6 +227,27 @@ func Confirmable(e *table.Entry, ifname string, p Policy) bool {
 	return true
 }
 
+// MoveCheckable reports whether an entry the kernel just pointed at
+// another MAC may have its old MAC asked whether it still holds the IP
+// (movecheck.go): in dry-run and on, for a unicast address of a dynamic
+// entry the filter lets remediation act on.
+func MoveCheckable(e *table.Entry, ifname string, p Policy) bool {
+	switch {
+	case p.Mode == ModeOff || e.LLAddr == "":
+		return false
+	case e.State == table.StatePermanent || e.State == table.StateNoARP:
+		return false // set by hand, not by the network
+	case !e.Addr.IsGlobalUnicast() && !e.Addr.IsLinkLocalUnicast():
+		return false
+	}
+	if f := p.Filter; f != nil {
+		if !(table.Selector{Include: f.Interfaces, Exclude: f.ExcludeInterfaces}).Match(ifname) || !cidrAllowed(e.Addr, f.AllowCIDRs, f.DenyCIDRs) {
+			return false
+		}
+	}
+	return true
+}
+
 // MinClass is the least harmful class a policy acts on.
 func (p Policy) MinClass() table.Class {
 	if p.Prevent && table.ClassAtRisk < p.Scope.MinClass() {

@@ -168,6 +168,11 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 		t.trans[f][oldState.idx()][u.State.idx()]++
 	}
 	if llChanged {
+		// The MAC it leaves, copied before the new one overwrites it.
+		var prev string
+		if r.macLen != 0 && r.observed() {
+			prev = string(t.st.lladdr(slot, r))
+		}
 		// Entries in INCOMPLETE or FAILED carry no lladdr; only a move from
 		// one address to another counts as a change.
 		if r.macLen != 0 && len(u.LLAddr) > 0 {
@@ -189,11 +194,16 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 			o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
 			// Whether the new MAC answers is not known yet, and a
 			// suspicion against the old one says nothing of it; the
-			// host's other MACs stay known, but for the new one.
+			// host's other MACs stay known, but for the new one. A move
+			// to one of them is the host's own (a bond, ARP flux): the
+			// old MAC takes its place among them.
 			o.OwnAt = 0
 			t.unsuspect(e)
 			if h := o.hostMAC(string(u.LLAddr)); h != nil {
 				*h = HostMAC{}
+				if prev != "" && len(u.LLAddr) > 0 && o.hostMAC(prev) == nil {
+					*h = HostMAC{MAC: prev, At: now}
+				}
 				o.compactHostMACs()
 			}
 		}

@@ -400,7 +400,9 @@ func TestSuspicionFacts(t *testing.T) {
 }
 
 // TestMoveToAKnownMAC: when the entry moves to one of its host's other
-// MACs, that MAC leaves the list and the rest keep their order.
+// MACs, that MAC leaves the list, the MAC the entry left takes its place
+// (the host moved between its own MACs: a bond, ARP flux; the move check
+// leaves such moves alone), and the rest keep their order.
 func TestMoveToAKnownMAC(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	macC := net.HardwareAddr{2, 0, 0, 0, 0, 0xc}
@@ -419,8 +421,14 @@ func TestMoveToAKnownMAC(t *testing.T) {
 	}
 	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
 	e, _ = tb.Lookup(k)
-	if o := e.OtherMACs(); len(o) != 1 || o[0].MAC != string(macC) {
-		t.Errorf("after the move to B: other MACs %v, want C alone", o)
+	if o := e.OtherMACs(); len(o) != 2 || o[0].MAC != string(macA) || o[1].MAC != string(macC) {
+		t.Errorf("after the move to B: other MACs %v, want A then C", o)
+	}
+	// A move to a MAC the host was never known at keeps the list.
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, net.HardwareAddr{2, 0, 0, 0, 0, 0xd}))
+	e, _ = tb.Lookup(k)
+	if o := e.OtherMACs(); len(o) != 2 || o[0].MAC != string(macA) || o[1].MAC != string(macC) {
+		t.Errorf("after a move to an unknown MAC: other MACs %v, want A then C", o)
 	}
 }
 

@@ -1,0 +1,175 @@
+package remediate
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"time"
+
+	"github.com/neighwatch/neighwatch/table"
+)
+
+// A move check tells a hijack from a move. When the kernel points an
+// entry at another MAC (an ARP reply, or a Neighbor Advertisement with
+// the Override flag, past the entry's locktime), either the host moved
+// and its old MAC is gone, or someone else claimed its address (a
+// spoofer, or a duplicate address) and the old MAC still answers.
+// Nothing else tells the two apart at the moment of change. The engine
+// asks the old MAC, unicast, up to ConfirmProbes times, in dry-run and on
+// (never in off, nor with Config.NoConfirm): an answer from it makes the
+// entry a conflict, both MACs in its evidence; silence leaves it a move.
+// A move between MACs the table knows as the host's own (a balance-tlb
+// or -alb bond, ARP flux: seen with the host's address while the entry's
+// MAC answered) is not checked.
+
+// MoveOutcome is what a move check found.
+type MoveOutcome string
+
+// Move check outcomes.
+const (
+	MoveAnswered   MoveOutcome = "answered"   // the old MAC still answers: two MACs claim the address, a conflict
+	MoveUnanswered MoveOutcome = "unanswered" // the old MAC is silent: the host moved
+	MoveFailed     MoveOutcome = "failed"     // the probe could not be sent
+	MoveDropped    MoveOutcome = "dropped"    // more moves were waiting than moveQueue: not checked
+)
+
+// MoveOutcomes lists them, for pre-created metric series.
+func MoveOutcomes() []MoveOutcome {
+	return []MoveOutcome{MoveAnswered, MoveUnanswered, MoveFailed, MoveDropped}
+}
+
+// moveQueue bounds the moves waiting for a check; more are dropped (and
+// counted as such): a storm of moves is not a reason to probe harder.
+const moveQueue = 256
+
+// moveCheck is one move the table announced.
+type moveCheck struct {
+	key      table.Key
+	old, now string // raw MACs: before and after the move
+}
+
+// isMove reports whether ev is the kernel pointing a known entry at
+// another MAC.
+func isMove(ev table.Event) bool {
+	return ev.Kind == table.KindTransition && !ev.Created && !ev.Deleted &&
+		len(ev.OldLLAddr) > 0 && len(ev.LLAddr) > 0 && !bytes.Equal(ev.OldLLAddr, ev.LLAddr)
+}
+
+// watchMoves queues a check of every move the table announces until ctx
+// ends.
+func (e *Engine) watchMoves(ctx context.Context) {
+	sub := e.table.Events().SubscribeFunc(moveQueue, isMove)
+	defer sub.Close()
+	select {
+	case <-e.movesWatched:
+	default:
+		close(e.movesWatched) // the first Run: tests wait for it
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-sub.C():
+			if !ok {
+				return
+			}
+			mc := moveCheck{key: table.Key{Ifindex: ev.Ifindex, Addr: ev.IP}, old: string(ev.OldLLAddr), now: string(ev.LLAddr)}
+			select {
+			case e.moveQ <- mc:
+			default:
+				e.c.moveChecked(MoveDropped)
+			}
+		}
+	}
+}
+
+// checkMove asks a moved entry's old MAC whether it still holds the IP.
+func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
+	if e.actor == nil || e.conf().NoConfirm {
+		return
+	}
+	en, ok := e.table.Lookup(mc.key)
+	if !ok || en.LLAddr != mc.now || !MoveCheckable(&en, e.table.LinkName(mc.key.Ifindex), e.policy(e.Mode())) {
+		return
+	}
+	if e.repairing(mc.key) {
+		return // the engine's own repair moved it: its old MAC was found silent already
+	}
+	for _, h := range en.OtherMACs() {
+		if h.MAC == mc.old || h.MAC == mc.now {
+			return // the host's own MACs: a bond or ARP flux moved it
+		}
+	}
+	if err := e.wait(ctx, mc.key.Ifindex); err != nil {
+		return
+	}
+	ifname := e.table.LinkName(mc.key.Ifindex)
+	old := net.HardwareAddr(mc.old)
+	probe := en
+	probe.LLAddr = mc.old
+	listen := e.conf().VerifyTimeout / ConfirmProbes
+	for range ConfirmProbes {
+		answered, err := e.actor.Probe(ctx, &probe, 0, listen)
+		if err != nil {
+			e.c.moveChecked(MoveFailed)
+			e.log.Warn("move check not sent", "interface", ifname, "ip", mc.key.Addr, "err", err)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		// Only the old MAC's own answer counts: the new MAC (the host
+		// announcing its move, or the spoofer claiming again) says
+		// nothing about whether the old one still holds the IP.
+		for _, m := range answered {
+			if !bytes.Equal(m, old) {
+				continue
+			}
+			now := time.Now()
+			e.table.ObserveConflict(mc.key, net.HardwareAddr(mc.now), old, now)
+			e.c.moveChecked(MoveAnswered)
+			e.publishConflict(mc, now)
+			e.log.Warn("an entry moved, and its old MAC still answers for the address: a spoofer or a duplicate address",
+				"interface", ifname, "ip", mc.key.Addr, "lladdr", net.HardwareAddr(mc.now).String(), "old_lladdr", old.String())
+			return
+		}
+		if cur, ok := e.table.Lookup(mc.key); !ok || cur.LLAddr != mc.now {
+			return // moved again: that move has its own check
+		}
+	}
+	e.c.moveChecked(MoveUnanswered)
+	e.log.Debug("an entry moved and its old MAC is silent: the host moved", "interface", ifname, "ip", mc.key.Addr,
+		"lladdr", net.HardwareAddr(mc.now).String(), "old_lladdr", old.String(), "probes", ConfirmProbes)
+}
+
+// publishConflict says what the move check found, with both MACs and the
+// entry's state and class as the conflict leaves it.
+func (e *Engine) publishConflict(mc moveCheck, now time.Time) {
+	if !e.table.Events().Active() {
+		return
+	}
+	ev := table.Event{
+		Time: now, Ifindex: mc.key.Ifindex, Interface: e.table.LinkName(mc.key.Ifindex), Family: table.FamilyOf(mc.key.Addr), IP: mc.key.Addr,
+		LLAddr: net.HardwareAddr(mc.now), OldLLAddr: net.HardwareAddr(mc.old), Cause: table.CauseRemediate, Kind: table.KindConflict,
+		Detail: "the kernel moved the entry from " + net.HardwareAddr(mc.old).String() + " to " + net.HardwareAddr(mc.now).String() +
+			", and " + net.HardwareAddr(mc.old).String() + " still answers for the address: a spoofer or a duplicate address",
+	}
+	if en, ok := e.table.Lookup(mc.key); ok {
+		ev.From, ev.To, ev.Class = en.State, en.State, en.Class()
+	} else {
+		ev.Created, ev.Deleted = true, true
+	}
+	e.table.Publish(ev)
+}
+
+// repairing reports whether the engine is acting on the entry, or was
+// within the time a repair takes to show (the verify and kernel
+// timeouts): a move then is the repair's outcome, after a confirmation
+// or silence proved the old MAC gone.
+func (e *Engine) repairing(k table.Key) bool {
+	window := int64(e.conf().VerifyTimeout + e.conf().KernelTimeout)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.cands[k]
+	return c != nil && (c.pending || time.Now().UnixNano()-c.acted < window)
+}

@@ -1,0 +1,109 @@
+package remediate
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
+	"github.com/neighwatch/neighwatch/table"
+)
+
+// TestMoveCheck: when the kernel points an entry at another MAC, the
+// engine asks the old MAC, unicast, whether it still holds the IP, in
+// dry-run and on: an answer from it (a hijack: the host is still there)
+// makes the entry a conflict; silence, or answers only from the new MAC,
+// leaves a move. Not in off, not with NoConfirm, and not between MACs the
+// table knows as the host's own.
+func TestMoveCheck(t *testing.T) {
+	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
+	// The hijack's answer makes the kernel point the entry back at the
+	// host (a reply past the locktime): a move of its own, whose check
+	// asks the spoofer's MAC, silent in this fake.
+	hijacked := map[MoveOutcome]uint64{MoveAnswered: 1, MoveUnanswered: 1}
+	moved := map[MoveOutcome]uint64{MoveUnanswered: 1}
+	for _, tc := range []struct {
+		name      string
+		mode      Mode
+		noConfirm bool
+		hostMACs  bool // macNew is known as the host's second MAC
+		old, new  bool // who answers a request sent to the old MAC
+		want      map[MoveOutcome]uint64
+		probes    int
+		class     table.Class
+	}{
+		{name: "hijack, dry-run", mode: ModeDryRun, old: true, want: hijacked, probes: 1 + ConfirmProbes, class: table.ClassConflict},
+		{name: "hijack, on", mode: ModeOn, old: true, want: hijacked, probes: 1 + ConfirmProbes, class: table.ClassConflict},
+		{name: "moved", mode: ModeDryRun, want: moved, probes: ConfirmProbes, class: table.ClassOK},
+		{name: "moved, the new MAC announcing", mode: ModeDryRun, new: true, want: moved, probes: ConfirmProbes, class: table.ClassOK},
+		{name: "off", mode: ModeOff, old: true},
+		{name: "no confirmations", mode: ModeDryRun, noConfirm: true, old: true},
+		{name: "between the host's own MACs", mode: ModeDryRun, hostMACs: true, old: true, class: table.ClassOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := table.New(time.Minute, nil)
+			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld,
+				HasCacheInfo: true, UpdatedAge: time.Hour})
+			if tc.hostMACs {
+				// macNew sent with the host's address while macOld answered.
+				tb.ObserveSourceMAC(k, macNew, 1, time.Now())
+				tb.Heard(k, macOld, time.Now())
+				if en, _ := tb.Lookup(k); len(en.OtherMACs()) != 1 {
+					t.Fatalf("other MACs %v: macNew not known as the host's", en.OtherMACs())
+				}
+			}
+			fa := &fakeActor{t: tb, answerAt: -1, unicastOnly: true}
+			if tc.old {
+				fa.spoofer = macOld // answers a unicast request sent to it
+			}
+			if tc.new {
+				fa.answerAt, fa.moveTo = 0, macNew // the new MAC answers every request
+			}
+			cfg := fastConfig(tc.mode, StrategyProbe)
+			cfg.NoConfirm = tc.noConfirm
+			e := New(cfg, tb, fa, nil)
+			stop := runEngine(t, e)
+			defer stop()
+			<-e.movesWatched
+			// The kernel takes another MAC for the address.
+			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: macNew})
+			if tc.want == nil {
+				time.Sleep(100 * time.Millisecond) // a check would have gone out by now
+			} else {
+				lab.WaitFor(t, 5*time.Second, "the move checked", func() bool {
+					st := e.Stats().MoveChecks
+					return st[MoveAnswered] == tc.want[MoveAnswered] && st[MoveUnanswered] == tc.want[MoveUnanswered]
+				})
+			}
+			stop()
+			var probes int
+			for _, c := range fa.Calls() {
+				if c == "probe0 "+k.Addr.String() {
+					probes++
+				} else {
+					t.Errorf("sent %q: a move check sends only unicast probes to the old MAC", c)
+				}
+			}
+			if probes != tc.probes {
+				t.Errorf("%d probes, want %d", probes, tc.probes)
+			}
+			st := e.Stats().MoveChecks
+			for _, o := range MoveOutcomes() {
+				if st[o] != tc.want[o] {
+					t.Errorf("move checks %s: %d, want %d", o, st[o], tc.want[o])
+				}
+			}
+			en, _ := tb.Lookup(k)
+			if en.Class() != tc.class {
+				t.Errorf("class %v, want %v", en.Class(), tc.class)
+			}
+			if tc.want[MoveAnswered] > 0 {
+				macs := en.Observed().ConflictMACs
+				if !slices.Contains(macs[:], string(macOld)) || !slices.Contains(macs[:], string(macNew)) {
+					t.Errorf("conflict between %q, want %v and %v", macs, macOld, macNew)
+				}
+			}
+		})
+	}
+}
