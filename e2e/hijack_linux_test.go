@@ -164,9 +164,18 @@ func hijack(t *testing.T, v6 bool) {
 func TestRealMoveIsNoConflict(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
-	seg := lab.NewSegment(t, "hjm", 1)
+	for _, fam := range []string{"inet", "inet6"} {
+		t.Run(fam, func(t *testing.T) {
+			t.Parallel()
+			realMove(t, fam == "inet6")
+		})
+	}
+}
+
+func realMove(t *testing.T, v6 bool) {
+	seg := lab.NewSegment(t, pick(v6, "hm6", "hm4"), 1)
 	host := seg.Hosts[0]
-	ip := lab.SegmentHostIP(0)
+	ip := pick(v6, lab.SegmentHostIP6(0), lab.SegmentHostIP(0))
 	old, err := host.MAC(lab.SegmentHostIf)
 	if err != nil {
 		t.Fatal(err)
@@ -179,12 +188,18 @@ func TestRealMoveIsNoConflict(t *testing.T) {
 	a.waitPart(t, "evidence")
 	a.waitPart(t, "remediation")
 	events := collectEvents(t, sock)
-	moved := lab.HostMAC(2, 0x79)
+	moved := lab.HostMAC(2, pick(v6, 0x7a, 0x79))
 	host.MustIP(t, "link", "set", lab.SegmentHostIf, "address", moved.String())
 	// Past the kernel's locktime since the ping, announce the new MAC
 	// until the node takes it.
 	lab.WaitFor(t, 30*time.Second, "the node's kernel to take the new MAC", func() bool {
-		if err := host.AnnounceARP(lab.SegmentHostIf, ip, moved, 1); err != nil {
+		var err error
+		if v6 {
+			err = host.AnnounceNDP(lab.SegmentHostIf, ip, moved)
+		} else {
+			err = host.AnnounceARP(lab.SegmentHostIf, ip, moved, 1)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -197,7 +212,7 @@ func TestRealMoveIsNoConflict(t *testing.T) {
 	})
 	e, _ := findEntry(statusJSON(t, sock), lab.SegmentBridge, ip.String())
 	evs := events()
-	if e.Class == "conflict" || strings.Contains(evs, "class=conflict") {
+	if e.Class == "conflict" || strings.Contains(evs, `"class":"conflict"`) {
 		t.Errorf("a real move (old %s gone, new %s) read as a conflict: %+v\n%s", old, moved, e, grep(evs, ip.String()))
 	}
 	if v := metricValue(a.metrics(t), `neighwatch_remediation_move_checks_total{outcome="answered"}`); v != "0" {
