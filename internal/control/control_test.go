@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/table"
 )
 
@@ -311,5 +313,69 @@ func TestProfileSecondsBounded(t *testing.T) {
 		if code, body := get(u); code != http.StatusOK || len(body) == 0 {
 			t.Errorf("%s: %d, %d bytes; want a profile", u, code, len(body))
 		}
+	}
+}
+
+// TestStalledStreamsLoseTheirSlots: event streams whose clients never
+// read hold every stream slot only until a write of theirs has waited
+// streamWrite (shortened here): once the socket's buffer is full, the
+// agent drops them, and a new subscriber gets a slot and its events. 16
+// such streams held all slots until they closed.
+func TestStalledStreamsLoseTheirSlots(t *testing.T) {
+	old := streamWrite
+	streamWrite = 300 * time.Millisecond
+	defer func() { streamWrite = old }()
+	tb := table.New(time.Minute, nil)
+	tb.SetLinkName(2, "eth0")
+	c, _ := serve(t, tb)
+	ctx := context.Background()
+	// MaxSubscribers clients that ask for the stream and never read.
+	for range MaxSubscribers {
+		conn, err := net.Dial("unix", c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, "GET /v1/events HTTP/1.1\r\nHost: neighwatch\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// They hold every slot once the agent has subscribed them all.
+	lab.WaitFor(t, 30*time.Second, "the stalled clients to hold every stream", func() bool {
+		s, err := c.OpenEvents(ctx)
+		if err == nil {
+			s.Close()
+			return false
+		}
+		return strings.Contains(err.Error(), "too many event streams")
+	})
+	ip := netip.MustParseAddr("10.0.0.7")
+	publish := func(n int) {
+		for i := range n {
+			tb.Publish(table.Event{Time: time.Now(), Ifindex: 2, Family: table.FamilyInet, IP: ip, Kind: table.KindTransition,
+				From: table.StateStale, To: table.StateReachable, Detail: strings.Repeat("x", 200) + strconv.Itoa(i)})
+		}
+	}
+	// Events until their buffers fill and their writes time out.
+	var s *EventStream
+	var err error
+	var published int
+	for published = 0; published < 1_000_000; published += 2000 {
+		publish(2000)
+		if s, err = c.OpenEvents(ctx); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("after %d events the stalled streams still hold every slot: %v", published, err)
+	}
+	defer s.Close()
+	t.Logf("a slot came free after %d events", published+2000)
+	// The new subscriber's stream works.
+	go publish(1)
+	ev, err := s.Next()
+	if err != nil || ev.IP != ip.String() {
+		t.Fatalf("the new stream: %+v, %v", ev, err)
 	}
 }

@@ -33,7 +33,7 @@ const MaxSubscribers = 16
 
 // streamWrite bounds one write of an event stream: a subscriber that
 // stops reading is cut off once its socket buffer is full.
-const streamWrite = 10 * time.Second
+var streamWrite = 10 * time.Second
 
 // Table is what the control API reads: a classified copy of every entry,
 // and the event stream. *table.Table is one.
