@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -17,7 +18,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/table"
 )
 
@@ -329,8 +329,9 @@ func TestStalledStreamsLoseTheirSlots(t *testing.T) {
 	tb.SetLinkName(2, "eth0")
 	c, _ := serve(t, tb)
 	ctx := context.Background()
-	// MaxSubscribers clients that ask for the stream and never read.
-	for range MaxSubscribers {
+	// MaxSubscribers clients that ask for the stream, read its head (the
+	// agent has subscribed them) and never read more.
+	for i := range MaxSubscribers {
 		conn, err := net.Dial("unix", c.path)
 		if err != nil {
 			t.Fatal(err)
@@ -339,16 +340,14 @@ func TestStalledStreamsLoseTheirSlots(t *testing.T) {
 		if _, err := io.WriteString(conn, "GET /v1/events HTTP/1.1\r\nHost: neighwatch\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}
-	}
-	// They hold every slot once the agent has subscribed them all.
-	lab.WaitFor(t, 30*time.Second, "the stalled clients to hold every stream", func() bool {
-		s, err := c.OpenEvents(ctx)
-		if err == nil {
-			s.Close()
-			return false
+		head, err := http.ReadResponse(bufio.NewReaderSize(conn, 16), nil)
+		if err != nil || head.StatusCode != http.StatusOK {
+			t.Fatalf("stalled client %d: %v, %v", i, head, err)
 		}
-		return strings.Contains(err.Error(), "too many event streams")
-	})
+	}
+	if _, err := c.OpenEvents(ctx); err == nil || !strings.Contains(err.Error(), "too many event streams") {
+		t.Fatalf("with %d streams open: %v, want refused", MaxSubscribers, err)
+	}
 	ip := netip.MustParseAddr("10.0.0.7")
 	publish := func(n int) {
 		for i := range n {
