@@ -426,8 +426,9 @@ func healthy(t *testing.T, sp healthySpec, r *precisionRun, w *probeWatch, fl *f
 	var other net.HardwareAddr
 	var where string
 	if sp.other != nil {
-		other = sp.other()
-		where = r.sawMAC(e, other)
+		if other = sp.other(); other != nil {
+			where = r.sawMAC(e, other)
+		}
 	}
 	t.Logf("precision | %s | healthy | %s | never | %d/%d replies | confirmations answered %d, unanswered %d; %v | other MAC %v seen in %q; other_macs %v",
 		sp.name, r.classes(), got, sent, ans, unans, w, other, where, e.OtherMACs)
@@ -437,7 +438,7 @@ func healthy(t *testing.T, sp healthySpec, r *precisionRun, w *probeWatch, fl *f
 	if !healthyReplies(sent, got) {
 		t.Errorf("%s: %d of %d replies arrived (want all but one in fifty, of at least %d): the host was not healthy, or no traffic flowed", sp.name, got, sent, minReplies)
 	}
-	if sp.other != nil && where == "" {
+	if other != nil && where == "" {
 		t.Errorf("%s: the agent never showed the host at its other MAC %v: %+v", sp.name, other, e)
 	}
 	if sp.confirm && ans == 0 {
@@ -1021,7 +1022,21 @@ func TestPrecisionBond(t *testing.T) {
 			lab.WaitFor(t, 40*time.Second, "the bond to send from the slave that is not the entry's ("+other.String()+")", func() bool {
 				return fromOther.Load() > 0
 			})
-			healthy(t, healthySpec{name: "bond " + mode, other: func() net.HardwareAddr { return other }}, r, w, fl)
+			// The agent watches a stale-long entry's own packets: it can
+			// show the other slave only if the bond sent from it after
+			// the entry turned stale-long. balance-alb may have handed
+			// the node's flows back to the entry's slave by then (seen
+			// on 6.1): then the run says so and does not ask.
+			r.waitStaleLong()
+			before := fromOther.Load()
+			sent := func() net.HardwareAddr {
+				if fromOther.Load() > before {
+					return other
+				}
+				t.Logf("%s: the bond sent nothing from %s while the entry was stale-long: the agent could not see it there", mode, other)
+				return nil
+			}
+			healthy(t, healthySpec{name: "bond " + mode, other: sent}, r, w, fl)
 			// The kernel may move the entry between the slaves (alb hands
 			// out either): the move check leaves moves between the host's
 			// known MACs alone, and a bond is never a conflict.
