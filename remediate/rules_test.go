@@ -749,3 +749,60 @@ func dryRunManaging(t *testing.T, tb *table.Table, n int) *Engine {
 	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.managed.Len() == n })
 	return e
 }
+
+// swapperFunc is a datapath swapper of fixed answers (pure logic: the
+// datapath's own swap is TestDatapathSwapper's and the e2e suite's).
+type swapperFunc struct {
+	can   bool
+	err   error
+	swaps []int32
+}
+
+func (s *swapperFunc) CanSwap(int32) bool { return s.can }
+func (s *swapperFunc) Swap(ifindex int32) error {
+	s.swaps = append(s.swaps, ifindex)
+	return s.err
+}
+
+// TestSwapApplicableAndAct: swap applies only with a swapper, to an entry
+// that bypass traffic reaches in its STALE state, on an interface whose
+// datapath can swap; a refused swap is a failure, counted as no swap.
+func TestSwapApplicableAndAct(t *testing.T) {
+	k := table.Key{Ifindex: 4, Addr: netip.MustParseAddr("10.0.0.9")}
+	entry := func(bypass uint64) (*table.Table, table.Entry) {
+		tb := table.New(time.Minute, nil)
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 4, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld,
+			HasCacheInfo: true, UpdatedAge: time.Hour})
+		tb.AddBypass(k, bypass, time.Now())
+		en, _ := tb.Lookup(k)
+		return tb, en
+	}
+	for _, tc := range []struct {
+		name   string
+		sw     *swapperFunc
+		bypass uint64
+		want   bool
+	}{
+		{"no swapper", nil, 5, false},
+		{"no bypass traffic", &swapperFunc{can: true}, 0, false},
+		{"one bypass packet", &swapperFunc{can: true}, 1, true},
+		{"the datapath cannot swap", &swapperFunc{can: false}, 5, false},
+	} {
+		tb, en := entry(tc.bypass)
+		var sw Swapper
+		if tc.sw != nil {
+			sw = tc.sw
+		}
+		e := New(fastConfig(ModeOn, StrategySwap), tb, &fakeActor{t: tb, answerAt: -1}, sw)
+		if got := (swapStrategy{}).applicable(e, &en, false); got != tc.want {
+			t.Errorf("%s: applicable %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	tb, en := entry(5)
+	refused := &swapperFunc{can: true, err: errors.New("no datapath on eth9")}
+	e := New(fastConfig(ModeOn, StrategySwap), tb, &fakeActor{t: tb, answerAt: -1}, refused)
+	out, err := (swapStrategy{}).act(context.Background(), e, &en, &attempt{})
+	if out != OutcomeFailed || err == nil || len(refused.swaps) != 1 || e.Stats().Swaps != 0 {
+		t.Errorf("a refused swap: outcome %s, err %v, %d swap calls, %d counted; want failed, the error, 1, 0", out, err, len(refused.swaps), e.Stats().Swaps)
+	}
+}
