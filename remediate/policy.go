@@ -216,15 +216,7 @@ func Confirmable(e *table.Entry, ifname string, p Policy) bool {
 	default:
 		return false
 	}
-	if e.LLAddr == "" || (!e.Addr.IsGlobalUnicast() && !e.Addr.IsLinkLocalUnicast()) {
-		return false
-	}
-	if f := p.Filter; f != nil {
-		if !(table.Selector{Include: f.Interfaces, Exclude: f.ExcludeInterfaces}).Match(ifname) || !cidrAllowed(e.Addr, f.AllowCIDRs, f.DenyCIDRs) {
-			return false
-		}
-	}
-	return true
+	return probeable(e, ifname, p)
 }
 
 // MoveCheckable reports whether an entry the kernel just pointed at
@@ -232,12 +224,17 @@ func Confirmable(e *table.Entry, ifname string, p Policy) bool {
 // (movecheck.go): in dry-run and on, for a unicast address of a dynamic
 // entry the filter lets remediation act on.
 func MoveCheckable(e *table.Entry, ifname string, p Policy) bool {
-	switch {
-	case p.Mode == ModeOff || e.LLAddr == "":
-		return false
-	case e.State == table.StatePermanent || e.State == table.StateNoARP:
-		return false // set by hand, not by the network
-	case !e.Addr.IsGlobalUnicast() && !e.Addr.IsLinkLocalUnicast():
+	if p.Mode == ModeOff || e.State == table.StatePermanent || e.State == table.StateNoARP {
+		return false // off, or set by hand, not by the network
+	}
+	return probeable(e, ifname, p)
+}
+
+// probeable reports whether the agent may send unicast probes about e (a
+// confirmation, a move check): it has a MAC, its address is unicast, and
+// the filter lets remediation act on it.
+func probeable(e *table.Entry, ifname string, p Policy) bool {
+	if e.LLAddr == "" || (!e.Addr.IsGlobalUnicast() && !e.Addr.IsLinkLocalUnicast()) {
 		return false
 	}
 	if f := p.Filter; f != nil {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -25,7 +26,7 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *class != "" && !strings.Contains(", "+classNames()+",", ", "+*class+",") {
+	if *class != "" && !slices.ContainsFunc(table.Classes(), func(c table.Class) bool { return c.String() == *class }) {
 		return errUsage{fmt.Errorf("--class %q: no such class (want %s)", *class, classNames())}
 	}
 	all, err := control.NewClient(*sock).Status(ctx)
