@@ -182,6 +182,11 @@ type Engine struct {
 	moveQ    chan moveCheck // moved entries whose old MAC to ask (movecheck.go)
 	// movesWatched is closed once Run subscribed to the table's moves.
 	movesWatched chan struct{}
+	// acting holds the keys a strategy is acting on. The move watcher's
+	// filter reads it while the table publishes, under the table's lock:
+	// actMu is a leaf, held for nothing but the map.
+	actMu  sync.Mutex
+	acting map[table.Key]int
 	// soon asks for a sweep now: a suspicion began, or a confirmation
 	// went unanswered (the entry is stuck: repair it without waiting).
 	soon   chan struct{}
@@ -203,7 +208,6 @@ type candidate struct {
 	until   int64         // backed off until (Unix ns)
 	next    time.Duration // the next backoff
 	pending bool          // queued or being acted on
-	acted   int64         // Unix ns when the engine last finished acting on it
 	seen    uint32        // last sweep that saw it
 }
 
@@ -216,6 +220,7 @@ func New(cfg Config, t Table, actor Actor, swapper Swapper) *Engine {
 		confirmQ:     make(chan table.Key, cfg.QueueSize),
 		moveQ:        make(chan moveCheck, moveQueue),
 		movesWatched: make(chan struct{}),
+		acting:       make(map[table.Key]int),
 		soon:         make(chan struct{}, 1),
 		global:       rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
 		cands:        make(map[table.Key]*candidate),
@@ -320,7 +325,7 @@ func (e *Engine) Run(ctx context.Context) error {
 					e.handle(ctx, k)
 					e.mu.Lock()
 					if c := e.cands[k]; c != nil {
-						c.pending, c.acted = false, time.Now().UnixNano()
+						c.pending = false
 					}
 					e.mu.Unlock()
 				}

@@ -33,6 +33,7 @@ type fakeActor struct {
 	// as it does for a managed entry whatever the answer.
 	confirmOld bool
 	listens    []time.Duration // each probe's listen, in order
+	unicasts   []string        // the MAC each unicast probe went to, in order
 	// manageIgnored: the kernel takes the manage request and never
 	// marks the entry managed.
 	manageIgnored bool
@@ -49,6 +50,9 @@ func (f *fakeActor) Probe(_ context.Context, e *table.Entry, phase int, listen t
 	f.log(fmt.Sprintf("probe%d %s", phase, e.Addr))
 	f.mu.Lock()
 	f.listens = append(f.listens, listen)
+	if phase == 0 {
+		f.unicasts = append(f.unicasts, e.LLAddr)
+	}
 	f.mu.Unlock()
 	var who []net.HardwareAddr
 	if f.spoofer != nil && ((phase == 1 && !f.unicastOnly) || (phase == 0 && e.LLAddr == string(f.spoofer))) {

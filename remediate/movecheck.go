@@ -20,7 +20,8 @@ import (
 // entry a conflict, both MACs in its evidence; silence leaves it a move.
 // A move between MACs the table knows as the host's own (a balance-tlb
 // or -alb bond, ARP flux: seen with the host's address while the entry's
-// MAC answered) is not checked.
+// MAC answered) is not checked, nor a move the kernel makes while one of
+// the engine's strategies acts on the entry (its repair).
 
 // MoveOutcome is what a move check found.
 type MoveOutcome string
@@ -58,7 +59,13 @@ func isMove(ev table.Event) bool {
 // watchMoves queues a check of every move the table announces until ctx
 // ends.
 func (e *Engine) watchMoves(ctx context.Context) {
-	sub := e.table.Events().SubscribeFunc(moveQueue, isMove)
+	// A move the engine's own strategy makes is not checked: it acted
+	// because the old MAC was found silent (or for a move the evidence
+	// showed), and it is still acting when the kernel's move is
+	// published (it waits to see it).
+	sub := e.table.Events().SubscribeFunc(moveQueue, func(ev table.Event) bool {
+		return isMove(ev) && !e.isActing(table.Key{Ifindex: ev.Ifindex, Addr: ev.IP})
+	})
 	defer sub.Close()
 	select {
 	case <-e.movesWatched:
@@ -91,9 +98,6 @@ func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
 	en, ok := e.table.Lookup(mc.key)
 	if !ok || en.LLAddr != mc.now || !MoveCheckable(&en, e.table.LinkName(mc.key.Ifindex), e.policy(e.Mode())) {
 		return
-	}
-	if e.repairing(mc.key) {
-		return // the engine's own repair moved it: its old MAC was found silent already
 	}
 	for _, h := range en.OtherMACs() {
 		if h.MAC == mc.old || h.MAC == mc.now {
@@ -162,14 +166,28 @@ func (e *Engine) publishConflict(mc moveCheck, now time.Time) {
 	e.table.Publish(ev)
 }
 
-// repairing reports whether the engine is acting on the entry, or was
-// within the time a repair takes to show (the verify and kernel
-// timeouts): a move then is the repair's outcome, after a confirmation
-// or silence proved the old MAC gone.
-func (e *Engine) repairing(k table.Key) bool {
-	window := int64(e.conf().VerifyTimeout + e.conf().KernelTimeout)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	c := e.cands[k]
-	return c != nil && (c.pending || time.Now().UnixNano()-c.acted < window)
+// actOn marks a key as one a strategy acts on, until the function it
+// returns is called. That function first takes a lookup through the
+// table: the table publishes under its lock, so a move still being
+// published when the strategy returned has been filtered, with the key
+// marked, by the time the mark goes.
+func (e *Engine) actOn(k table.Key) func() {
+	e.actMu.Lock()
+	e.acting[k]++
+	e.actMu.Unlock()
+	return func() {
+		e.table.Lookup(k)
+		e.actMu.Lock()
+		if e.acting[k]--; e.acting[k] <= 0 {
+			delete(e.acting, k)
+		}
+		e.actMu.Unlock()
+	}
+}
+
+// isActing reports whether a strategy is acting on k.
+func (e *Engine) isActing(k table.Key) bool {
+	e.actMu.Lock()
+	defer e.actMu.Unlock()
+	return e.acting[k] > 0
 }

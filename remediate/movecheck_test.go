@@ -1,6 +1,7 @@
 package remediate
 
 import (
+	"net"
 	"net/netip"
 	"slices"
 	"testing"
@@ -105,5 +106,44 @@ func TestMoveCheck(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOwnRepairIsNotMoveChecked: the move a strategy makes is not checked
+// (it acted because the old MAC was found silent), however late the
+// check would run; a move the kernel makes afterwards is. One worker, so
+// checks run in the order of the moves: once the later move's check has
+// asked its old MAC, a check of the repair's move would have asked
+// macOld before it.
+func TestOwnRepairIsNotMoveChecked(t *testing.T) {
+	tb := stuckTable(1)
+	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
+	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
+	cfg := fastConfig(ModeOn, StrategyProbe)
+	cfg.MaxConcurrent = 1
+	e := New(cfg, tb, fa, nil)
+	stop := runEngine(t, e)
+	defer stop()
+	<-e.movesWatched
+	lab.WaitFor(t, 5*time.Second, "the repair's move", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 1 })
+	// Then the kernel moves the entry on its own (the repair ended).
+	third := net.HardwareAddr{2, 0, 0, 0, 0, 3}
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: third})
+	unicasts := func() (toOld, toNew int) {
+		fa.mu.Lock()
+		defer fa.mu.Unlock()
+		for _, m := range fa.unicasts {
+			switch m {
+			case string(macOld):
+				toOld++
+			case string(macNew):
+				toNew++
+			}
+		}
+		return toOld, toNew
+	}
+	lab.WaitFor(t, 5*time.Second, "the kernel's move checked", func() bool { _, n := unicasts(); return n == ConfirmProbes })
+	if toOld, _ := unicasts(); toOld != 0 {
+		t.Errorf("%d move-check probes to %v: the repair's own move was checked", toOld, macOld)
 	}
 }

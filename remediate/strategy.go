@@ -143,6 +143,7 @@ func (e *Engine) verify(ctx context.Context, en *table.Entry, a *attempt, d time
 // act runs one strategy on an entry and verifies its outcome against
 // the table.
 func (e *Engine) act(ctx context.Context, en *table.Entry, s strategy) (Outcome, error) {
+	defer e.actOn(en.Key)()
 	ch, stop := e.watch(en.Key)
 	defer stop()
 	a := &attempt{ch: ch, oldMAC: en.LLAddr, claim: disputer(en, time.Now())}

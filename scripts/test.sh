@@ -27,13 +27,14 @@ trap 'rm -rf "$results"' EXIT
 phase() {
 	local lane=$1 name=$2 start=$SECONDS rc
 	shift 2
+	local log=$results/log.$lane.${name//[^a-zA-Z0-9]/_}
 	echo "[$lane] == $name"
-	"$@" 2>&1 | sed -u "s/^/[$lane] /"
+	"$@" 2>&1 | sed -u "s/^/[$lane] /" | tee "$log"
 	rc=${PIPESTATUS[0]}
 	local took=$((SECONDS - start)) outcome=ok
 	[ "$rc" -eq 0 ] || outcome=FAILED
 	echo "[$lane] == $name: $outcome in ${took}s"
-	printf '%s\t%s\t%s\t%s\n' "$lane" "$name" "$outcome" "$took" >>"$results/phases"
+	printf '%s\t%s\t%s\t%s\t%s\n' "$lane" "$name" "$outcome" "$took" "$log" >>"$results/phases"
 	return "$rc"
 }
 
@@ -74,8 +75,16 @@ echo
 echo "make test: where the time went (wall time $((SECONDS - start))s)"
 printf '| lane | phase | outcome | seconds |\n|---|---|---|---|\n'
 failed=0
-while IFS=$'\t' read -r lane name outcome took; do
+while IFS=$'\t' read -r lane name outcome took log; do
 	printf '| %s | %s | %s | %s |\n' "$lane" "$name" "$outcome" "$took"
 	[ "$outcome" = ok ] || failed=1
+done <"$results/phases"
+# A failed phase's output is interleaved with the other lane's: its last
+# lines again, on their own, last, so that a log's tail says why.
+while IFS=$'\t' read -r lane name outcome took log; do
+	[ "$outcome" = ok ] && continue
+	echo
+	echo "== $lane: $name FAILED; its last lines:"
+	grep -v '^\[[a-z]*\] \(ok\|PASS\|=== RUN\|--- PASS\|=== PAUSE\|=== CONT\)' "$log" | tail -n 25
 done <"$results/phases"
 exit "$failed"
