@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jpillora/backoff"
+
 	"github.com/neighwatch/neighwatch/table"
 	"golang.org/x/time/rate"
 )
@@ -204,11 +206,11 @@ type Engine struct {
 
 // candidate is what the engine remembers of an entry that was a candidate.
 type candidate struct {
-	first   int64         // Unix ns when first seen as a candidate
-	until   int64         // backed off until (Unix ns)
-	next    time.Duration // the next backoff
-	pending bool          // queued or being acted on
-	seen    uint32        // last sweep that saw it
+	first   int64  // Unix ns when first seen as a candidate
+	until   int64  // backed off until (Unix ns)
+	tries   uint32 // back-offs in a row: the next one's attempt
+	pending bool   // queued or being acted on
+	seen    uint32 // last sweep that saw it
 }
 
 // New builds an engine over a table. swapper may be nil.
@@ -287,7 +289,7 @@ func (e *Engine) SetMode(m Mode) Mode {
 			// in the old one (dry-run backs off too).
 			e.mu.Lock()
 			for _, c := range e.cands {
-				c.until, c.next = 0, 0
+				c.until, c.tries = 0, 0
 			}
 			e.mu.Unlock()
 		}
@@ -570,7 +572,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 			e.managed.own(k)
 			e.mu.Lock()
 			if c := e.cands[k]; c != nil {
-				c.first, c.until, c.next = time.Now().UnixNano(), 0, 0
+				c.first, c.until, c.tries = time.Now().UnixNano(), 0, 0
 			}
 			e.mu.Unlock()
 			return
@@ -578,7 +580,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 			e.mu.Lock()
 			if c := e.cands[k]; c != nil {
 				e.c.observeFix(time.Since(time.Unix(0, c.first)).Seconds())
-				c.first, c.until, c.next = time.Now().UnixNano(), 0, 0
+				c.first, c.until, c.tries = time.Now().UnixNano(), 0, 0
 			}
 			e.mu.Unlock()
 			return
@@ -591,6 +593,10 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 	e.backOff(k)
 }
 
+// backOff leaves a candidate alone for a while: BackoffMin the first
+// time, then up to twice as long each time in a row, at most BackoffMax,
+// jittered so that entries that failed together are not retried
+// together.
 func (e *Engine) backOff(k table.Key) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -598,11 +604,11 @@ func (e *Engine) backOff(k table.Key) {
 	if c == nil {
 		return
 	}
-	if c.next == 0 {
-		c.next = e.conf().BackoffMin
+	b := backoff.Backoff{Min: e.conf().BackoffMin, Max: e.conf().BackoffMax, Factor: 2, Jitter: true}
+	c.until = time.Now().Add(b.ForAttempt(float64(c.tries))).UnixNano()
+	if c.tries < 64 {
+		c.tries++
 	}
-	c.until = time.Now().Add(c.next).UnixNano()
-	c.next = min(2*c.next, e.conf().BackoffMax)
 }
 
 // watch subscribes to the events of one entry while an action on it is

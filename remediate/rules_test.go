@@ -145,10 +145,10 @@ func TestConfirmationAgainForANewSuspicion(t *testing.T) {
 	lab.WaitFor(t, 5*time.Second, "the second confirmation", func() bool { return e.Stats().Confirmations[ConfirmAnswered] == 2 })
 }
 
-// TestBackOffDoubles: an entry no strategy repairs is tried again after
-// the back-off, which doubles each time up to its maximum. (A busy
-// machine only lengthens the gaps: they are checked from below.)
-func TestBackOffDoubles(t *testing.T) {
+// TestBackOffGrows: an entry no strategy repairs is tried again after
+// the back-off, never sooner than its minimum. (A busy machine only
+// lengthens the gaps: they are checked from below.)
+func TestBackOffGrows(t *testing.T) {
 	tb := stuckTable(1)
 	fa := &fakeActor{t: tb, answerAt: -1}
 	cfg := fastConfig(ModeOn, StrategyProbe)
@@ -169,10 +169,49 @@ func TestBackOffDoubles(t *testing.T) {
 	lab.WaitFor(t, 10*time.Second, "five attempts", func() bool { return len(starts()) >= 5 })
 	stop()
 	got := starts()
-	for i, want := range []time.Duration{50, 100, 150, 150} {
-		if gap := got[i+1].Sub(got[i]); gap < want*time.Millisecond {
-			t.Errorf("attempt %d came %v after the one before, want at least %v", i+2, gap, want*time.Millisecond)
+	for i := range 4 {
+		if gap := got[i+1].Sub(got[i]); gap < cfg.BackoffMin {
+			t.Errorf("attempt %d came %v after the one before, want at least %v", i+2, gap, cfg.BackoffMin)
 		}
+	}
+}
+
+// TestBackOffBounds: each back-off in a row may be up to twice the one
+// before (jittered between the minimum and that), never past the
+// maximum; a repair starts the count again.
+func TestBackOffBounds(t *testing.T) {
+	tb := stuckTable(1)
+	cfg := fastConfig(ModeOn, StrategyProbe)
+	cfg.BackoffMin, cfg.BackoffMax = time.Second, time.Hour
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
+	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
+	c := &candidate{}
+	e.cands[k] = c
+	var longest time.Duration
+	for i := range 14 {
+		before := time.Now()
+		e.backOff(k)
+		wait := time.Unix(0, c.until).Sub(before)
+		ceil := min(cfg.BackoffMin<<i, cfg.BackoffMax)
+		// The wait is measured from just before the call: up to the
+		// call's own time longer than the back-off.
+		if wait < cfg.BackoffMin || wait > ceil+time.Second {
+			t.Fatalf("back-off %d: %v, want within [%v, %v]", i+1, wait, cfg.BackoffMin, ceil)
+		}
+		longest = max(longest, wait)
+	}
+	// Jittered, the back-offs from the fourth on fall at or below twice
+	// the minimum with a probability under 1/7 each: together, under
+	// one in a hundred million.
+	if longest <= 2*cfg.BackoffMin+time.Second {
+		t.Fatalf("14 back-offs in a row, none longer than %v: they do not grow", longest)
+	}
+	if c.tries == 0 {
+		t.Fatal("no back-off counted")
+	}
+	e.SetMode(ModeDryRun) // a new mode looks afresh
+	if c.tries != 0 || c.until != 0 {
+		t.Errorf("after a mode change: %d back-offs counted, until %d; want none", c.tries, c.until)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jpillora/backoff"
+
 	"github.com/mdlayher/packet"
 	"golang.org/x/sys/unix"
 )
@@ -40,14 +42,21 @@ func (l *listener) close() {
 // retry is when a failed listener start is tried again.
 type retry struct {
 	at      time.Time
-	backoff time.Duration
+	backoff time.Duration // the last wait
+	tries   float64       // failures in a row
 }
 
-// Backoff bounds for failed listener starts.
-const (
-	retryMin = time.Second
-	retryMax = time.Minute
-)
+// retryBackoff paces the restarts of a listener that failed: a second,
+// then up to twice as long each time in a row, at most a minute,
+// jittered.
+var retryBackoff = backoff.Backoff{Min: time.Second, Max: time.Minute, Factor: 2, Jitter: true}
+
+// next schedules the retry after one more failure.
+func (r *retry) next(now time.Time) {
+	r.backoff = retryBackoff.ForAttempt(r.tries)
+	r.tries++
+	r.at = now.Add(r.backoff)
+}
 
 // poke wakes the worker.
 func (w *Watcher) poke() {
@@ -189,8 +198,7 @@ func (w *Watcher) failedLocked(k listenerKey, li Link, err error) {
 	}
 	w.failures.Add(1)
 	r := w.retries[k]
-	r.backoff = min(max(2*r.backoff, retryMin), retryMax)
-	r.at = time.Now().Add(r.backoff)
+	r.next(time.Now())
 	w.retries[k] = r
 	w.log.Warn(what+" listener not started; retrying", "interface", li.Name, "err", err, "retry_in", r.backoff)
 }
@@ -239,8 +247,7 @@ func (w *Watcher) read(k listenerKey, own net.HardwareAddr, l *listener) {
 				// Start it again, after a pause.
 				w.failures.Add(1)
 				r := w.retries[k]
-				r.backoff = min(max(2*r.backoff, retryMin), retryMax)
-				r.at = time.Now().Add(r.backoff)
+				r.next(time.Now())
 				w.retries[k] = r
 				w.log.Warn("listener failed; restarting", "ifindex", k.ifindex, "err", err, "retry_in", r.backoff)
 			}

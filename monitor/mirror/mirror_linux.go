@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jpillora/backoff"
+
 	"github.com/neighwatch/neighwatch/monitor/internal/nsenter"
 	"github.com/neighwatch/neighwatch/monitor/internal/pace"
 	"github.com/neighwatch/neighwatch/monitor/internal/rtnl"
@@ -214,8 +216,12 @@ func (m *Mirror) Resync() {
 // all, closes the socket, opens a new one and resyncs against a dump.
 func (m *Mirror) runNeigh(ctx context.Context) error {
 	initial := true
-	backoff := 100 * time.Millisecond
+	// A failed socket is opened again after 100 ms, then up to twice as
+	// long each time in a row, at most 5 s, jittered; a session that ran
+	// longer than that was healthy and starts the count afresh.
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second, Factor: 2, Jitter: true}
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := m.session(ctx, initial)
 		if ctx.Err() != nil {
 			return nil
@@ -233,15 +239,25 @@ func (m *Mirror) runNeigh(ctx context.Context) error {
 		}
 		m.c.errSocket.Add(1)
 		m.c.resyncError.Add(1)
-		m.log.Warn("neighbour socket failed, resyncing", "err", err, "retry_in", backoff)
+		wait := retryWait(&b, time.Since(began))
+		m.log.Warn("neighbour socket failed, resyncing", "err", err, "retry_in", wait)
 		select {
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return nil
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 	return nil
+}
+
+// retryWait is the wait before the next session after one that ran for
+// ran and failed: a session that outlived the longest wait was healthy,
+// and the failures in a row start again from the shortest.
+func retryWait(b *backoff.Backoff, ran time.Duration) time.Duration {
+	if ran > b.Max {
+		b.Reset()
+	}
+	return b.Duration()
 }
 
 func (m *Mirror) loaded() bool {
