@@ -1,6 +1,9 @@
 package evidence
 
-import "github.com/neighwatch/neighwatch/table"
+import (
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/neighwatch/neighwatch/table"
+)
 
 // host is what was seen of one IP on one interface: the MAC it last
 // answered from, and the one before it.
@@ -9,9 +12,6 @@ type host struct {
 	at      int64 // last seen at mac
 	prev    string
 	changed int64 // when mac replaced prev
-
-	key          table.Key
-	newer, older *host // in the recency list
 }
 
 // Verdict is what one observation says about its host.
@@ -50,46 +50,47 @@ func (h *host) observe(mac string, now, window int64) Verdict {
 	return Move
 }
 
-// hostLRU holds the hosts seen in ARP and NDP, at most max of them: a map
-// and a recency list, the least recently seen forgotten first to make
-// room. It has no lock and does no I/O; the watcher locks around it.
+// hostLRU holds the hosts seen in ARP and NDP, at most max of them, the
+// least recently seen forgotten first to make room (golang-lru's simple
+// LRU: no lock, no goroutine; the watcher locks around it). Hosts not
+// seen for a while are forgotten by the watcher's clock, the one its
+// observations carry, from the least recent end.
 type hostLRU struct {
-	max            int
-	hosts          map[table.Key]*host
-	newest, oldest *host // the recency list: newest ... oldest
+	lru *simplelru.LRU[table.Key, *host]
 }
 
 func newHostLRU(max int) *hostLRU {
-	return &hostLRU{max: max, hosts: make(map[table.Key]*host)}
+	l, err := simplelru.NewLRU[table.Key, *host](max, nil)
+	if err != nil {
+		panic("evidence: " + err.Error()) // max < 1: New sets a default
+	}
+	return &hostLRU{lru: l}
 }
 
-func (l *hostLRU) len() int { return len(l.hosts) }
+func (l *hostLRU) len() int { return l.lru.Len() }
 
-// lookup returns the host of k, or nil.
-func (l *hostLRU) lookup(k table.Key) *host { return l.hosts[k] }
+// lookup returns the host of k, or nil, leaving its recency alone.
+func (l *hostLRU) lookup(k table.Key) *host {
+	h, _ := l.lru.Peek(k)
+	return h
+}
 
 // get returns the host of k, made the most recent, creating it; evicted
 // says the least recent host was forgotten to make room.
 func (l *hostLRU) get(k table.Key) (h *host, evicted bool) {
-	h = l.hosts[k]
-	if h == nil {
-		if len(l.hosts) >= l.max && l.oldest != nil {
-			l.remove(l.oldest)
-			evicted = true
-		}
-		h = &host{key: k}
-		l.hosts[k] = h
+	if h, ok := l.lru.Get(k); ok {
+		return h, false
 	}
-	l.touch(h)
-	return h, evicted
+	h = &host{}
+	return h, l.lru.Add(k, h)
 }
 
 // expire forgets the hosts last seen at or before limit (Unix ns) and
 // returns how many.
 func (l *hostLRU) expire(limit int64) int {
 	n := 0
-	for h := l.oldest; h != nil && h.at <= limit; h = l.oldest {
-		l.remove(h)
+	for _, h, ok := l.lru.GetOldest(); ok && h.at <= limit; _, h, ok = l.lru.GetOldest() {
+		l.lru.RemoveOldest()
 		n++
 	}
 	return n
@@ -97,44 +98,9 @@ func (l *hostLRU) expire(limit int64) int {
 
 // forgetLink forgets the hosts of an interface.
 func (l *hostLRU) forgetLink(ifindex int32) {
-	for k, h := range l.hosts {
+	for _, k := range l.lru.Keys() {
 		if k.Ifindex == ifindex {
-			l.remove(h)
+			l.lru.Remove(k)
 		}
-	}
-}
-
-func (l *hostLRU) remove(h *host) {
-	l.unlink(h)
-	delete(l.hosts, h.key)
-}
-
-func (l *hostLRU) unlink(h *host) {
-	if h.newer != nil {
-		h.newer.older = h.older
-	} else if l.newest == h {
-		l.newest = h.older
-	}
-	if h.older != nil {
-		h.older.newer = h.newer
-	} else if l.oldest == h {
-		l.oldest = h.newer
-	}
-	h.newer, h.older = nil, nil
-}
-
-// touch makes h the most recent.
-func (l *hostLRU) touch(h *host) {
-	if l.newest == h {
-		return
-	}
-	l.unlink(h)
-	h.older = l.newest
-	if l.newest != nil {
-		l.newest.newer = h
-	}
-	l.newest = h
-	if l.oldest == nil {
-		l.oldest = h
 	}
 }

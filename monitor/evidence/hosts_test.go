@@ -3,6 +3,8 @@ package evidence
 import (
 	"net/netip"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,26 +16,11 @@ func hostKey(i int) table.Key {
 	return table.Key{Ifindex: int32(1 + i%2), Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})}
 }
 
-// order lists the LRU's keys from newest to oldest, checking that the
-// list walked backwards is the same.
-func order(t *testing.T, l *hostLRU) []table.Key {
-	t.Helper()
-	var fwd, back []table.Key
-	for h := l.newest; h != nil; h = h.older {
-		fwd = append(fwd, h.key)
-	}
-	for h := l.oldest; h != nil; h = h.newer {
-		back = append([]table.Key{h.key}, back...)
-	}
-	if len(fwd) != len(back) || len(fwd) != l.len() {
-		t.Fatalf("list of %d one way, %d the other, map of %d", len(fwd), len(back), l.len())
-	}
-	for i := range fwd {
-		if fwd[i] != back[i] {
-			t.Fatalf("list differs walked backwards at %d", i)
-		}
-	}
-	return fwd
+// order lists the LRU's keys from newest to oldest.
+func order(l *hostLRU) []table.Key {
+	k := l.lru.Keys() // oldest first
+	slices.Reverse(k)
+	return k
 }
 
 // TestHostLRU: get makes a host the newest; past max the least recent is
@@ -50,7 +37,7 @@ func TestHostLRU(t *testing.T) {
 	}
 	h0, _ := l.get(hostKey(0)) // seen again: the newest now, 1 the oldest
 	h0.at = 35
-	if got := order(t, l); got[0] != hostKey(0) || got[2] != hostKey(1) {
+	if got := order(l); got[0] != hostKey(0) || got[2] != hostKey(1) {
 		t.Fatalf("order after touching 0: %v", got)
 	}
 	h, evicted := l.get(hostKey(3))
@@ -63,7 +50,7 @@ func TestHostLRU(t *testing.T) {
 		t.Fatalf("expire(30) forgot %d, host 2 kept=%v; want host 2 only", n, l.lookup(hostKey(2)) != nil)
 	}
 	l.forgetLink(hostKey(3).Ifindex) // 3 is on ifindex 2, 0 on 1
-	if got := order(t, l); len(got) != 1 || got[0] != hostKey(0) {
+	if got := order(l); len(got) != 1 || got[0] != hostKey(0) {
 		t.Fatalf("after forgetting ifindex %d: %v", hostKey(3).Ifindex, got)
 	}
 }
@@ -97,4 +84,31 @@ func TestREADMENamesMaxHosts(t *testing.T) {
 	if !strings.Contains(string(b), want) {
 		t.Errorf("README.md does not say the evidence map keeps at most %q", want)
 	}
+}
+
+// BenchmarkHostLRUFull: the live heap the evidence map holds when full
+// (DefaultMaxHosts), per host, and the cost of a sighting of a new host
+// that evicts the oldest.
+func BenchmarkHostLRUFull(b *testing.B) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	l := newHostLRU(DefaultMaxHosts)
+	for i := range DefaultMaxHosts {
+		h, _ := l.get(hostKey(i))
+		h.observe("\x02\x00\x00\x00\x00\x01", int64(i), 1)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		// Never seen before: each sighting evicts the oldest.
+		k := table.Key{Ifindex: 1, Addr: netip.AddrFrom4([4]byte{11, byte(i >> 16), byte(i >> 8), byte(i)})}
+		h, _ := l.get(k)
+		h.observe("\x02\x00\x00\x00\x00\x01", int64(i), 1)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/DefaultMaxHosts, "heap-B/host")
+	runtime.KeepAlive(l)
 }
