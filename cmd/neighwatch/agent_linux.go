@@ -47,7 +47,7 @@ type bound struct {
 // validation, reload and the README's flag table read.
 func declareAgent(fs *flag.FlagSet) (*bound, *options) {
 	o := &options{fs: fs}
-	b := &bound{cfg: agent.Defaults(), level: "info", format: "text"}
+	b := &bound{cfg: agent.Defaults(), level: "info", format: "logfmt"}
 	c := &b.cfg
 	c.Metrics.Listen, c.ControlSocket = DefaultMetricsListen, DefaultControlSocket
 	type d = span[time.Duration]
@@ -118,7 +118,7 @@ func declareAgent(fs *flag.FlagSet) (*bound, *options) {
 	o.values((*prefixList)(&r.Filter.AllowCIDRs), "remediation.allow-cidrs", "all", live, "comma-separated prefixes remediation may act on")
 	o.values((*prefixList)(&r.Filter.DenyCIDRs), "remediation.deny-cidrs", "none", live, "comma-separated prefixes remediation leaves alone")
 	o.str(&b.level, "log.level", "", "log level: debug, info, warn or error")
-	o.str(&b.format, "log.format", "", "log format: text or json")
+	o.str(&b.format, "log.format", "", "log format: logfmt (text) or json")
 	return b, o
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/neighwatch/neighwatch/metrics"
 	"github.com/neighwatch/neighwatch/remediate"
+	"github.com/prometheus/common/promslog"
 )
 
 // DefaultMetricsListen is the agent's default metrics address. Port 9947
@@ -174,19 +175,30 @@ func (l *stringList) Set(v string) error {
 	return nil
 }
 
+// newLogger builds the agent's logger as Prometheus' own components do
+// (promslog: a timestamp, the level, the caller's file and line, the
+// message, then the attributes). "text", the format's name before 0.4,
+// is logfmt.
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log.level %q: want debug, info, warn or error", level)
+	cfg := promslog.Config{Level: promslog.NewLevel(), Format: promslog.NewFormat(), Writer: w}
+	if err := cfg.Level.Set(level); err != nil {
+		return nil, fmt.Errorf("--log.level %q: want %s", level, orList(promslog.LevelFlagOptions))
 	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	if format == "text" {
+		format = "logfmt"
 	}
-	return nil, fmt.Errorf("--log.format %q: want text or json", format)
+	if err := cfg.Format.Set(format); err != nil {
+		return nil, fmt.Errorf("--log.format %q: want %s", format, orList(promslog.FormatFlagOptions))
+	}
+	return promslog.New(&cfg), nil
+}
+
+// orList joins words as "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 func versionString() string {
