@@ -32,10 +32,14 @@ CYCLONEDX     := github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.
 CHART         := deploy/helm/neighwatch
 # The architectures of the image and of the release binaries.
 ARCHES        := amd64 arm64
+# Every package: the product's module (.) and the tooling's modules of
+# go.work (the end-to-end tests, the manifests, the kernel matrix), which
+# ./... alone does not reach.
+PKGS          := ./... ./e2e/... ./internal/dev/kernels/... ./internal/dev/manifests/...
 # Pure packages whose tests run on arm64 under qemu-user (make arm64).
 ARM64_TESTS   := ./table/ ./monitor/evidence/ ./metrics/ ./internal/control/ ./remediate/ ./cmd/neighwatch/
 
-.PHONY: test-go fuzz chart-helm4 publish push mutation all deps build run test unit vet lint cross fmt-check generate check-generate \
+.PHONY: print-pkgs test-go fuzz chart-helm4 publish push mutation all deps build run test unit vet lint cross fmt-check generate check-generate \
         checkrules bench bench-root lab-up lab-down clean image manifests install demo test-kernels \
         chart arm64 release
 
@@ -123,15 +127,15 @@ run: deps build
 
 # The whole suite, privileged tests included (run as root; CI=true turns
 # would-be skips of privileged tests into failures), and the kernel
-# matrix: scripts/test.sh runs the checks and go test ./... in one lane
+# matrix: scripts/test.sh runs the checks and go test $(PKGS) in one lane
 # and the kernel matrix, one emulated guest at a time, in another, side
 # by side, and prints each phase's time. KERNELS= as for test-kernels.
 test: deps
-	KERNELS=$(KERNELS) ./scripts/test.sh
+	KERNELS=$(KERNELS) PKGS="$(PKGS)" ./scripts/test.sh
 
 # The host's tests alone (the boot test of internal/dev/kernels included).
 test-go:
-	$(GO) test -count=1 -timeout 40m ./...
+	$(GO) test -count=1 -timeout 40m $(PKGS)
 
 # Every fuzz target, FUZZTIME each on one worker, past the seeds and the
 # committed corpora (testdata/fuzz) that go test runs: the config file,
@@ -169,22 +173,27 @@ test-kernels: deps
 # Tests any user can run: privileged ones skip with their reason (unless
 # CI=true, where they fail instead).
 unit:
-	$(GO) test -count=1 -short ./...
+	$(GO) test -count=1 -short $(PKGS)
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(PKGS)
+
+# The package patterns of every module, for go commands by hand:
+# go test $$(make -s print-pkgs)
+print-pkgs:
+	@echo $(PKGS)
 
 lint:
-	$(GO) run $(STATICCHECK) ./...
-	$(GO) run $(UNPARAM) ./...
+	$(GO) run $(STATICCHECK) $(PKGS)
+	$(GO) run $(UNPARAM) $(PKGS)
 
 # The pure parts build on any OS; Linux-only code lives in _linux.go
 # files. Everything builds and vets for linux/arm64 (Graviton, Ampere).
 cross:
-	GOOS=darwin $(GO) build ./...
-	GOOS=darwin $(GO) vet ./...
-	GOOS=linux GOARCH=arm64 $(GO) build ./...
-	GOOS=linux GOARCH=arm64 $(GO) vet ./...
+	GOOS=darwin $(GO) build $(PKGS)
+	GOOS=darwin $(GO) vet $(PKGS)
+	GOOS=linux GOARCH=arm64 $(GO) build $(PKGS)
+	GOOS=linux GOARCH=arm64 $(GO) vet $(PKGS)
 
 # The arm64 binary runs (its version) and the pure packages' tests pass
 # on arm64, under Debian's qemu-user.

@@ -15,6 +15,8 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 MAKE=${MAKE:-make}
 KERNELS=${KERNELS:-5.10,6.1,6.12,newest}
+# Every package of go.work's modules (the Makefile's PKGS).
+PKGS=${PKGS:-./... ./e2e/... ./internal/dev/kernels/... ./internal/dev/manifests/...}
 # Each limit is at least twice the phase's time measured beside a busy
 # loop on a 2-CPU machine (BENCHMARKS.md, "make test").
 GO_TEST_TIMEOUT=${GO_TEST_TIMEOUT:-40m}
@@ -44,7 +46,8 @@ checks() {
 	done
 	# Every package's tests but the boot test, which the kernels lane
 	# runs so that only one emulated guest runs at a time.
-	phase checks "go test ./..." "$GO" test -count=1 -timeout "$GO_TEST_TIMEOUT" -skip '^TestBootFromAnyCheckout$' ./...
+	# shellcheck disable=SC2086 # PKGS is a list of patterns
+	phase checks "go test ./..." "$GO" test -count=1 -timeout "$GO_TEST_TIMEOUT" -skip '^TestBootFromAnyCheckout$' $PKGS
 	# Each fuzz target for a bounded time, on one CPU (the matrix's
 	# guest has the other).
 	phase checks fuzz "$MAKE" --no-print-directory fuzz

@@ -2,14 +2,15 @@ package main
 
 import (
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/dev/lab"
-	"github.com/neighwatch/neighwatch/internal/dev/manifests"
 	"github.com/neighwatch/neighwatch/remediate"
+	"sigs.k8s.io/yaml"
 )
 
 // TestConfigFileKeysAndPrecedence: keys are flag names without dashes,
@@ -76,19 +77,44 @@ manage.release-on-exit: false
 }
 
 // TestDaemonSetConfigLoads: the agent takes the DaemonSet's arguments
-// with the ConfigMap's file.
+// with the ConfigMap's file. (The manifests are read with the fields this
+// needs only: the Kubernetes types live in the tooling's module.)
 func TestDaemonSetConfigLoads(t *testing.T) {
-	ds, err := manifests.DaemonSet("../..")
-	if err != nil {
-		t.Fatal(err)
+	kube := filepath.Join("..", "..", "deploy", "kubernetes")
+	var ds struct {
+		Kind string
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct{ Args []string }
+				}
+			}
+		}
+	}
+	readYAML(t, filepath.Join(kube, "daemonset.yaml"), &ds)
+	if ds.Kind != "DaemonSet" || len(ds.Spec.Template.Spec.Containers) == 0 || len(ds.Spec.Template.Spec.Containers[0].Args) < 2 {
+		t.Fatalf("daemonset.yaml: a %s with containers %+v, want a DaemonSet whose container has arguments", ds.Kind, ds.Spec.Template.Spec.Containers)
 	}
 	dir := t.TempDir()
-	data, err := manifests.ConfigMapData("../..", "neighwatch-config")
-	if err != nil {
-		t.Fatal(err)
+	files, _ := filepath.Glob(filepath.Join(kube, "*.yaml"))
+	found := false
+	for _, f := range files {
+		var cm struct {
+			Kind     string
+			Metadata struct{ Name string }
+			Data     map[string]string
+		}
+		readYAML(t, f, &cm)
+		if cm.Kind != "ConfigMap" || cm.Metadata.Name != "neighwatch-config" {
+			continue
+		}
+		found = true
+		for name, body := range cm.Data {
+			lab.WriteFile(t, filepath.Join(dir, name), body)
+		}
 	}
-	for name, body := range data {
-		lab.WriteFile(t, filepath.Join(dir, name), body)
+	if !found {
+		t.Fatalf("no ConfigMap neighwatch-config in %s", kube)
 	}
 	var args []string
 	for _, a := range ds.Spec.Template.Spec.Containers[0].Args[1:] {
@@ -100,5 +126,17 @@ func TestDaemonSetConfigLoads(t *testing.T) {
 	}
 	if st.modeSource != "file" || st.cfg.StaleThreshold != time.Minute {
 		t.Errorf("mode from %s, threshold %v: the ConfigMap's values are not the ones in force", st.modeSource, st.cfg.StaleThreshold)
+	}
+}
+
+// readYAML decodes one manifest file into v.
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }

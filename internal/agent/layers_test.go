@@ -11,7 +11,9 @@ const module = "github.com/neighwatch/neighwatch/"
 // TestLayers holds the arrows of the README's Layout: each package's
 // imports (not its tests') point only down.
 func TestLayers(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "../../...").Output()
+	// Every module of go.work: the product's and the tooling's.
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`,
+		"../../...", "../../e2e/...", "../../internal/dev/kernels/...", "../../internal/dev/manifests/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -59,6 +61,34 @@ func TestLayers(t *testing.T) {
 			}
 			if why != "" {
 				t.Errorf("%s imports %s: %s", pkg, i, why)
+			}
+		}
+	}
+}
+
+// TestProductModuleStandsAlone: the product's module builds, tests
+// included, without the tooling's modules (go.work off), so its go.mod
+// lists only what the product and its own tests link; and the agent
+// links none of the modules the tooling brings (the Kubernetes and
+// prometheus-operator types, jsonnet).
+func TestProductModuleStandsAlone(t *testing.T) {
+	list := exec.Command("go", "list", "-deps", "-test", "-f", "{{if .Module}}{{.Module.Path}}{{end}}", "../../...")
+	list.Env = append(list.Environ(), "GOWORK=off")
+	out, err := list.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the product's module without go.work: %v\n%s", err, out)
+	}
+	mods := map[string]bool{}
+	for _, m := range strings.Fields(string(out)) {
+		mods[m] = true
+	}
+	if !mods["github.com/neighwatch/neighwatch"] || !mods["github.com/cilium/ebpf"] {
+		t.Fatalf("modules %v: not the product's", mods)
+	}
+	for m := range mods {
+		for _, tooling := range []string{"k8s.io/", "github.com/prometheus-operator/", "github.com/google/go-jsonnet", "github.com/neighwatch/neighwatch/e2e", "github.com/neighwatch/neighwatch/internal/dev/"} {
+			if strings.HasPrefix(m, tooling) {
+				t.Errorf("the product's module links %s, a tooling dependency", m)
 			}
 		}
 	}
