@@ -64,7 +64,7 @@ func NewTracerCollector(running RunningTracer, names func(ifindex int32) string,
 		candidates  = s.gauge("tracer_source_candidates", "Stale-long entries whose own packets the source-MAC program watches for another MAC.")
 		sourcePkts  = s.counter("tracer_source_mac_packets_total", "Packets from a stale-long entry's address that arrived from another MAC than the entry's.")
 		created     = s.counter("tracer_created_lookups_total", "Entries the neigh_create tracepoint saw created, looked up at once (netlink does not announce some).")
-		unmirrored  = s.gauge("tracer_unmirrored_entries", "STALE entries that did not fit in the tracer's maps (their bypass traffic is not counted); retried every minute, and the maps grow with gc_thresh3. With tracer_stale_counted, every STALE entry the tracer watches.", "interface")
+		unmirrored  = s.gauge("tracer_unmirrored_entries", "STALE entries that did not fit in the tracer's maps (their bypass traffic is not counted); retried every minute; the maps grow with the table. With tracer_stale_counted, every STALE entry the tracer watches.", "interface")
 		staleCount  = s.gauge("tracer_stale_counted", "STALE entries the tracer's maps hold and count.")
 		programs    = s.gauge("tracer_program_loaded", "1 for each tracer program the kernel took, 0 for one it refused (refusal: verifier, permission, no-target, unsupported, attach, disabled); a refused program costs its feature only where no other program serves it (neighwatch_detection_working).", "program", "hook", "refusal")
 	)

@@ -174,7 +174,7 @@ func build(cfg Config) (a *agent, err error) {
 			a.close()
 		}
 	}()
-	entries := gcThresh3()
+	entries, _ := nodeNeighbours()
 	if w := memWarning(entries, tracerMapSlots(cfg.Tracer, c, entries), cgroupMemoryLimit()); w != "" {
 		log.Warn(w)
 	}

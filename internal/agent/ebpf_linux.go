@@ -56,7 +56,7 @@ func (t *tracerPart) Disabled() error {
 
 func (t *tracerPart) Run(ctx context.Context) error {
 	for {
-		size := t.mapSize()
+		size := t.loadSize()
 		tr, err := loadTracer(t.mode, t.refuse, size, t.memlock, t.log)
 		if err != nil {
 			t.mu.Lock()
@@ -78,9 +78,9 @@ func (t *tracerPart) Run(ctx context.Context) error {
 const resizeEvery = 10 * time.Second
 
 // run feeds the table from a loaded tracer until ctx ends, or until the
-// node can hold more entries than the maps (gc_thresh3 raised, a table
-// grown past it with exempt entries): then it returns reload, and Run
-// loads the tracer again with larger maps. Meanwhile what does not fit is
+// table outgrows the maps (it holds more than four fifths of their
+// slots): then it returns reload, and Run loads the tracer again with
+// maps for twice the entries. Meanwhile what does not fit is
 // counted (neighwatch_tracer_unmirrored_entries), never lost silently.
 func (t *tracerPart) run(ctx context.Context, tr *bpf.Tracer, size int) (reload bool, err error) {
 	f := feed.New(tr, t.table, t.links, t.cfg)
@@ -111,9 +111,9 @@ func (t *tracerPart) run(ctx context.Context, tr *bpf.Tracer, size int) (reload 
 				return
 			case <-tick.C:
 			}
-			if need := t.mapSize(); need > size {
-				t.log.Warn("tracer: the node can hold more neighbours than its maps; loading it again with larger ones",
-					"capacity", size, "needed", need)
+			if n := t.table.Len(); outgrown(n, size, t.maxMap) {
+				t.log.Info("tracer: the table outgrew the tracer's maps; loading it again with larger ones",
+					"capacity", size, "entries", n)
 				grown.Store(true)
 				cancel()
 				return
@@ -124,33 +124,41 @@ func (t *tracerPart) run(ctx context.Context, tr *bpf.Tracer, size int) (reload 
 	return grown.Load(), err
 }
 
-// gcThresh3 is how many entries the node's neighbour tables may hold:
-// the gc_thresh3 of IPv4 and IPv6 together (0 when they cannot be read).
-func gcThresh3() int {
+// nodeNeighbours reads the node's neighbour tables: how many entries
+// they may hold (the gc_thresh3 of IPv4 and IPv6 together) and how many
+// they hold now, in every namespace (0 and 0 when they cannot be read).
+func nodeNeighbours() (thresh3, entries int) {
 	ps, err := neightbl.NewReader(netns.None()).Read()
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	sum := 0
 	for _, p := range ps {
-		sum += int(p.Thresh3)
+		thresh3 += int(p.Thresh3)
+		entries += int(p.Entries)
 	}
-	return sum
+	return thresh3, entries
 }
 
-// tracerMapSlots is the capacity the tracer's maps will have for a node
-// whose neighbour tables may hold entries entries, or 0 when no tracer
-// will load: for the memory plan.
+// tracerMapSlots is the capacity the tracer's maps will have once the
+// table holds entries entries, or 0 when no tracer will load: for the
+// memory plan.
 func tracerMapSlots(cfg TracerConfig, c caps, entries int) int {
 	if cfg.Mode == bpf.TracerOff || !c.bpf() {
 		return 0
 	}
-	return mapSlots(entries, cfg.MaxMap)
+	return loadSlots(entries, entries, cfg.MaxMap)
 }
 
-// mapSlots is the capacity of maps that must hold need entries, at most
-// maxMap (0: no bound).
-func mapSlots(need, maxMap int) int {
+// loadSlots is the capacity to load the tracer's maps with, for entries
+// entries now and a node that may hold thresh3: room for twice the
+// entries, so that a growing table reloads the tracer at most once per
+// doubling; no more than the node can hold (thresh3, or the entries with a
+// quarter more where exempt entries, such as PERMANENT ones, make them
+// more); a power of two from 16,384 (bpf.MapSizeFor), at most maxMap (0:
+// no bound). The kernel sets aside a bucket for each slot of a hash map,
+// used or not: slots follow the table, not what it may become.
+func loadSlots(entries, thresh3, maxMap int) int {
+	need := min(2*entries, max(entries*5/4, thresh3))
 	size := bpf.MapSizeFor(need)
 	if maxMap > 0 && size > maxMap {
 		size = maxMap
@@ -158,12 +166,18 @@ func mapSlots(need, maxMap int) int {
 	return size
 }
 
-// mapSize is the capacity the tracer's maps need now: what the kernel's
-// neighbour tables may hold (gc_thresh3, IPv4 and IPv6), or the table's
-// size with a quarter more where it is larger (exempt entries, such as
-// PERMANENT ones, do not count against gc_thresh3).
-func (t *tracerPart) mapSize() int {
-	return mapSlots(max(t.table.Len()*5/4, gcThresh3()), t.maxMap)
+// outgrown reports whether a table of entries no longer fits maps of
+// size slots with a quarter to spare, and larger ones may be loaded.
+func outgrown(entries, size, maxMap int) bool {
+	return loadSlots(entries, entries*5/4, maxMap) > size
+}
+
+// loadSize is the capacity to load the tracer's maps with now. While the
+// table is still filling (at start the tracer loads beside the mirror's
+// first dump) the kernel's count, over every namespace, stands in for it.
+func (t *tracerPart) loadSize() int {
+	thresh3, kernel := nodeNeighbours()
+	return loadSlots(max(t.table.Len(), kernel), thresh3, t.maxMap)
 }
 
 // reads serves the tracer collector: the running tracer and its feed

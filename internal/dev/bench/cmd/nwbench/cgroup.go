@@ -46,6 +46,30 @@ func (c memCgroup) read(f string) int64 {
 func (c memCgroup) usage() int64 { return c.read(c.usageFile) }
 func (c memCgroup) peak() int64  { return c.read(c.peakFile) }
 
+// kernelSide says, in MiB, what the cgroup is charged for beside its
+// processes' pages: cgroup v1's kernel memory (memory.kmem.*) and
+// memory.stat's rss and cache; v2's memory.stat kernel lines.
+func (c memCgroup) kernelSide() string {
+	b, err := os.ReadFile(filepath.Join(c.dir, "memory.stat"))
+	if err != nil {
+		return ""
+	}
+	want := map[string]bool{"rss": true, "cache": true, "anon": true, "file": true, "kernel": true, "kernel_stack": true,
+		"percpu": true, "slab": true, "vmalloc": true, "sock": true}
+	var parts []string
+	if c.usageFile == "memory.usage_in_bytes" {
+		parts = append(parts, fmt.Sprintf("kmem %.1f (peak %.1f)", float64(c.read("memory.kmem.usage_in_bytes"))/(1<<20),
+			float64(c.read("memory.kmem.max_usage_in_bytes"))/(1<<20)))
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, " ")
+		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil && want[k] {
+			parts = append(parts, fmt.Sprintf("%s %.1f", k, float64(n)/(1<<20)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // remove deletes the cgroup once its processes are gone.
 func (c memCgroup) remove() error {
 	if c.dir == "" {

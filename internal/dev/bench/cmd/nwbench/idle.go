@@ -57,6 +57,10 @@ type idleAgent struct {
 	cg       memCgroup
 	cgKB     []int
 	scrapeMS []float64 // the last sample's scrapes
+	// mapBytes: neighwatch_tracer_map_bytes at the last sample, by map;
+	// kernel: the cgroup's kernel-side lines then.
+	mapBytes map[string]float64
+	kernel   string
 }
 
 // idle holds agents idle side by side, one table each, and samples what
@@ -71,6 +75,7 @@ func idle(args []string) error {
 	duration := fs.Duration("duration", 10*time.Minute, "how long to hold them after ready")
 	sample := fs.Duration("sample", 10*time.Second, "sampling interval")
 	profiles := fs.String("profiles", "", "directory for each agent's heap profile at the end (agents whose control socket serves /debug/pprof/)")
+	thresh := fs.Int("gc-thresh3", 0, "set gc_thresh1..3 of IPv4 and IPv6 to at least this (as an operator who raised them would), not only above the tables")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -90,7 +95,7 @@ func idle(args []string) error {
 	for _, n := range ns {
 		total += n * len(bins)
 	}
-	restore, err := raiseGC(total)
+	restore, err := raiseGC(total, *thresh)
 	if err != nil {
 		return fmt.Errorf("raise gc_thresh: %w", err)
 	}
@@ -299,6 +304,16 @@ func (a *idleAgent) sample(at time.Duration, last bool) {
 			if v, ok := strings.CutPrefix(l, "go_memstats_alloc_bytes_total "); ok {
 				a.allocTot[i], _ = strconv.ParseFloat(v, 64)
 			}
+			if rest, ok := strings.CutPrefix(l, `neighwatch_tracer_map_bytes{map="`); ok && last {
+				name, v, _ := strings.Cut(rest, `"} `)
+				if a.mapBytes == nil {
+					a.mapBytes = map[string]float64{}
+				}
+				a.mapBytes[name], _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		if last {
+			a.kernel = a.cg.kernelSide()
 		}
 	}
 	a.at = append(a.at, at)
@@ -357,6 +372,23 @@ func (a *idleAgent) report(d time.Duration) {
 		cgLate = cg
 	}
 	fmt.Printf("  cgroup memory MiB (RSS and kernel memory charged: the tracer's maps): from minute 2 on max %.1f; peak %.1f\n", maxf(cgLate), float64(a.cg.peak())/(1<<20))
+	if a.kernel != "" {
+		fmt.Printf("  cgroup, at the end: %s\n", a.kernel)
+	}
+	if len(a.mapBytes) > 0 {
+		var names []string
+		total := 0.0
+		for n, b := range a.mapBytes {
+			names = append(names, n)
+			total += b
+		}
+		sort.Strings(names)
+		var parts []string
+		for _, n := range names {
+			parts = append(parts, fmt.Sprintf("%s %.2f", n, a.mapBytes[n]/(1<<20)))
+		}
+		fmt.Printf("  tracer maps MiB (neighwatch_tracer_map_bytes): %s; all %.1f\n", strings.Join(parts, ", "), total/(1<<20))
+	}
 	if len(a.scrapeMS) > 0 {
 		sort.Float64s(a.scrapeMS)
 		fmt.Printf("  one scrape: median %.1f ms of %d (max %.1f)\n", med(a.scrapeMS), len(a.scrapeMS), maxf(a.scrapeMS))

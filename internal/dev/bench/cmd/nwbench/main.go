@@ -100,8 +100,13 @@ var gcKeys = []string{"gc_thresh1", "gc_thresh2", "gc_thresh3"}
 
 func gcPath(fam, k string) string { return "/proc/sys/net/" + fam + "/neigh/default/" + k }
 
-// raiseGC lifts the host-wide thresholds above n and returns the restore.
-func raiseGC(n int) (func(), error) {
+// raiseGC lifts the host-wide thresholds above n (to at least floor each)
+// and returns the restore.
+func raiseGC(n int, floor ...int) (func(), error) {
+	want := 2*n + 4096
+	for _, f := range floor {
+		want = max(want, f)
+	}
 	saved := map[string][]byte{}
 	restore := func() {
 		// Lower thresh1 first and thresh3 last so every step is valid.
@@ -122,7 +127,7 @@ func raiseGC(n int) (func(), error) {
 				return nil, err
 			}
 			saved[p] = v
-			if err := os.WriteFile(p, []byte(strconv.Itoa(2*n+4096)), 0o644); err != nil {
+			if err := os.WriteFile(p, []byte(strconv.Itoa(want)), 0o644); err != nil {
 				restore()
 				return nil, err
 			}
