@@ -129,10 +129,10 @@ func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
 			if !bytes.Equal(m, old) {
 				continue
 			}
-			now := time.Now()
-			e.table.ObserveConflict(mc.key, net.HardwareAddr(mc.now), old, now)
+			e.table.ReportConflict(mc.key, old, net.HardwareAddr(mc.now), time.Now(), table.CauseRemediate,
+				"the kernel moved the entry from "+old.String()+" to "+net.HardwareAddr(mc.now).String()+
+					", and "+old.String()+" still answers for the address: a spoofer or a duplicate address")
 			e.c.moveChecked(MoveAnswered)
-			e.publishConflict(mc, now)
 			e.log.Warn("an entry moved, and its old MAC still answers for the address: a spoofer or a duplicate address",
 				"interface", ifname, "ip", mc.key.Addr, "lladdr", net.HardwareAddr(mc.now).String(), "old_lladdr", old.String())
 			return
@@ -144,26 +144,6 @@ func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
 	e.c.moveChecked(MoveUnanswered)
 	e.log.Debug("an entry moved and its old MAC is silent: the host moved", "interface", ifname, "ip", mc.key.Addr,
 		"lladdr", net.HardwareAddr(mc.now).String(), "old_lladdr", old.String(), "probes", ConfirmProbes)
-}
-
-// publishConflict says what the move check found, with both MACs and the
-// entry's state and class as the conflict leaves it.
-func (e *Engine) publishConflict(mc moveCheck, now time.Time) {
-	if !e.table.Events().Active() {
-		return
-	}
-	ev := table.Event{
-		Time: now, Ifindex: mc.key.Ifindex, Interface: e.table.LinkName(mc.key.Ifindex), Family: table.FamilyOf(mc.key.Addr), IP: mc.key.Addr,
-		LLAddr: net.HardwareAddr(mc.now), OldLLAddr: net.HardwareAddr(mc.old), Cause: table.CauseRemediate, Kind: table.KindConflict,
-		Detail: "the kernel moved the entry from " + net.HardwareAddr(mc.old).String() + " to " + net.HardwareAddr(mc.now).String() +
-			", and " + net.HardwareAddr(mc.old).String() + " still answers for the address: a spoofer or a duplicate address",
-	}
-	if en, ok := e.table.Lookup(mc.key); ok {
-		ev.From, ev.To, ev.Class = en.State, en.State, en.Class()
-	} else {
-		ev.Created, ev.Deleted = true, true
-	}
-	e.table.Publish(ev)
 }
 
 // actOn marks a key as one a strategy acts on, until the function it

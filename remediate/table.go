@@ -20,6 +20,7 @@ type Table interface {
 	Heard(k table.Key, mac net.HardwareAddr, when time.Time) bool
 	ProbeUnanswered(k table.Key, mac string, when time.Time) bool
 	ObserveConflict(k table.Key, a, b net.HardwareAddr, when time.Time) bool
+	ReportConflict(k table.Key, old, now net.HardwareAddr, when time.Time, cause table.Cause, detail string) bool
 	Events() *table.Broadcaster
 	Publish(ev table.Event)
 	// OnSuspect sets the function called when a suspicion begins, so

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"bytes"
 	"net"
 	"net/netip"
 	"time"
@@ -146,9 +147,39 @@ func (t Sightings) ProbeUnanswered(k Key, mac string, when time.Time) bool {
 // is stuck, until ConflictHold passes without another conflict. It
 // reports whether the entry exists.
 func (t Sightings) ObserveConflict(k Key, a, b net.HardwareAddr, when time.Time) bool {
-	now := when.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.conflict(k, a, b, when.UnixNano(), CauseARP)
+}
+
+// ReportConflict records a conflict as ObserveConflict does, and
+// publishes the conflict event that says so under the same lock: the
+// entry's state and class as the conflict leaves them (Created and
+// Deleted both set when the table has no entry for the IP). old is the
+// MAC that answered before, now the one answering now; cause and detail
+// say how the conflict was found. It reports whether an entry recorded
+// it.
+func (t Sightings) ReportConflict(k Key, old, now net.HardwareAddr, when time.Time, cause Cause, detail string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	recorded := t.conflict(k, old, now, when.UnixNano(), cause)
+	if !t.publishing() {
+		return recorded
+	}
+	ev := Event{Time: when, Ifindex: k.Ifindex, Family: FamilyOf(k.Addr), IP: k.Addr, LLAddr: bytes.Clone(now), OldLLAddr: bytes.Clone(old),
+		Cause: cause, Kind: KindConflict, Detail: detail, Created: true, Deleted: true}
+	if s := t.ifaces[k.Ifindex]; s != nil {
+		ev.Interface = s.name
+	}
+	if e, ok := t.get(k); ok {
+		ev.From, ev.To, ev.Class, ev.Created, ev.Deleted = e.state, e.state, e.class(), false, false
+	}
+	t.events.Publish(ev)
+	return recorded
+}
+
+// conflict records one; the caller holds t.mu.
+func (t *core) conflict(k Key, a, b net.HardwareAddr, now int64, cause Cause) bool {
 	e, ok := t.get(k)
 	if !ok || len(a) == 0 || len(b) == 0 || string(a) == string(b) {
 		return false
@@ -159,7 +190,7 @@ func (t Sightings) ObserveConflict(k Key, a, b net.HardwareAddr, when time.Time)
 	}
 	o.ConflictMACs = [2]string{string(a), string(b)}
 	t.conflicts[e.slot] = struct{}{}
-	t.reattach(e, now, CauseARP)
+	t.reattach(e, now, cause)
 	return true
 }
 

@@ -664,3 +664,33 @@ func TestEventsCopyOnlyWhatIsKept(t *testing.T) {
 		t.Errorf("1,000 promotions that one subscriber filtered: %d allocations, want at most 100", allocs)
 	}
 }
+
+// TestReportConflict: a reported conflict is recorded as ObserveConflict
+// records it, and its event carries both MACs, the cause and detail, and
+// the entry's state and class as the conflict leaves them; an IP the
+// table does not hold still gets its event, marked created and deleted.
+func TestReportConflict(t *testing.T) {
+	tb := New(time.Minute, nil)
+	tb.SetLinkName(3, "eth0")
+	k := Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.9")}
+	a, b := net.HardwareAddr{2, 0, 0, 0, 0, 1}, net.HardwareAddr{2, 0, 0, 0, 0, 2}
+	tb.Apply(CauseNetlink, Update{Ifindex: 3, Family: FamilyInet, Addr: k.Addr, State: StateStale, LLAddr: a})
+	sub := tb.Events().SubscribeFunc(8, func(ev Event) bool { return ev.Kind == KindConflict })
+	defer sub.Close()
+	if !tb.ReportConflict(k, a, b, time.Now(), CauseRemediate, "why") {
+		t.Fatal("not recorded")
+	}
+	ev := <-sub.C()
+	en, _ := tb.Lookup(k)
+	if en.Class() != ClassConflict || ev.Class != ClassConflict || ev.From != StateStale || ev.To != StateStale || ev.Created || ev.Deleted ||
+		ev.OldLLAddr.String() != a.String() || ev.LLAddr.String() != b.String() || ev.Cause != CauseRemediate || ev.Detail != "why" || ev.Interface != "eth0" {
+		t.Errorf("entry class %v, event %+v", en.Class(), ev)
+	}
+	other := Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.10")}
+	if tb.ReportConflict(other, a, b, time.Now(), CauseARP, "x") {
+		t.Error("recorded for an IP the table does not hold")
+	}
+	if ev := <-sub.C(); !ev.Created || !ev.Deleted || ev.IP != other.Addr {
+		t.Errorf("event for an IP the table does not hold: %+v", ev)
+	}
+}

@@ -8,12 +8,9 @@ import (
 	"github.com/neighwatch/neighwatch/table"
 )
 
-// Sink is what the watcher reports ARP and NDP sightings to, and the
-// stream it tells of moves and conflicts on. *table.Table is one.
+// Sink is what the watcher reports ARP and NDP sightings and conflicts
+// to. *table.Table is one.
 type Sink interface {
 	ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr, when time.Time) bool
-	ObserveConflict(k table.Key, a, b net.HardwareAddr, when time.Time) bool
-	Lookup(k table.Key) (table.Entry, bool)
-	Events() *table.Broadcaster
-	Publish(ev table.Event)
+	ReportConflict(k table.Key, old, now net.HardwareAddr, when time.Time, cause table.Cause, detail string) bool
 }

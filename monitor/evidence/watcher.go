@@ -294,23 +294,8 @@ func (w *Watcher) Observe(ifindex int32, o Observation, now time.Time) {
 		c.moves.Add(1)
 	case Conflict:
 		c.conflicts.Add(1)
-		w.table.ObserveConflict(k, net.HardwareAddr(was), o.SenderMAC, now)
-		if w.table.Events().Active() {
-			ev := table.Event{
-				Time: now, Ifindex: ifindex, Family: table.FamilyOf(o.SenderIP), IP: o.SenderIP,
-				LLAddr: o.SenderMAC, OldLLAddr: net.HardwareAddr(was), Cause: table.CauseARP, Kind: table.KindConflict,
-				Detail: "answered from " + net.HardwareAddr(was).String() + " and " + o.SenderMAC.String() + " in turn within " + w.cfg.ConflictWindow.String(),
-			}
-			// The entry as the conflict leaves it: its state (From and To,
-			// unchanged) and its class, not the zero values a reader
-			// takes for "none" and "ok".
-			if e, ok := w.table.Lookup(k); ok {
-				ev.From, ev.To, ev.Class = e.State, e.State, e.Class()
-			} else {
-				ev.Created, ev.Deleted = true, true
-			}
-			w.table.Publish(ev)
-		}
+		w.table.ReportConflict(k, net.HardwareAddr(was), o.SenderMAC, now, table.CauseARP,
+			"answered from "+net.HardwareAddr(was).String()+" and "+o.SenderMAC.String()+" in turn within "+w.cfg.ConflictWindow.String())
 	}
 	if w.table.ObserveMAC(ifindex, o.SenderIP, o.SenderMAC, now) {
 		c.mismatches.Add(1)
