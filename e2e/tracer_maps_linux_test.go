@@ -15,8 +15,8 @@ import (
 // maps at their smallest (16,384 slots: the kernel sets aside a bucket
 // for every slot, used or not), not for what gc_thresh3 allows
 // (262,144). When the table grows past four fifths of the slots, the
-// agent loads the tracer again with maps for twice the entries, and every
-// entry is mirrored.
+// agent loads the tracer again with larger maps, and every entry is
+// mirrored.
 func TestTracerMapsFollowTheTable(t *testing.T) {
 	lab.Require(t)
 	lab.RaiseGCThresh(t, 100000) // also above gc_thresh1: the STALE entries below stay

@@ -94,7 +94,7 @@ func declareAgent(fs *flag.FlagSet) (*bound, *options) {
 		}
 		return inRange()
 	}
-	o.int(&c.Tracer.MaxMap, "tracer.max-map-entries", n{1024, bpf.MaxMapEntries, false}, restart, "cap on the entries of each tracer map: the maps hold twice the table's entries (at most gc_thresh3's worth) and are loaded again, twice as large, when the table fills four fifths of them, up to it; STALE entries past it are counted in neighwatch_tracer_unmirrored_entries")
+	o.int(&c.Tracer.MaxMap, "tracer.max-map-entries", n{1024, bpf.MaxMapEntries, false}, restart, "cap on the entries of each tracer map: the maps hold the table's entries with a quarter to spare (a power of two, whatever gc_thresh3 allows) and are loaded again, at least twice as large, when the table fills four fifths of them, up to it; STALE entries past it are counted in neighwatch_tracer_unmirrored_entries")
 	o.values((*stringList)(&c.Tracer.Refuse), "debug.refuse-programs", "none", restart, "comma-separated tracer programs not to load, as if the kernel refused them: a drill of NeighwatchDetectionBlind (neighwatch tracer lists the programs)")
 	o.values((*stringList)(&c.Datapath.Interfaces), "datapath.interfaces", "none", restart, "comma-separated interfaces to attach the eBPF forwarding datapath to (tcx ingress, or clsact before Linux 6.6)")
 	o.values(datapathMode{&c.Datapath}, "datapath.mode", "", restart, "datapath mode: legacy (bpf_redirect), neigh (bpf_redirect_neigh), or auto (legacy, swapped to neigh by remediation where stuck entries get bypass traffic)")

@@ -174,8 +174,8 @@ func build(cfg Config) (a *agent, err error) {
 			a.close()
 		}
 	}()
-	entries, _ := nodeNeighbours()
-	if w := memWarning(entries, tracerMapSlots(cfg.Tracer, c, entries), cgroupMemoryLimit()); w != "" {
+	most, now := nodeNeighbours()
+	if w := memWarning(now, tracerMapSlots(cfg.Tracer, c, now), most, tracerMapSlots(cfg.Tracer, c, most), cgroupMemoryLimit()); w != "" {
 		log.Warn(w)
 	}
 	if !c.has(unix.CAP_NET_ADMIN) {
@@ -215,7 +215,7 @@ func build(cfg Config) (a *agent, err error) {
 	tlog := log.With("component", "tracer")
 	fcfg := cfg.Tracer.Feed
 	fcfg.Logger = tlog
-	tp := &tracerPart{mode: cfg.Tracer.Mode, refuse: cfg.Tracer.Refuse, memlock: ml, maxMap: cfg.Tracer.MaxMap, table: a.table, links: mir, log: tlog, ready: make(chan struct{}), cfg: fcfg}
+	tp := &tracerPart{mode: cfg.Tracer.Mode, refuse: cfg.Tracer.Refuse, memlock: ml, maxMap: cfg.Tracer.MaxMap, table: a.table, synced: mir.Ready(), links: mir, log: tlog, ready: make(chan struct{}), cfg: fcfg}
 	runTracer := tracerWanted(cfg.Tracer.Mode, c, log)
 
 	// Readers.

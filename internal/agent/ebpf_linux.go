@@ -31,6 +31,7 @@ type tracerPart struct {
 	maxMap  int      // --tracer.max-map-entries
 	refuse  []string // programs not to load (--debug.refuse-programs)
 	table   *table.Table
+	synced  <-chan struct{} // closed once the table holds the mirror's first dump
 	links   feed.Links
 	cfg     feed.Config
 	log     *slog.Logger
@@ -56,7 +57,7 @@ func (t *tracerPart) Disabled() error {
 
 func (t *tracerPart) Run(ctx context.Context) error {
 	for {
-		size := t.loadSize()
+		size := t.loadSize(ctx)
 		tr, err := loadTracer(t.mode, t.refuse, size, t.memlock, t.log)
 		if err != nil {
 			t.mu.Lock()
@@ -80,7 +81,7 @@ const resizeEvery = 10 * time.Second
 // run feeds the table from a loaded tracer until ctx ends, or until the
 // table outgrows the maps (it holds more than four fifths of their
 // slots): then it returns reload, and Run loads the tracer again with
-// maps for twice the entries. Meanwhile what does not fit is
+// larger maps (at least twice as large). Meanwhile what does not fit is
 // counted (neighwatch_tracer_unmirrored_entries), never lost silently.
 func (t *tracerPart) run(ctx context.Context, tr *bpf.Tracer, size int) (reload bool, err error) {
 	f := feed.New(tr, t.table, t.links, t.cfg)
@@ -146,20 +147,17 @@ func tracerMapSlots(cfg TracerConfig, c caps, entries int) int {
 	if cfg.Mode == bpf.TracerOff || !c.bpf() {
 		return 0
 	}
-	return loadSlots(entries, entries, cfg.MaxMap)
+	return loadSlots(entries, cfg.MaxMap)
 }
 
-// loadSlots is the capacity to load the tracer's maps with, for entries
-// entries now and a node that may hold thresh3: room for twice the
-// entries, so that a growing table reloads the tracer at most once per
-// doubling; no more than the node can hold (thresh3, or the entries with a
-// quarter more where exempt entries, such as PERMANENT ones, make them
-// more); a power of two from 16,384 (bpf.MapSizeFor), at most maxMap (0:
-// no bound). The kernel sets aside a bucket for each slot of a hash map,
-// used or not: slots follow the table, not what it may become.
-func loadSlots(entries, thresh3, maxMap int) int {
-	need := min(2*entries, max(entries*5/4, thresh3))
-	size := bpf.MapSizeFor(need)
+// loadSlots is the capacity to load the tracer's maps with for entries
+// entries: the entries with a quarter to spare, as a power of two from
+// 16,384 (bpf.MapSizeFor), at most maxMap (0: no bound). The kernel sets
+// aside a bucket for each slot of a hash map, used or not: slots follow
+// the table, not what gc_thresh3 would let it become. Powers of two make
+// a growing table reload the tracer at most once per doubling.
+func loadSlots(entries, maxMap int) int {
+	size := bpf.MapSizeFor(entries + entries/4)
 	if maxMap > 0 && size > maxMap {
 		size = maxMap
 	}
@@ -169,15 +167,22 @@ func loadSlots(entries, thresh3, maxMap int) int {
 // outgrown reports whether a table of entries no longer fits maps of
 // size slots with a quarter to spare, and larger ones may be loaded.
 func outgrown(entries, size, maxMap int) bool {
-	return loadSlots(entries, entries*5/4, maxMap) > size
+	return loadSlots(entries, maxMap) > size
 }
 
-// loadSize is the capacity to load the tracer's maps with now. While the
-// table is still filling (at start the tracer loads beside the mirror's
-// first dump) the kernel's count, over every namespace, stands in for it.
-func (t *tracerPart) loadSize() int {
-	thresh3, kernel := nodeNeighbours()
-	return loadSlots(max(t.table.Len(), kernel), thresh3, t.maxMap)
+// loadSize is the capacity to load the tracer's maps with now. The
+// tracer loads beside the mirror's first dump: when the kernel's count of
+// entries, over every namespace, fits the smallest maps, so does the
+// table, and the tracer loads at once; otherwise it waits for the dump
+// (2 s at a million entries) and sizes the maps for this namespace's.
+func (t *tracerPart) loadSize(ctx context.Context) int {
+	if _, kernel := nodeNeighbours(); t.synced != nil && loadSlots(kernel, t.maxMap) > loadSlots(0, t.maxMap) {
+		select {
+		case <-t.synced:
+		case <-ctx.Done():
+		}
+	}
+	return loadSlots(t.table.Len(), t.maxMap)
 }
 
 // reads serves the tracer collector: the running tracer and its feed

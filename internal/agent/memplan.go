@@ -15,8 +15,9 @@ import (
 // table's record and index and the Go heap's share; with the tracer, per
 // entry the elements of its kernel maps (the mirror, the STALE MAC, the
 // source-MAC candidate), and per map slot the 16 bytes the kernel sets
-// aside in each of its four hash maps, whatever they hold. The README's
-// formula and the chart's comment on its memory limit are these.
+// aside in each of its four hash maps, whatever they hold (the slots
+// follow the table: loadSlots). The README's formula and the chart's
+// comment on its memory limit are these.
 const (
 	memBaseBytes         = 32 << 20
 	memEntryBytes        = 88
@@ -36,18 +37,29 @@ func memNeed(entries, mapSlots int) int64 {
 }
 
 // memWarning is the one line that says the cgroup's memory limit is too
-// small for the entries the node's neighbour tables may hold, or "".
-func memWarning(entries, mapSlots int, limit int64) string {
-	need := memNeed(entries, mapSlots)
-	if limit <= 0 || need <= limit {
+// small, or "": for the entries the node's neighbour tables hold now
+// (the agent may be OOM-killed as it starts), else for the most they may
+// hold (gc_thresh3 of IPv4 and IPv6: as the table grows). The slots are
+// the tracer's maps' for each (0: no tracer).
+func memWarning(now, nowSlots, most, mostSlots int, limit int64) string {
+	if limit <= 0 {
 		return ""
 	}
-	tracer := "without the tracer"
-	if mapSlots > 0 {
-		tracer = fmt.Sprintf("with the tracer's maps of %d slots", mapSlots)
+	tracer := func(slots int) string {
+		if slots > 0 {
+			return fmt.Sprintf("with the tracer's maps of %d slots", slots)
+		}
+		return "without the tracer"
 	}
-	return fmt.Sprintf("memory: the neighbour tables may hold %d entries (gc_thresh3 of IPv4 and IPv6), which need about %d MiB %s (README, Memory); the cgroup's memory limit is %d MiB: raise the limit (the chart's resources.limits.memory) or lower gc_thresh3, or the agent may be OOM-killed as the table grows",
-		entries, need>>20, tracer, limit>>20)
+	if need := memNeed(now, nowSlots); need > limit {
+		return fmt.Sprintf("memory: the neighbour tables hold %d entries now, which need about %d MiB %s (README, Memory); the cgroup's memory limit is %d MiB: raise the limit (the chart's resources.limits.memory), or the agent will be OOM-killed",
+			now, need>>20, tracer(nowSlots), limit>>20)
+	}
+	if need := memNeed(most, mostSlots); need > limit {
+		return fmt.Sprintf("memory: the neighbour tables may grow to %d entries (gc_thresh3 of IPv4 and IPv6), which would need about %d MiB %s (README, Memory); the cgroup's memory limit is %d MiB: raise the limit (the chart's resources.limits.memory) or lower gc_thresh3, or the agent may be OOM-killed as the table grows",
+			most, need>>20, tracer(mostSlots), limit>>20)
+	}
+	return ""
 }
 
 // cgroupMemoryLimitAt reads the limit from a /proc/<pid>/cgroup file and

@@ -8,31 +8,48 @@ import (
 )
 
 func TestMemWarning(t *testing.T) {
-	if w := memWarning(1_000_000, 1<<21, 0); w != "" {
+	if w := memWarning(1_000_000, 1<<21, 1_000_000, 1<<21, 0); w != "" {
 		t.Errorf("no limit: %q", w)
 	}
 	need := memNeed(1_000_000, 1<<21)
-	if w := memWarning(1_000_000, 1<<21, need); w != "" {
+	if w := memWarning(1_000_000, 1<<21, 1_000_000, 1<<21, need); w != "" {
 		t.Errorf("a limit equal to the need: %q", w)
 	}
 	if memNeed(1_000_000, 0) >= need {
 		t.Errorf("the tracer's maps cost nothing: %d with, %d without", need, memNeed(1_000_000, 0))
 	}
 	// The measured figures of BENCHMARKS.md, Memory: 1,000,000 STALE
-	// entries with maps of 4,194,304 slots took at most 714 MiB of the
-	// cgroup with the 64-byte record (2026-12-03; the binary's pages are
-	// charged elsewhere); the plan must not promise less.
-	if got := memNeed(1_000_000, 1<<22) >> 20; got < 714 {
-		t.Errorf("plan for 1,000,000 entries: %d MiB, below the 714 MiB measured", got)
+	// entries took at most 714 MiB of the cgroup with maps of 4,194,304
+	// slots (2026-12-03), 569 MiB with maps of 2,097,152 (2026-12-04);
+	// 100,000 with 131,072 slots 64.1 MiB (the binary's pages are
+	// charged elsewhere): the plan must not promise less.
+	for _, m := range []struct {
+		entries, slots int
+		mib            int64
+	}{{1_000_000, 1 << 22, 714}, {1_000_000, 1 << 21, 569}, {100_000, 1 << 17, 65}} {
+		if got := memNeed(m.entries, m.slots) >> 20; got < m.mib {
+			t.Errorf("plan for %d entries, %d slots: %d MiB, below the %d MiB measured", m.entries, m.slots, got, m.mib)
+		}
 	}
-	w := memWarning(1_000_000, 1<<21, 256<<20)
-	for _, want := range []string{"1000000 entries", "gc_thresh3", "256 MiB", "resources.limits.memory"} {
+	// Too small for the table now: the agent will be OOM-killed.
+	w := memWarning(1_000_000, 1<<21, 2_000_000, 1<<22, 256<<20)
+	for _, want := range []string{"1000000 entries now", "256 MiB", "resources.limits.memory", "will be OOM-killed"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warning %q does not say %q", w, want)
+		}
+	}
+	// Large enough now, not for gc_thresh3's worth.
+	w = memWarning(1000, 16384, 4_000_000, 1<<22, 256<<20)
+	for _, want := range []string{"may grow to 4000000 entries", "gc_thresh3", "256 MiB", "resources.limits.memory"} {
 		if !strings.Contains(w, want) {
 			t.Errorf("warning %q does not say %q", w, want)
 		}
 	}
 	if strings.Contains(w, "\n") {
 		t.Errorf("warning is more than one line: %q", w)
+	}
+	if w := memWarning(1000, 16384, 2048, 16384, 256<<20); w != "" {
+		t.Errorf("a small node under 256 MiB: %q", w)
 	}
 }
 
