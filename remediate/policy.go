@@ -286,7 +286,8 @@ func cidrAllowed(a netip.Addr, allow, deny []netip.Prefix) bool {
 	return false
 }
 
-// Inert names what in a configuration can never act: a strategy the
+// Inert names what in a configuration of strategies can never act (the
+// caller names the option that set them): a strategy the
 // agent or the kernel cannot use, or a class of entries no strategy can
 // repair. fatal is set when remediation as configured can never act at
 // all for a reason the configuration alone decides (the kernel's lack of
@@ -303,7 +304,7 @@ func Inert(c Config, swapPossible bool) (warnings []string, fatal error) {
 			continue
 		}
 		if why := s.inert(&c, swapPossible); why != "" {
-			warnings = append(warnings, "--remediation.strategies: "+string(name)+" never acts: "+why)
+			warnings = append(warnings, string(name)+" never acts: "+why)
 			continue
 		}
 		usable++
@@ -311,12 +312,12 @@ func Inert(c Config, swapPossible bool) (warnings []string, fatal error) {
 	}
 	if usable == 0 {
 		if !slices.Contains(c.Strategies, StrategyManage) {
-			return nil, fmt.Errorf("--remediation.strategies %s can never act: %s", joinStrategies(c.Strategies), strings.Join(warnings, "; "))
+			return nil, fmt.Errorf("%s can never act: %s", joinStrategies(c.Strategies), strings.Join(warnings, "; "))
 		}
 		return warnings, nil
 	}
 	if !repair {
-		warnings = append(warnings, "--remediation.strategies "+joinStrategies(c.Strategies)+": stuck entries are never repaired (manage only keeps at-risk entries fresh); add probe")
+		warnings = append(warnings, joinStrategies(c.Strategies)+": stuck entries are never repaired (manage only keeps at-risk entries fresh); add probe")
 	}
 	return warnings, nil
 }

@@ -203,7 +203,10 @@ func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 	cfg.Logger = log
 	inert, fatal := remediate.Inert(cfg.Remediation, cfg.Datapath.Auto)
 	if fatal != nil {
-		return nil, errUsage{fatal}
+		return nil, errUsage{fmt.Errorf("--remediation.strategies %w", fatal)}
+	}
+	for i, w := range inert {
+		inert[i] = "--remediation.strategies: " + w
 	}
 	st.cfg, st.manageOK, st.inert = cfg, r.Manage.Supported, inert
 	return st, nil

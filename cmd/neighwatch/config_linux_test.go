@@ -140,3 +140,16 @@ func readYAML(t *testing.T, path string, v any) {
 		t.Fatalf("%s: %v", path, err)
 	}
 }
+
+// TestInertStrategiesNameTheFlag: remediation says what can never act;
+// the command names the option that set it.
+func TestInertStrategiesNameTheFlag(t *testing.T) {
+	_, err := agentConfig([]string{"--remediation", "on", "--remediation.strategies", "swap"}, io.Discard)
+	if err == nil || !strings.HasPrefix(err.Error(), "--remediation.strategies swap can never act: ") {
+		t.Errorf("swap alone without --datapath.mode=auto: %v", err)
+	}
+	st, err := agentConfig([]string{"--remediation", "on", "--remediation.strategies", "swap,probe"}, io.Discard)
+	if err != nil || len(st.inert) != 1 || !strings.HasPrefix(st.inert[0], "--remediation.strategies: swap never acts: ") {
+		t.Errorf("swap then probe: %v, warnings %q", err, st.inert)
+	}
+}
