@@ -111,35 +111,27 @@ func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
 	old := net.HardwareAddr(mc.old)
 	probe := en
 	probe.LLAddr = mc.old
-	listen := e.conf().VerifyTimeout / ConfirmProbes
-	for range ConfirmProbes {
-		answered, err := e.actor.Probe(ctx, &probe, 0, listen)
-		if err != nil {
-			e.c.moveChecked(MoveFailed)
-			e.log.Warn("move check not sent", "interface", ifname, "ip", mc.key.Addr, "err", err)
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		// Only the old MAC's own answer counts: the new MAC (the host
-		// announcing its move, or the spoofer claiming again) says
-		// nothing about whether the old one still holds the IP.
-		for _, m := range answered {
-			if !bytes.Equal(m, old) {
-				continue
-			}
-			e.table.ReportConflict(mc.key, old, net.HardwareAddr(mc.now), time.Now(), table.CauseRemediate,
-				"the kernel moved the entry from "+old.String()+" to "+net.HardwareAddr(mc.now).String()+
-					", and "+old.String()+" still answers for the address: a spoofer or a duplicate address")
-			e.c.moveChecked(MoveAnswered)
-			e.log.Warn("an entry moved, and its old MAC still answers for the address: a spoofer or a duplicate address",
-				"interface", ifname, "ip", mc.key.Addr, "lladdr", net.HardwareAddr(mc.now).String(), "old_lladdr", old.String())
-			return
-		}
-		if cur, ok := e.table.Lookup(mc.key); !ok || cur.LLAddr != mc.now {
-			return // moved again: that move has its own check
-		}
+	// Only the old MAC's own answer counts: the new MAC (the host
+	// announcing its move, or the spoofer claiming again) says nothing
+	// about whether the old one still holds the IP.
+	res, _, err := e.askUnicast(ctx, &probe, func(m net.HardwareAddr) bool { return bytes.Equal(m, old) }, func(cur *table.Entry) bool {
+		return cur.LLAddr == mc.now // else moved again: that move has its own check
+	})
+	switch res {
+	case askFailed:
+		e.c.moveChecked(MoveFailed)
+		e.log.Warn("move check not sent", "interface", ifname, "ip", mc.key.Addr, "err", err)
+		return
+	case askStopped:
+		return
+	case askAnswered:
+		e.table.ReportConflict(mc.key, old, net.HardwareAddr(mc.now), time.Now(), table.CauseRemediate,
+			"the kernel moved the entry from "+old.String()+" to "+net.HardwareAddr(mc.now).String()+
+				", and "+old.String()+" still answers for the address: a spoofer or a duplicate address")
+		e.c.moveChecked(MoveAnswered)
+		e.log.Warn("an entry moved, and its old MAC still answers for the address: a spoofer or a duplicate address",
+			"interface", ifname, "ip", mc.key.Addr, "lladdr", net.HardwareAddr(mc.now).String(), "old_lladdr", old.String())
+		return
 	}
 	e.c.moveChecked(MoveUnanswered)
 	e.log.Debug("an entry moved and its old MAC is silent: the host moved", "interface", ifname, "ip", mc.key.Addr,
