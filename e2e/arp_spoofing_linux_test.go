@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -22,31 +24,16 @@ import (
 func TestARPPoisoningIsConflict(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
-	seg := lab.NewSegment(t, "spf", 2)
-	victim, attacker := seg.Hosts[0], seg.Hosts[1]
-	victimIP := lab.SegmentHostIP(0)
-	for _, k := range []string{"net.ipv4.conf.all.drop_gratuitous_arp", "net.ipv4.conf." + lab.SegmentBridge + ".drop_gratuitous_arp"} {
-		if err := seg.Node.Sysctl(k, "1"); err != nil {
-			t.Fatal(err)
+	w := newWatchedSegment(t, "spf", 2, false, func(seg *lab.Segment) {
+		for _, k := range []string{"net.ipv4.conf.all.drop_gratuitous_arp", "net.ipv4.conf." + lab.SegmentBridge + ".drop_gratuitous_arp"} {
+			if err := seg.Node.Sysctl(k, "1"); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	victimMAC, err := victim.MAC(lab.SegmentHostIf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeMAC, err := seg.Node.MAC(lab.SegmentBridge)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The node knows the victim at its real MAC.
-	if err := seg.Node.Ping(victimIP, 1, 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	sock := sockPath(t)
-	a := startAgent(t, seg.Node, sock, "--tracer", "off", "--stale-threshold", "1s", "--remediation", "on",
-		"--remediation.strategies", "probe,kick,flush", "--remediation.verify-timeout", "1s")
-	a.waitPart(t, "evidence")
-	events := collectEvents(t, sock)
+	}, "--stale-threshold", "1s", "--remediation.strategies", "probe,kick,flush")
+	seg, sock, events, a := w.seg, w.sock, w.events, w.agent
+	victim, attacker := seg.Hosts[0], seg.Hosts[1]
+	victimIP, victimMAC, nodeMAC := w.ip, w.mac, w.nodeMAC
 
 	sp, err := attacker.Spoof(lab.SegmentHostIf, victimIP)
 	if err != nil {
@@ -108,4 +95,44 @@ func TestARPPoisoningIsConflict(t *testing.T) {
 	}
 	t.Logf("kernel at %s, conflict with %s; spoofer answered %d requests; %s", e.LLAddr, conflict.MAC, sp.Stop(),
 		grep(body, "confirmations_total"))
+}
+
+// watchedSegment is a segment whose node knows host 0 at its real MAC (a
+// ping from the node) and runs an agent on it: tracer off, remediation
+// on with a 1 s verify timeout, the evidence and remediation ready, its
+// events collected.
+type watchedSegment struct {
+	seg          *lab.Segment
+	ip           netip.Addr       // host 0's address of the family
+	mac, nodeMAC net.HardwareAddr // host 0's and the node's (its bridge's)
+	agent        *agentProc
+	sock         string
+	events       func() string
+}
+
+// newWatchedSegment makes one of n hosts (name: the namespaces' prefix);
+// prepare, if not nil, runs before the node's ping; extra are more
+// arguments for the agent.
+func newWatchedSegment(t *testing.T, name string, n int, v6 bool, prepare func(seg *lab.Segment), extra ...string) *watchedSegment {
+	t.Helper()
+	w := &watchedSegment{seg: lab.NewSegment(t, name, n), ip: pick(v6, lab.SegmentHostIP6(0), lab.SegmentHostIP(0))}
+	var err error
+	if w.mac, err = w.seg.Hosts[0].MAC(lab.SegmentHostIf); err != nil {
+		t.Fatal(err)
+	}
+	if w.nodeMAC, err = w.seg.Node.MAC(lab.SegmentBridge); err != nil {
+		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(w.seg)
+	}
+	if err := w.seg.Node.Ping(w.ip, 1, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	w.sock = sockPath(t)
+	w.agent = startAgent(t, w.seg.Node, w.sock, append([]string{"--tracer", "off", "--remediation", "on", "--remediation.verify-timeout", "1s"}, extra...)...)
+	w.agent.waitPart(t, "evidence")
+	w.agent.waitPart(t, "remediation")
+	w.events = collectEvents(t, w.sock)
+	return w
 }

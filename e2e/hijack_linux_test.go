@@ -43,35 +43,23 @@ func TestHijackIsConflict(t *testing.T) {
 }
 
 func hijack(t *testing.T, v6 bool) {
-	seg := lab.NewSegment(t, pick(v6, "hj6", "hj4"), 2)
+	nodeIP := pick(v6, lab.SegmentNodeIP6, lab.SegmentNodeIP)
+	w := newWatchedSegment(t, pick(v6, "hj6", "hj4"), 2, v6, func(seg *lab.Segment) {
+		// Silent: the victim knows the node for good, so it never asks
+		// for it (its request would put its MAC back into the node's
+		// entry); it still answers requests for its address.
+		nodeMAC, err := seg.Node.MAC(lab.SegmentBridge)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := seg.Hosts[0].SetNeigh(lab.SegmentHostIf, nodeIP, nodeMAC, "permanent"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	pinged := time.Now() // after the node's ping
+	seg, sock, events, a := w.seg, w.sock, w.events, w.agent
 	victim, attacker := seg.Hosts[0], seg.Hosts[1]
-	victimIP, nodeIP := lab.SegmentHostIP(0), lab.SegmentNodeIP
-	if v6 {
-		victimIP, nodeIP = lab.SegmentHostIP6(0), lab.SegmentNodeIP6
-	}
-	victimMAC, err := victim.MAC(lab.SegmentHostIf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeMAC, err := seg.Node.MAC(lab.SegmentBridge)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Silent: the victim knows the node for good, so it never asks for
-	// it (its request would put its MAC back into the node's entry); it
-	// still answers requests for its address.
-	if err := victim.SetNeigh(lab.SegmentHostIf, nodeIP, nodeMAC, "permanent"); err != nil {
-		t.Fatal(err)
-	}
-	if err := seg.Node.Ping(victimIP, 1, 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	pinged := time.Now()
-	sock := sockPath(t)
-	a := startAgent(t, seg.Node, sock, "--tracer", "off", "--remediation", "on", "--remediation.verify-timeout", "1s")
-	a.waitPart(t, "evidence")
-	a.waitPart(t, "remediation")
-	events := collectEvents(t, sock)
+	victimIP, victimMAC, nodeMAC := w.ip, w.mac, w.nodeMAC
 	sp, err := attacker.Spoof(lab.SegmentHostIf, victimIP)
 	if err != nil {
 		t.Fatal(err)
@@ -173,21 +161,9 @@ func TestRealMoveIsNoConflict(t *testing.T) {
 }
 
 func realMove(t *testing.T, v6 bool) {
-	seg := lab.NewSegment(t, pick(v6, "hm6", "hm4"), 1)
-	host := seg.Hosts[0]
-	ip := pick(v6, lab.SegmentHostIP6(0), lab.SegmentHostIP(0))
-	old, err := host.MAC(lab.SegmentHostIf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := seg.Node.Ping(ip, 1, 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	sock := sockPath(t)
-	a := startAgent(t, seg.Node, sock, "--tracer", "off", "--remediation", "on", "--remediation.verify-timeout", "1s")
-	a.waitPart(t, "evidence")
-	a.waitPart(t, "remediation")
-	events := collectEvents(t, sock)
+	w := newWatchedSegment(t, pick(v6, "hm6", "hm4"), 1, v6, nil)
+	seg, sock, events, a := w.seg, w.sock, w.events, w.agent
+	host, ip, old := seg.Hosts[0], w.ip, w.mac
 	moved := lab.HostMAC(2, pick(v6, 0x7a, 0x79))
 	host.MustIP(t, "link", "set", lab.SegmentHostIf, "address", moved.String())
 	// Past the kernel's locktime since the ping, announce the new MAC
