@@ -58,6 +58,16 @@ func (r *retry) next(now time.Time) {
 	r.at = now.Add(r.backoff)
 }
 
+// retryLocked counts one more failure of a listener and schedules its
+// next start; it returns the wait. Call it with w.mu held.
+func (w *Watcher) retryLocked(k listenerKey) time.Duration {
+	w.failures.Add(1)
+	r := w.retries[k]
+	r.next(time.Now())
+	w.retries[k] = r
+	return r.backoff
+}
+
 // poke wakes the worker.
 func (w *Watcher) poke() {
 	select {
@@ -196,11 +206,7 @@ func (w *Watcher) failedLocked(k listenerKey, li Link, err error) {
 		}
 		return
 	}
-	w.failures.Add(1)
-	r := w.retries[k]
-	r.next(time.Now())
-	w.retries[k] = r
-	w.log.Warn(what+" listener not started; retrying", "interface", li.Name, "err", err, "retry_in", r.backoff)
+	w.log.Warn(what+" listener not started; retrying", "interface", li.Name, "err", err, "retry_in", w.retryLocked(k))
 }
 
 // collectDrops adds what the kernel dropped on l's socket since the last
@@ -245,11 +251,7 @@ func (w *Watcher) read(k listenerKey, own net.HardwareAddr, l *listener) {
 			if w.listeners[k] == l {
 				delete(w.listeners, k)
 				// Start it again, after a pause.
-				w.failures.Add(1)
-				r := w.retries[k]
-				r.next(time.Now())
-				w.retries[k] = r
-				w.log.Warn("listener failed; restarting", "ifindex", k.ifindex, "err", err, "retry_in", r.backoff)
+				w.log.Warn("listener failed; restarting", "ifindex", k.ifindex, "err", err, "retry_in", w.retryLocked(k))
 			}
 			w.mu.Unlock()
 			l.conn.Close()
