@@ -16,7 +16,7 @@ GO=${GO:-go}
 MAKE=${MAKE:-make}
 KERNELS=${KERNELS:-5.10,6.1,6.12,newest}
 # Every package of go.work's modules (the Makefile's PKGS).
-PKGS=${PKGS:-./... ./e2e/... ./internal/dev/kernels/... ./internal/dev/manifests/...}
+PKGS=${PKGS:-$("$MAKE" -s --no-print-directory print-pkgs)}
 # Each limit is at least twice the phase's time measured beside a busy
 # loop on a 2-CPU machine (BENCHMARKS.md, "make test").
 GO_TEST_TIMEOUT=${GO_TEST_TIMEOUT:-40m}

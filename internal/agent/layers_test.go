@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -12,8 +14,7 @@ const module = "github.com/neighwatch/neighwatch/"
 // imports (not its tests') point only down.
 func TestLayers(t *testing.T) {
 	// Every module of go.work: the product's and the tooling's.
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`,
-		"../../...", "../../e2e/...", "../../internal/dev/kernels/...", "../../internal/dev/manifests/...").Output()
+	out, err := exec.Command("go", append([]string{"list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`}, workModules(t, "/...")...)...).Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -90,6 +91,47 @@ func TestProductModuleStandsAlone(t *testing.T) {
 			if strings.HasPrefix(m, tooling) {
 				t.Errorf("the product's module links %s, a tooling dependency", m)
 			}
+		}
+	}
+}
+
+// workModules lists go.work's modules (their module paths), each with
+// suffix.
+func workModules(t *testing.T, suffix string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Path}}").Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", err)
+	}
+	var mods []string
+	for _, m := range strings.Fields(string(out)) {
+		mods = append(mods, m+suffix)
+	}
+	if len(mods) < 2 {
+		t.Fatalf("go.work's modules: %v, want the product's and the tooling's", mods)
+	}
+	return mods
+}
+
+// TestMakefileNamesEveryModule: ./... does not reach go.work's other
+// modules, so the Makefile's PKGS (what make test, vet, lint and cross
+// run) names each.
+func TestMakefileNamesEveryModule(t *testing.T) {
+	b, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkgs []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "PKGS"); ok {
+			_, v, _ = strings.Cut(v, ":=")
+			pkgs = strings.Fields(v)
+		}
+	}
+	for _, m := range workModules(t, "") {
+		want := "." + strings.TrimPrefix(m, strings.TrimSuffix(module, "/")) + "/..."
+		if !slices.Contains(pkgs, want) {
+			t.Errorf("the Makefile's PKGS %v lacks %s (module %s)", pkgs, want, m)
 		}
 	}
 }
