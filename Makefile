@@ -145,10 +145,20 @@ FUZZTIME ?= 10s
 FUZZ_TARGETS = ./cmd/neighwatch:FuzzConfigFile ./internal/control:FuzzHandler \
                ./monitor/evidence:FuzzParseARP ./monitor/evidence:FuzzParseNDP \
                ./monitor/mirror:FuzzDecode ./monitor/neightbl:FuzzDecode ./bpf:FuzzDecodeTransition
+# A target that fails with only "context deadline exceeded" and writes no
+# failing input hit Go's fuzzing coordinator race at the -fuzztime
+# boundary (golang/go#51484), not a finding: it runs once more.
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
-	  echo "fuzz $$t for $(FUZZTIME)"; \
-	  $(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -parallel 1 "$${t%%:*}" || exit 1; \
+	  for try in 1 2; do \
+	    echo "fuzz $$t for $(FUZZTIME)"; \
+	    out=$$($(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -parallel 1 "$${t%%:*}" 2>&1); rc=$$?; \
+	    echo "$$out"; \
+	    [ $$rc -eq 0 ] && break; \
+	    if [ $$try -eq 1 ] && echo "$$out" | grep -q '^    context deadline exceeded$$' && ! echo "$$out" | grep -q 'Failing input written'; then \
+	      echo "fuzz $$t: the coordinator's deadline race, no input written: once more"; continue; fi; \
+	    exit 1; \
+	  done; \
 	done
 
 # The mutation score of the decision code (table, remediate,
