@@ -3,7 +3,6 @@ package remediate
 import (
 	"context"
 	"net"
-	"slices"
 	"time"
 
 	"github.com/neighwatch/neighwatch/table"
@@ -103,12 +102,12 @@ func (e *Engine) confirm(ctx context.Context, k table.Key) {
 	if repairing {
 		return
 	}
-	if err := e.wait(ctx, k.Ifindex); err != nil {
+	if err := e.limits.wait(ctx, k.Ifindex); err != nil {
 		return
 	}
 	// Whoever answers a request sent to the entry's MAC received it there
 	// (a host that moved drops frames to its old MAC).
-	res, answered, err := e.askUnicast(ctx, &en, func(net.HardwareAddr) bool { return true }, func(cur *table.Entry) bool {
+	res, answered, err := e.kit().askUnicast(ctx, &en, func(net.HardwareAddr) bool { return true }, func(cur *table.Entry) bool {
 		return cur.LLAddr == en.LLAddr && cur.Suspect() // else its MAC was heard meanwhile, or it moved
 	})
 	switch res {
@@ -137,39 +136,4 @@ func (e *Engine) confirm(ctx context.Context, k table.Key) {
 	e.sweepSoon() // stuck now, if stale-long: repaired without waiting for the next sweep
 	e.log.Info("confirmation unanswered: nothing at the entry's MAC", "interface", e.table.LinkName(k.Ifindex),
 		"ip", k.Addr, "lladdr", en.HardwareAddr().String(), "seen_at", macString(en.DisputingMAC()), "probes", ConfirmProbes)
-}
-
-// askResult is how a round of unicast requests ended.
-type askResult int
-
-const (
-	askSilent   askResult = iota // every request went unanswered
-	askAnswered                  // an answer that counts came
-	askFailed                    // a request could not be sent
-	askStopped                   // ctx ended, or the entry changed meanwhile
-)
-
-// askUnicast sends up to ConfirmProbes unicast requests for probe's IP to
-// probe's MAC, each listening a third of the verify timeout, until an
-// answer counts or unchanged (given the entry as the table has it now)
-// says the question no longer stands.
-func (e *Engine) askUnicast(ctx context.Context, probe *table.Entry, counts func(net.HardwareAddr) bool,
-	unchanged func(cur *table.Entry) bool) (askResult, []net.HardwareAddr, error) {
-	listen := e.conf().VerifyTimeout / ConfirmProbes
-	for range ConfirmProbes {
-		answered, err := e.actor.Probe(ctx, probe, 0, listen)
-		if err != nil {
-			return askFailed, nil, err
-		}
-		if ctx.Err() != nil {
-			return askStopped, nil, nil
-		}
-		if slices.ContainsFunc(answered, counts) {
-			return askAnswered, answered, nil
-		}
-		if cur, ok := e.table.Lookup(probe.Key); !ok || !unchanged(&cur) {
-			return askStopped, nil, nil
-		}
-	}
-	return askSilent, nil, nil
 }

@@ -1,8 +1,10 @@
 package remediate
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,13 +54,27 @@ func TestManageFirstAndCapped(t *testing.T) {
 }
 
 // TestManageDefaultOrder: manage leads the default order only where the
-// kernel supports it.
+// kernel supports it, after swap only where the datapath can swap; each
+// strategy ranks itself (rank), so the order is checked whole.
 func TestManageDefaultOrder(t *testing.T) {
-	if got := DefaultStrategies(true); got[0] != StrategyManage {
+	if got := DefaultStrategies(true, false); got[0] != StrategyManage {
 		t.Errorf("supported: %v", got)
 	}
-	if got := DefaultStrategies(false); slices.Contains(got, StrategyManage) {
+	if got := DefaultStrategies(false, false); slices.Contains(got, StrategyManage) {
 		t.Errorf("unsupported: %v", got)
+	}
+	for _, tc := range []struct {
+		manage, swap bool
+		want         string
+	}{
+		{false, false, "probe,kick,flush"},
+		{true, false, "manage,probe,kick,flush"},
+		{false, true, "swap,probe,kick,flush"},
+		{true, true, "swap,manage,probe,kick,flush"},
+	} {
+		if got := joinStrategies(DefaultStrategies(tc.manage, tc.swap)); got != tc.want {
+			t.Errorf("DefaultStrategies(manage %v, swap %v) = %s, want %s", tc.manage, tc.swap, got, tc.want)
+		}
 	}
 	cfg := manageConfig(1)
 	cfg.Manage.Supported = false
@@ -188,4 +204,39 @@ func TestManagedMoveConfirmedAtOldMAC(t *testing.T) {
 		en, _ := tb.Lookup(k)
 		return en.LLAddr == string(macNew)
 	})
+}
+
+// TestPreventionNeedsAManagingKernel: a policy prevents only when a
+// preventing strategy is listed and can act; manage listed on a kernel
+// without managed neighbours prevents nothing, and the detection names
+// the missing feature.
+func TestPreventionNeedsAManagingKernel(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		supported bool
+		list      []Strategy
+		want      bool
+		features  string
+	}{
+		{"manage on a 5.16 kernel", true, []Strategy{StrategyManage, StrategyProbe}, true, "managed:true"},
+		{"manage on an older kernel", false, []Strategy{StrategyManage, StrategyProbe}, false, "managed:false"},
+		{"no manage", true, []Strategy{StrategyProbe, StrategyFlush}, false, ""},
+	} {
+		cfg := manageConfig(1)
+		cfg.Strategies, cfg.Manage.Supported = tc.list, tc.supported
+		if got := prevents(&cfg); got != tc.want {
+			t.Errorf("%s: prevents %v, want %v", tc.name, got, tc.want)
+		}
+		var fs []string
+		for _, f := range Features(cfg) {
+			fs = append(fs, fmt.Sprintf("%s:%v", f.Name, f.OK))
+		}
+		if got := strings.Join(fs, ","); got != tc.features {
+			t.Errorf("%s: features %q, want %q", tc.name, got, tc.features)
+		}
+		cfg.Mode = ModeOff
+		if fs := Features(cfg); len(fs) != 0 {
+			t.Errorf("%s, remediation off: features %v, want none", tc.name, fs)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/neighwatch/neighwatch/table"
@@ -64,7 +65,7 @@ func (e *Engine) watchMoves(ctx context.Context) {
 	// showed), and it is still acting when the kernel's move is
 	// published (it waits to see it).
 	sub := e.table.Events().SubscribeFunc(moveQueue, func(ev table.Event) bool {
-		return isMove(ev) && !e.isActing(table.Key{Ifindex: ev.Ifindex, Addr: ev.IP})
+		return isMove(ev) && !e.acting.has(table.Key{Ifindex: ev.Ifindex, Addr: ev.IP})
 	})
 	defer sub.Close()
 	select {
@@ -104,7 +105,7 @@ func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
 			return // the host's own MACs: a bond or ARP flux moved it
 		}
 	}
-	if err := e.wait(ctx, mc.key.Ifindex); err != nil {
+	if err := e.limits.wait(ctx, mc.key.Ifindex); err != nil {
 		return
 	}
 	ifname := e.table.LinkName(mc.key.Ifindex)
@@ -114,7 +115,7 @@ func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
 	// Only the old MAC's own answer counts: the new MAC (the host
 	// announcing its move, or the spoofer claiming again) says nothing
 	// about whether the old one still holds the IP.
-	res, _, err := e.askUnicast(ctx, &probe, func(m net.HardwareAddr) bool { return bytes.Equal(m, old) }, func(cur *table.Entry) bool {
+	res, _, err := e.kit().askUnicast(ctx, &probe, func(m net.HardwareAddr) bool { return bytes.Equal(m, old) }, func(cur *table.Entry) bool {
 		return cur.LLAddr == mc.now // else moved again: that move has its own check
 	})
 	switch res {
@@ -138,28 +139,36 @@ func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
 		"lladdr", net.HardwareAddr(mc.now).String(), "old_lladdr", old.String(), "probes", ConfirmProbes)
 }
 
-// actOn marks a key as one a strategy acts on, until the function it
-// returns is called. That function first takes a lookup through the
-// table: the table publishes under its lock, so a move still being
+// acting holds the keys a strategy is acting on. The move watcher's
+// filter reads it while the table publishes, under the table's lock: its
+// mutex is a leaf, held for nothing but the map.
+type acting struct {
+	mu   sync.Mutex
+	keys map[table.Key]int
+}
+
+// mark marks a key as one a strategy acts on, until the function it
+// returns is called. That function first calls barrier (a lookup through
+// the table): the table publishes under its lock, so a move still being
 // published when the strategy returned has been filtered, with the key
 // marked, by the time the mark goes.
-func (e *Engine) actOn(k table.Key) func() {
-	e.actMu.Lock()
-	e.acting[k]++
-	e.actMu.Unlock()
+func (a *acting) mark(k table.Key, barrier func()) func() {
+	a.mu.Lock()
+	a.keys[k]++
+	a.mu.Unlock()
 	return func() {
-		e.table.Lookup(k)
-		e.actMu.Lock()
-		if e.acting[k]--; e.acting[k] <= 0 {
-			delete(e.acting, k)
+		barrier()
+		a.mu.Lock()
+		if a.keys[k]--; a.keys[k] <= 0 {
+			delete(a.keys, k)
 		}
-		e.actMu.Unlock()
+		a.mu.Unlock()
 	}
 }
 
-// isActing reports whether a strategy is acting on k.
-func (e *Engine) isActing(k table.Key) bool {
-	e.actMu.Lock()
-	defer e.actMu.Unlock()
-	return e.acting[k] > 0
+// has reports whether a strategy is acting on k.
+func (a *acting) has(k table.Key) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.keys[k] > 0
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/neighwatch/neighwatch/table"
@@ -297,21 +296,22 @@ func Inert(c Config, swapPossible bool) (warnings []string, fatal error) {
 	if c.Mode == ModeOff {
 		return nil, nil
 	}
-	usable, repair := 0, false
+	usable, repair, kernel := 0, false, false
 	for _, name := range c.Strategies {
 		s := lookup(name)
 		if s == nil {
 			continue
 		}
-		if why := s.inert(&c, swapPossible); why != "" {
+		if why, k := s.inert(&c, swapPossible); why != "" {
 			warnings = append(warnings, string(name)+" never acts: "+why)
+			kernel = kernel || k
 			continue
 		}
 		usable++
 		repair = repair || s.repairs(swapPossible)
 	}
 	if usable == 0 {
-		if !slices.Contains(c.Strategies, StrategyManage) {
+		if !kernel {
 			return nil, fmt.Errorf("%s can never act: %s", joinStrategies(c.Strategies), strings.Join(warnings, "; "))
 		}
 		return warnings, nil

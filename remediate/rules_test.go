@@ -699,7 +699,7 @@ func TestJudgeAnswers(t *testing.T) {
 			tb := suspectTable(1)
 			e := New(fastConfig(ModeOn, StrategyProbe), tb, &fakeActor{t: tb, answerAt: -1}, nil)
 			en, _ := tb.Lookup(k)
-			o, ok := e.judgeAnswers(&en, c.answered)
+			o, ok := e.kit().judgeAnswers(&en, c.answered)
 			if o != c.want || ok != c.decided {
 				t.Fatalf("judged %q, %v; want %q, %v", o, ok, c.want, c.decided)
 			}
@@ -833,14 +833,14 @@ func TestSwapApplicableAndAct(t *testing.T) {
 			sw = tc.sw
 		}
 		e := New(fastConfig(ModeOn, StrategySwap), tb, &fakeActor{t: tb, answerAt: -1}, sw)
-		if got := (swapStrategy{}).applicable(e, &en, false); got != tc.want {
+		if got := (swapStrategy{}).applicable(e.kit(), &en, false); got != tc.want {
 			t.Errorf("%s: applicable %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	tb, en := entry(5)
 	refused := &swapperFunc{can: true, err: errors.New("no datapath on eth9")}
 	e := New(fastConfig(ModeOn, StrategySwap), tb, &fakeActor{t: tb, answerAt: -1}, refused)
-	out, err := (swapStrategy{}).act(context.Background(), e, &en, &attempt{})
+	out, err := (swapStrategy{}).act(context.Background(), e.kit(), &en, &attempt{})
 	if out != OutcomeFailed || err == nil || len(refused.swaps) != 1 || e.Stats().Swaps != 0 {
 		t.Errorf("a refused swap: outcome %s, err %v, %d swap calls, %d counted; want failed, the error, 1, 0", out, err, len(refused.swaps), e.Stats().Swaps)
 	}

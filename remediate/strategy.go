@@ -17,34 +17,85 @@ type Strategy string
 // strategy is one way to act on an entry: a type in its own file
 // (strategy_*.go), listed once in registry. The Engine keeps what all
 // share: the queue, the rate limits, the back-off, the dry-run and the
-// record of each action; a strategy says when it can act, acts, and
-// verifies what it did against the table.
+// record of each action. A strategy says what it is for, when it can
+// act, acts and verifies what it did against the table, with what the
+// engine hands it (kit), never the engine itself.
 type strategy interface {
 	name() Strategy
 	// note is said of it in the flag's help ("" for nothing).
 	note() string
-	// inert says why it can never act under c ("" when it can);
-	// swapPossible says the datapath can swap.
-	inert(c *Config, swapPossible bool) string
-	// repairs says whether it repairs a stuck entry (manage only
-	// prevents).
+	// rank is its place in the default order, 0 first; ok is false when
+	// it is not a default where the kernel keeps managed neighbours (or
+	// not) and the datapath can swap (or not).
+	rank(manageSupported, swapPossible bool) (rank int, ok bool)
+	// inert says why it can never act under c ("" when it can); kernel
+	// is set when the kernel, not the configuration, is why (one
+	// configuration serves a fleet of kernels: only a warning).
+	inert(c *Config, swapPossible bool) (why string, kernel bool)
+	// prevents says it keeps entries from getting stuck rather than
+	// repairing them: a policy with such a strategy acts on at-risk
+	// entries, and only the preventing strategies act on them.
+	prevents() bool
+	// repairs says whether it repairs a stuck entry.
 	repairs(swapPossible bool) bool
 	// repairsMove says whether it repairs an entry neighwatch manages
 	// whose host moved: one that is REACHABLE at the old MAC.
 	repairsMove() bool
+	// feature names the kernel feature it needs on every watched
+	// interface, with whether the kernel has it and why not ("" for
+	// none): the agent's detection reports it.
+	feature(c *Config) (name string, ok bool, why string)
 	// applicable says whether it can act on the entry now; count says
 	// whether a refusal (the manage cap's) is counted, not when only
 	// asked what would happen.
-	applicable(e *Engine, en *table.Entry, count bool) bool
+	applicable(k *kit, en *table.Entry, count bool) bool
 	// act acts on the entry and verifies the outcome. The outcome ""
 	// means it turned the entry down at the last moment: nothing done,
 	// nothing recorded, the next strategy's turn.
-	act(ctx context.Context, e *Engine, en *table.Entry, a *attempt) (Outcome, error)
+	act(ctx context.Context, k *kit, en *table.Entry, a *attempt) (Outcome, error)
 }
 
 // registry lists every strategy once, in the order of the counters and
 // of Strategies.
 var registry = []strategy{manageStrategy{}, probeStrategy{}, kickStrategy{}, swapStrategy{}, flushStrategy{}}
+
+// prevents says whether a strategy in c that can act prevents: then
+// at-risk entries are candidates for prevention.
+func prevents(c *Config) bool {
+	for _, name := range c.Strategies {
+		if s := lookup(name); s != nil && s.prevents() {
+			if why, _ := s.inert(c, false); why == "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Feature is a kernel feature a configured strategy needs on every
+// watched interface, and whether this kernel has it.
+type Feature struct {
+	Name string
+	OK   bool
+	Why  string // why not, when not OK
+}
+
+// Features lists the kernel features the strategies of c need; none
+// when remediation is off.
+func Features(c Config) []Feature {
+	if c.Mode == ModeOff {
+		return nil
+	}
+	var out []Feature
+	for _, name := range c.Strategies {
+		if s := lookup(name); s != nil {
+			if n, ok, why := s.feature(&c); n != "" {
+				out = append(out, Feature{Name: n, OK: ok, Why: why})
+			}
+		}
+	}
+	return out
+}
 
 // Strategies lists every strategy.
 func Strategies() []Strategy {
@@ -133,20 +184,14 @@ type attempt struct {
 	needMove bool
 }
 
-// verify waits up to d for the table to show the entry repaired, and
-// says what it shows then.
-func (e *Engine) verify(ctx context.Context, en *table.Entry, a *attempt, d time.Duration) Outcome {
-	o, _ := e.await(ctx, a.ch, en.Key, a.oldMAC, a.needMove, d, true)
-	return o
-}
-
 // act runs one strategy on an entry and verifies its outcome against
 // the table.
 func (e *Engine) act(ctx context.Context, en *table.Entry, s strategy) (Outcome, error) {
-	defer e.actOn(en.Key)()
-	ch, stop := e.watch(en.Key)
+	defer e.acting.mark(en.Key, func() { e.table.Lookup(en.Key) })()
+	kt := e.kit()
+	ch, stop := kt.watch(en.Key)
 	defer stop()
 	a := &attempt{ch: ch, oldMAC: en.LLAddr, claim: disputer(en, time.Now())}
 	a.needMove = en.State != table.StateStale || a.claim != nil
-	return s.act(ctx, e, en, a)
+	return s.act(ctx, kt, en, a)
 }

@@ -16,28 +16,34 @@ type swapStrategy struct{}
 func (swapStrategy) name() Strategy { return StrategySwap }
 func (swapStrategy) note() string   { return "first with --datapath.mode=auto" }
 
-func (swapStrategy) inert(_ *Config, swapPossible bool) string {
+// rank: first where the datapath can swap (the agent runs with
+// --datapath.mode=auto); not a default otherwise.
+func (swapStrategy) rank(_, swapPossible bool) (int, bool) { return 0, swapPossible }
+
+func (swapStrategy) inert(_ *Config, swapPossible bool) (string, bool) {
 	if !swapPossible {
-		return "it needs --datapath.mode=auto"
+		return "it needs --datapath.mode=auto", false
 	}
-	return ""
+	return "", false
 }
 
-func (swapStrategy) repairs(swapPossible bool) bool { return swapPossible }
+func (swapStrategy) prevents() bool                         { return false }
+func (swapStrategy) repairs(swapPossible bool) bool         { return swapPossible }
+func (swapStrategy) feature(*Config) (string, bool, string) { return "", false, "" }
 
 // repairsMove: a swap changes how packets reach the entry, not its MAC.
 func (swapStrategy) repairsMove() bool { return false }
 
 // applicable: the entry gets bypass traffic, and some datapath that
 // feeds its interface can swap.
-func (swapStrategy) applicable(e *Engine, en *table.Entry, _ bool) bool {
-	return e.swapper != nil && en.Observed().BypassInState > 0 && e.swapper.CanSwap(en.Ifindex)
+func (swapStrategy) applicable(k *kit, en *table.Entry, _ bool) bool {
+	return k.swapper != nil && en.Observed().BypassInState > 0 && k.swapper.CanSwap(en.Ifindex)
 }
 
-func (swapStrategy) act(ctx context.Context, e *Engine, en *table.Entry, a *attempt) (Outcome, error) {
-	if err := e.swapper.Swap(en.Ifindex); err != nil {
+func (swapStrategy) act(ctx context.Context, k *kit, en *table.Entry, a *attempt) (Outcome, error) {
+	if err := k.swapper.Swap(en.Ifindex); err != nil {
 		return OutcomeFailed, err
 	}
-	e.c.swaps.Add(1)
-	return e.verify(ctx, en, a, e.conf().KernelTimeout), nil // the kernel's timers
+	k.swaps.Add(1)
+	return k.verify(ctx, en, a, k.cfg.KernelTimeout), nil // the kernel's timers
 }

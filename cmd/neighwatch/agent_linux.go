@@ -195,10 +195,7 @@ func agentConfig(args []string, stderr io.Writer) (*agentSetup, error) {
 	r := &cfg.Remediation
 	r.Manage.Supported, st.manageWhy = remediate.ManagedSupported()
 	if r.Strategies == nil { // not given: they follow the kernel and the datapath mode
-		r.Strategies = remediate.DefaultStrategies(r.Manage.Supported)
-		if cfg.Datapath.Auto {
-			r.Strategies = append([]remediate.Strategy{remediate.StrategySwap}, r.Strategies...)
-		}
+		r.Strategies = remediate.DefaultStrategies(r.Manage.Supported, cfg.Datapath.Auto)
 	}
 	cfg.Logger = log
 	inert, fatal := remediate.Inert(cfg.Remediation, cfg.Datapath.Auto)

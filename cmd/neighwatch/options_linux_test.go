@@ -103,7 +103,7 @@ func TestFlagDefaultsAreTheParts(t *testing.T) {
 	got, want := st.cfg, agent.Defaults()
 	want.Metrics.Listen, want.ControlSocket, want.Logger = DefaultMetricsListen, DefaultControlSocket, got.Logger
 	want.Remediation.Manage.Supported, _ = remediate.ManagedSupported()
-	want.Remediation.Strategies = remediate.DefaultStrategies(want.Remediation.Manage.Supported)
+	want.Remediation.Strategies = remediate.DefaultStrategies(want.Remediation.Manage.Supported, false)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("the flags' defaults differ from the parts':\n got %+v\nwant %+v", got, want)
 	}

@@ -44,10 +44,9 @@ func (d *detection) Detection() []metrics.Detection {
 	if d.tracerWanted {
 		d.tracerDetection(links, idxs, add)
 	}
-	if c := d.engine.Config(); c.Mode != remediate.ModeOff && hasStrategy(c.Strategies, remediate.StrategyManage) {
-		why := "the kernel keeps no managed neighbours (NTF_EXT_MANAGED needs Linux 5.16)"
+	for _, f := range remediate.Features(d.engine.Config()) {
 		for _, i := range idxs {
-			add(links[i].Name, "managed", c.Manage.Supported, why)
+			add(links[i].Name, f.Name, f.OK, f.Why)
 		}
 	}
 	return out
@@ -96,15 +95,6 @@ func (d *detection) tracerDetection(links map[int32]mirror.Link, idxs []int32, a
 			add(l.Name, string(bpf.FeatureXDPBypass), x.Working, x.Why)
 		}
 	}
-}
-
-func hasStrategy(ss []remediate.Strategy, s remediate.Strategy) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // status is GET /v1/tracer.
