@@ -38,6 +38,9 @@ ARCHES        := amd64 arm64
 PKGS          := ./... ./e2e/... ./internal/dev/kernels/... ./internal/dev/manifests/...
 # Pure packages whose tests run on arm64 under qemu-user (make arm64).
 ARM64_TESTS   := ./table/ ./monitor/evidence/ ./metrics/ ./internal/control/ ./remediate/ ./cmd/neighwatch/
+# The agent's option and configuration-file tests (internal/agent's others
+# need the kernel).
+ARM64_AGENT   := ^(TestConfig|TestOption|TestFlag|TestNewLogger|TestREADMEFlag|TestInert|TestDaemonSet)
 
 .PHONY: print-pkgs test-go fuzz chart-helm4 publish push mutation all deps build run test unit vet lint cross fmt-check generate check-generate \
         checkrules bench bench-root lab-up lab-down clean image manifests install demo test-kernels \
@@ -142,7 +145,7 @@ test-go:
 # the control API, ARP/NDP frames, netlink messages, tracer records.
 # make test runs it; a finding fails it and is written under testdata.
 FUZZTIME ?= 10s
-FUZZ_TARGETS = ./cmd/neighwatch:FuzzConfigFile ./internal/control:FuzzHandler \
+FUZZ_TARGETS = ./internal/agent:FuzzConfigFile ./internal/control:FuzzHandler \
                ./monitor/evidence:FuzzParseARP ./monitor/evidence:FuzzParseNDP \
                ./monitor/mirror:FuzzDecode ./monitor/neightbl:FuzzDecode ./bpf:FuzzDecodeTransition
 # A target that fails with only "context deadline exceeded" and writes no
@@ -212,6 +215,7 @@ arm64:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -ldflags "$(LDFLAGS)" -o bin/arm64/neighwatch ./cmd/neighwatch
 	qemu-aarch64 bin/arm64/neighwatch version
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) test -count=1 -short -exec qemu-aarch64 $(ARM64_TESTS)
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) test -count=1 -short -exec qemu-aarch64 -run '$(ARM64_AGENT)' ./internal/agent/
 
 # The chart under Helm 4: lint --strict and the render of every
 # ci/*-values.yaml, which must equal Helm 3's (whose renders the Go tests

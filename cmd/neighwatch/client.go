@@ -19,7 +19,7 @@ import (
 func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print a JSON array")
-	sock := fs.String("control.socket", DefaultControlSocket, "the agent's control socket")
+	sock := fs.String("control.socket", control.DefaultSocket, "the agent's control socket")
 	iface := fs.String("interface", "", "only entries on this interface")
 	state := fs.String("state", "", "only entries in this NUD state (stale, reachable, delay, probe, failed, incomplete, permanent, noarp)")
 	class := fs.String("class", "", "only entries of this class ("+classNames()+")")
@@ -27,7 +27,7 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	if *class != "" && !slices.ContainsFunc(table.Classes(), func(c table.Class) bool { return c.String() == *class }) {
-		return errUsage{fmt.Errorf("--class %q: no such class (want %s)", *class, classNames())}
+		return errUsage{Err: fmt.Errorf("--class %q: no such class (want %s)", *class, classNames())}
 	}
 	all, err := control.NewClient(*sock).Status(ctx)
 	if err != nil {
@@ -115,7 +115,7 @@ func fmtAge(s float64) string {
 func runEvents(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("events", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
-	sock := fs.String("control.socket", DefaultControlSocket, "the agent's control socket")
+	sock := fs.String("control.socket", control.DefaultSocket, "the agent's control socket")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func runEvents(ctx context.Context, args []string, stdout, _ io.Writer) error {
 // IFACE MODE` swaps one atomically.
 func runDatapath(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("datapath", flag.ContinueOnError)
-	sock := fs.String("control.socket", DefaultControlSocket, "the agent's control socket")
+	sock := fs.String("control.socket", control.DefaultSocket, "the agent's control socket")
 	asJSON := fs.Bool("json", false, "print a JSON object: interface -> mode")
 	pos, err := parseArgs(fs, args, "[INTERFACE legacy|neigh]", 0, 2)
 	if err != nil {
@@ -161,7 +161,7 @@ func runDatapath(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	default:
-		return errUsage{fmt.Errorf("datapath: want no arguments (list) or INTERFACE MODE (swap)")}
+		return errUsage{Err: fmt.Errorf("datapath: want no arguments (list) or INTERFACE MODE (swap)")}
 	}
 	if *asJSON {
 		if modes == nil {
@@ -187,7 +187,7 @@ func runDatapath(ctx context.Context, args []string, stdout io.Writer) error {
 // feature, and where detection is blind.
 func runTracer(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("tracer", flag.ContinueOnError)
-	sock := fs.String("control.socket", DefaultControlSocket, "the agent's control socket")
+	sock := fs.String("control.socket", control.DefaultSocket, "the agent's control socket")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parseArgs(fs, args, "", 0, 0); err != nil {
 		return err
@@ -252,7 +252,7 @@ func dash(s string) string {
 // `neighwatch remediation off|dry-run|on` switches it at runtime.
 func runRemediation(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("remediation", flag.ContinueOnError)
-	sock := fs.String("control.socket", DefaultControlSocket, "the agent's control socket")
+	sock := fs.String("control.socket", control.DefaultSocket, "the agent's control socket")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseArgs(fs, args, "off|dry-run|on|status", 1, 1)
 	if err != nil {
@@ -270,7 +270,7 @@ func runRemediation(ctx context.Context, args []string, stdout io.Writer) error 
 			return err
 		}
 	default:
-		return errUsage{fmt.Errorf("remediation: unknown %q: want off, dry-run, on or status", arg)}
+		return errUsage{Err: fmt.Errorf("remediation: unknown %q: want off, dry-run, on or status", arg)}
 	}
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(st)

@@ -15,6 +15,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/neighwatch/neighwatch/internal/options"
+	"github.com/neighwatch/neighwatch/metrics"
 )
 
 const usage = `usage: neighwatch <command> [flags]
@@ -32,7 +35,7 @@ Run 'neighwatch <command> --help' for a command's flags.
 `
 
 // errUsage marks errors the user fixes by changing the command line.
-type errUsage struct{ error }
+type errUsage = options.Usage
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -54,7 +57,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return errUsage{errors.New("no command given")}
+		return errUsage{Err: errors.New("no command given")}
 	}
 	switch args[0] {
 	case "agent":
@@ -70,55 +73,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "tracer":
 		return runTracer(ctx, args[1:], stdout)
 	case "version", "--version":
-		fmt.Fprintln(stdout, versionString())
+		fmt.Fprintln(stdout, metrics.VersionString())
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	return errUsage{fmt.Errorf("unknown command %q (want agent, status, events, datapath, tracer, remediation or version)", args[0])}
+	return errUsage{Err: fmt.Errorf("unknown command %q (want agent, status, events, datapath, tracer, remediation or version)", args[0])}
 }
 
 // parse parses a subcommand that takes flags only.
-func parse(fs *flag.FlagSet, args []string) error {
-	_, err := parseArgs(fs, args, "", 0, 0)
-	return err
-}
+func parse(fs *flag.FlagSet, args []string) error { return options.ParseFlags(fs, args) }
 
-// parseArgs parses flags anywhere among the arguments, as peers' CLIs do
-// ("--" ends the flags), and returns the positional arguments, between
-// min and max of them. --help prints the usage line (the subcommand and
-// what it takes) and the flags to standard output and returns
-// flag.ErrHelp, on which the command exits 0. Flag errors become one-line
-// usage errors.
+// parseArgs parses flags anywhere among the arguments and returns
+// between min and max positional ones (options.Parse).
 func parseArgs(fs *flag.FlagSet, args []string, takes string, min, max int) ([]string, error) {
-	fs.SetOutput(io.Discard)
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintf(os.Stdout, "usage: neighwatch %s [flags] %s\n\nflags:\n", fs.Name(), takes)
-				fs.SetOutput(os.Stdout)
-				fs.PrintDefaults()
-				return nil, err
-			}
-			return nil, errUsage{fmt.Errorf("%s: %v (see 'neighwatch %s --help')", fs.Name(), err, fs.Name())}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		if args[0] == "--" {
-			pos = append(pos, args[1:]...)
-			break
-		}
-		pos, args = append(pos, args[0]), args[1:]
-	}
-	switch {
-	case len(pos) > max && max == 0:
-		return nil, errUsage{fmt.Errorf("%s: unexpected argument %q (see 'neighwatch %s --help')", fs.Name(), pos[0], fs.Name())}
-	case len(pos) < min || len(pos) > max:
-		return nil, errUsage{fmt.Errorf("%s: want %s (see 'neighwatch %s --help')", fs.Name(), takes, fs.Name())}
-	}
-	return pos, nil
+	return options.Parse(fs, args, takes, min, max)
 }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/neighwatch/neighwatch/internal/options"
 )
 
 // hungConfig makes the test binary, run again as a child, the agent with a
@@ -20,7 +22,7 @@ const hungConfig = "NEIGHWATCH_TEST_HUNG_CONFIG"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(hungConfig) != "" {
-		readConfig = func(string) ([]byte, error) {
+		options.Read = func(string) ([]byte, error) {
 			fmt.Println("reading the configuration")
 			select {}
 		}

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"flag"
@@ -7,10 +7,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
-	"github.com/neighwatch/neighwatch/internal/agent"
+	"github.com/neighwatch/neighwatch/internal/control"
 	"github.com/neighwatch/neighwatch/monitor/evidence"
 	"github.com/neighwatch/neighwatch/monitor/feed"
 	"github.com/neighwatch/neighwatch/monitor/mirror"
@@ -20,8 +19,8 @@ import (
 // TestREADMEFlagTable: the README's table of agent flags is the option
 // table's, row for row. NEIGHWATCH_UPDATE_README=1 rewrites it.
 func TestREADMEFlagTable(t *testing.T) {
-	_, o := declareAgent(flag.NewFlagSet("", flag.ContinueOnError))
-	want := o.readmeTable()
+	_, o := declare(flag.NewFlagSet("", flag.ContinueOnError))
+	want := o.READMETable()
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +45,7 @@ func TestREADMEFlagTable(t *testing.T) {
 			}
 			return
 		}
-		t.Errorf("README's flag table differs from the option table (NEIGHWATCH_UPDATE_README=1 go test ./cmd/neighwatch -run READMEFlagTable rewrites it); want:\n%s", want)
+		t.Errorf("README's flag table differs from the option table (NEIGHWATCH_UPDATE_README=1 go test ./internal/agent -run READMEFlagTable rewrites it); want:\n%s", want)
 	}
 }
 
@@ -54,7 +53,7 @@ func TestREADMEFlagTable(t *testing.T) {
 // its range and takes its bounds, with one line naming the flag.
 func TestOptionRanges(t *testing.T) {
 	fs := flag.NewFlagSet("", flag.ContinueOnError)
-	_, o := declareAgent(fs)
+	_, o := declare(fs)
 	for _, tc := range []struct {
 		flag, value string
 		ok          bool
@@ -69,39 +68,40 @@ func TestOptionRanges(t *testing.T) {
 		{"tracer.period", "500ms", false}, // shorter than the window
 	} {
 		fs := flag.NewFlagSet("", flag.ContinueOnError)
-		_, o := declareAgent(fs)
+		_, o := declare(fs)
 		if err := fs.Set(tc.flag, tc.value); err != nil {
 			t.Fatal(err)
 		}
-		err := o.check()
+		err := o.Check()
 		if tc.ok != (err == nil) || (err != nil && (!strings.Contains(err.Error(), "--"+tc.flag) || strings.Contains(err.Error(), "\n"))) {
 			t.Errorf("--%s %s: %v; want ok=%v, else one line naming the flag", tc.flag, tc.value, err, tc.ok)
 		}
 	}
-	if err := o.check(); err != nil {
+	if err := o.Check(); err != nil {
 		t.Errorf("defaults refused: %v", err)
 	}
-	if got := fmtDuration(7 * 24 * time.Hour); got != "168h" {
-		t.Errorf("fmtDuration(7 days) = %q", got)
+	// Ranges read as one writes them: 168h, not 168h0m0s; 1,000,000.
+	if got := o.Lookup("manage.idle").Range; got != "1s to 168h, or 0" {
+		t.Errorf("--manage.idle's range reads %q, want 1s to 168h, or 0", got)
 	}
-	if got := fmtInt(1_000_000); got != "1,000,000" {
-		t.Errorf("fmtInt(1000000) = %q", got)
+	if got := o.Lookup("manage.max").Range; got != "1 to 1,000,000" {
+		t.Errorf("--manage.max's range reads %q, want 1 to 1,000,000", got)
 	}
 }
 
 // TestFlagDefaultsAreTheParts: with no flag given, the configuration is
-// agent.Defaults(), which each part (mirror, evidence, feed, remediate)
+// Defaults(), which each part (mirror, evidence, feed, remediate)
 // gives from its own Defaults(): every flag's default is in one place.
 // Only what the command adds differs: its metrics address and control
 // socket, the logger, and the strategies and manage support the kernel
 // decides.
 func TestFlagDefaultsAreTheParts(t *testing.T) {
-	st, err := agentConfig(nil, io.Discard)
+	st, err := load(nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, want := st.cfg, agent.Defaults()
-	want.Metrics.Listen, want.ControlSocket, want.Logger = DefaultMetricsListen, DefaultControlSocket, got.Logger
+	got, want := st.cfg, Defaults()
+	want.Metrics.Listen, want.ControlSocket, want.Logger = DefaultMetricsListen, control.DefaultSocket, got.Logger
 	want.Remediation.Manage.Supported, _ = remediate.ManagedSupported()
 	want.Remediation.Strategies = remediate.DefaultStrategies(want.Remediation.Manage.Supported, false)
 	if !reflect.DeepEqual(got, want) {
@@ -111,14 +111,14 @@ func TestFlagDefaultsAreTheParts(t *testing.T) {
 		"mirror":    {want.Mirror, mirror.Defaults()},
 		"evidence":  {want.Evidence, evidence.Defaults()},
 		"feed":      {want.Tracer.Feed, feed.Defaults()},
-		"remediate": {agent.Defaults().Remediation, remediate.Defaults()},
+		"remediate": {Defaults().Remediation, remediate.Defaults()},
 	} {
 		if !reflect.DeepEqual(pair[0], pair[1]) {
 			t.Errorf("%s: the agent's defaults %+v are not the part's %+v", name, pair[0], pair[1])
 		}
 	}
 	// A flag given changes its field and nothing else.
-	st, err = agentConfig([]string{"--remediation.interface-rate", "7", "--remediation.confirm=false", "--datapath.mode", "auto"}, io.Discard)
+	st, err = load([]string{"--remediation.interface-rate", "7", "--remediation.confirm=false", "--datapath.mode", "auto"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"io"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/neighwatch/neighwatch/internal/options"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,13 +23,13 @@ func TestConfigFileBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := filepath.Join(dir, "big.yaml")
-	if err := os.WriteFile(big, []byte("remediation: \"on\"\n#"+strings.Repeat("x", maxConfigFile)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(big, []byte("remediation: \"on\"\n#"+strings.Repeat("x", options.MaxFile)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// 1 MiB, the size of a ConfigMap, of "e,": 10 s and 819 MB to start
 	// before the bound.
 	bomb := filepath.Join(dir, "bomb.yaml")
-	body := "exclude-interfaces: \"" + strings.Repeat("e,", (maxConfigFile-64)/2) + "e\"\n"
+	body := "exclude-interfaces: \"" + strings.Repeat("e,", (options.MaxFile-64)/2) + "e\"\n"
 	if err := os.WriteFile(bomb, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func TestConfigFileBounded(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		_, err := agentConfig([]string{"--config.file", file}, io.Discard)
+		_, err := load([]string{"--config.file", file}, io.Discard)
 		runtime.ReadMemStats(&after)
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: error %v, want one line with %q", file, err, want)
@@ -59,10 +60,10 @@ func TestConfigFileBounded(t *testing.T) {
 	}
 	// The same list, as many regexes as allowed, loads.
 	ok := filepath.Join(dir, "ok.yaml")
-	if err := os.WriteFile(ok, []byte("exclude-interfaces: \""+strings.TrimSuffix(strings.Repeat("e,", maxPatterns), ",")+"\"\n"), 0o600); err != nil {
+	if err := os.WriteFile(ok, []byte("exclude-interfaces: \""+strings.TrimSuffix(strings.Repeat("e,", options.MaxPatterns), ",")+"\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := agentConfig([]string{"--config.file", ok}, io.Discard); err != nil || len(st.cfg.Mirror.Interfaces.Exclude) != maxPatterns {
-		t.Errorf("%d regexes: %v", maxPatterns, err)
+	if st, err := load([]string{"--config.file", ok}, io.Discard); err != nil || len(st.cfg.Mirror.Interfaces.Exclude) != options.MaxPatterns {
+		t.Errorf("%d regexes: %v", options.MaxPatterns, err)
 	}
 }

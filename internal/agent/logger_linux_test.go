@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ func TestNewLogger(t *testing.T) {
 		log.Debug("hidden")
 		log.Info("shown", "ip", "10.0.0.1")
 		line := buf.String()
-		for _, want := range []string{"time=", "level=INFO", "source=logger_test.go:", `msg=shown`, "ip=10.0.0.1"} {
+		for _, want := range []string{"time=", "level=INFO", "source=logger_linux_test.go:", `msg=shown`, "ip=10.0.0.1"} {
 			if !strings.Contains(line, want) {
 				t.Errorf("%s: %q lacks %q", format, line, want)
 			}

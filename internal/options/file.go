@@ -1,25 +1,29 @@
-package main
+package options
 
 import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	yaml2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
 )
 
-// readConfigFile reads a YAML configuration file whose keys are the
-// agent's flag names without dashes (remediation: "on",
-// stale-threshold: 90s, exclude-interfaces: [lxc.*, veth.*]) and returns
-// each value as the flag would take it. Unknown keys, nested maps and
-// nulls are errors that name the key.
-func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
-	b, err := readConfig(path)
+// ReadFile reads a YAML configuration file whose keys are the table's
+// flag names without dashes (remediation: "on", stale-threshold: 90s,
+// exclude-interfaces: [lxc.*, veth.*]) and returns each value as the
+// flag would take it. Unknown keys, the keys of the options that name
+// the file (NotInFile), nested maps and nulls are errors that name the
+// key.
+func (o *Table) ReadFile(path string) (map[string]string, error) {
+	b, err := Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
@@ -41,12 +45,14 @@ func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
 	sort.Strings(keys)
 	out := make(map[string]string, len(raw))
 	for _, k := range keys {
-		if fs.Lookup(k) == nil || k == "config.file" {
-			return nil, fmt.Errorf("config file %s: unknown key %q (keys are the agent's flag names without dashes; see neighwatch agent --help)", path, k)
+		f := o.fs.Lookup(k)
+		if f == nil || o.notInFile[k] {
+			return nil, fmt.Errorf("config file %s: unknown key %q (keys are the %s command's flag names without dashes; see its --help)", path, k, o.fs.Name())
 		}
 		val := raw[k]
-		if b, ok := val.(bool); ok && k == "remediation" {
-			// YAML 1.1 reads a bare on/off as a boolean.
+		if b, ok := val.(bool); ok && takesWords(f) {
+			// YAML 1.1 reads a bare on/off as a boolean: a flag that
+			// takes words (remediation, tracer) means the word.
 			val = map[bool]string{true: "on", false: "off"}[b]
 		}
 		v, err := flagValue(val)
@@ -72,9 +78,27 @@ func oneLine(s string) string {
 	return s
 }
 
-// readConfig reads the file; a test replaces it with a read that never
-// returns, as one from a hung network mount would not.
-var readConfig = readConfigBytes
+// Read reads a configuration file: ReadBytes. A test replaces it with a
+// read that never returns, as one from a hung network mount would not.
+var Read = ReadBytes
+
+// NotInFile marks options that a configuration file may not set (the
+// option that names the file).
+func (o *Table) NotInFile(names ...string) {
+	if o.notInFile == nil {
+		o.notInFile = map[string]bool{}
+	}
+	for _, n := range names {
+		o.notInFile[n] = true
+	}
+}
+
+// takesWords says the flag's values are words its package parses (a
+// ParsedValue: off, on, auto).
+func takesWords(f *flag.Flag) bool {
+	w, ok := f.Value.(interface{ takesWords() bool })
+	return ok && w.takesWords()
+}
 
 // nonFinite returns the first key whose value (or an element of it) is a
 // YAML .nan or .inf, which JSON cannot hold: the conversion's own error
@@ -133,4 +157,39 @@ func flagValue(v any) (string, error) {
 		return "", fmt.Errorf("no value (remove the key for the default)")
 	}
 	return "", fmt.Errorf("want a string, number, bool or list, got %T", v)
+}
+
+// MaxFile is the largest configuration file the agent reads: a
+// Kubernetes ConfigMap holds at most 1 MiB, and the agent's own options
+// fill a few kilobytes.
+const MaxFile = 1 << 20
+
+// ReadBytes reads the configuration file, at most MaxFile
+// bytes of a regular file. It opens without blocking and refuses what is
+// not a regular file: a FIFO would hold the start (and the reload loop)
+// until someone writes to it, and /dev/zero never ends.
+func ReadBytes(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s): give a file", path, fi.Mode().Type())
+	}
+	if fi.Size() > MaxFile {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d a configuration file may hold: the agent's options fill a few kilobytes", path, fi.Size(), MaxFile)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxFile {
+		return nil, fmt.Errorf("%s grew past the %d bytes a configuration file may hold while it was read", path, MaxFile)
+	}
+	return b, nil
 }

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"io"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/remediate"
 	"sigs.k8s.io/yaml"
@@ -26,7 +27,7 @@ exclude-interfaces: [lxc.*, veth.*]
 remediation.rate: 2.5
 manage.release-on-exit: false
 `)
-	st, err := agentConfig([]string{"--config.file", f, "--remediation", "dry-run"}, io.Discard)
+	st, err := load([]string{"--config.file", f, "--remediation", "dry-run"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,15 +40,21 @@ manage.release-on-exit: false
 		t.Errorf("file values not applied: scope %s, threshold %v, exclude %v, rate %v, release-on-exit %v",
 			c.Remediation.Scope, c.StaleThreshold, c.Mirror.Interfaces.Exclude, c.Remediation.Rate, c.Remediation.Manage.ReleaseOnExit)
 	}
-	st, err = agentConfig([]string{"--config.file", f}, io.Discard)
+	st, err = load([]string{"--config.file", f}, io.Discard)
 	if err != nil || st.cfg.Remediation.Mode != remediate.ModeOn || st.modeSource != "file" {
 		t.Errorf("without the flag: %v from %s (%v)", st.cfg.Remediation.Mode, st.modeSource, err)
 	}
 	for body, want := range map[string]remediate.Mode{"remediation: on\n": remediate.ModeOn, "remediation: off\n": remediate.ModeOff} {
 		lab.WriteFile(t, f, body)
-		if st, err := agentConfig([]string{"--config.file", f}, io.Discard); err != nil || st.cfg.Remediation.Mode != want {
+		if st, err := load([]string{"--config.file", f}, io.Discard); err != nil || st.cfg.Remediation.Mode != want {
 			t.Errorf("%q unquoted: %v (%v)", body, st, err)
 		}
+	}
+	// Every option that takes words reads a bare off as the word, not
+	// only remediation.
+	lab.WriteFile(t, f, "tracer: off\n")
+	if st, err := load([]string{"--config.file", f}, io.Discard); err != nil || st.cfg.Tracer.Mode != bpf.TracerOff {
+		t.Errorf("tracer: off unquoted: %v", err)
 	}
 	for body, want := range map[string]string{
 		"remediaton: on\n":               `unknown key "remediaton"`,
@@ -69,7 +76,7 @@ manage.release-on-exit: false
 		"remediation.interfaces: [a, -.inf]\n": "remediation.interfaces: .nan and .inf",
 	} {
 		lab.WriteFile(t, f, body)
-		_, err := agentConfig([]string{"--config.file", f}, io.Discard)
+		_, err := load([]string{"--config.file", f}, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: error %v, want one line with %q", body, err, want)
 		}
@@ -120,7 +127,7 @@ func TestDaemonSetConfigLoads(t *testing.T) {
 	for _, a := range ds.Spec.Template.Spec.Containers[0].Args[1:] {
 		args = append(args, strings.Replace(a, "/etc/neighwatch", dir, 1))
 	}
-	st, err := agentConfig(args, io.Discard)
+	st, err := load(args, io.Discard)
 	if err != nil {
 		t.Fatalf("the DaemonSet's configuration does not load: %v", err)
 	}
@@ -144,11 +151,11 @@ func readYAML(t *testing.T, path string, v any) {
 // TestInertStrategiesNameTheFlag: remediation says what can never act;
 // the command names the option that set it.
 func TestInertStrategiesNameTheFlag(t *testing.T) {
-	_, err := agentConfig([]string{"--remediation", "on", "--remediation.strategies", "swap"}, io.Discard)
+	_, err := load([]string{"--remediation", "on", "--remediation.strategies", "swap"}, io.Discard)
 	if err == nil || !strings.HasPrefix(err.Error(), "--remediation.strategies swap can never act: ") {
 		t.Errorf("swap alone without --datapath.mode=auto: %v", err)
 	}
-	st, err := agentConfig([]string{"--remediation", "on", "--remediation.strategies", "swap,probe"}, io.Discard)
+	st, err := load([]string{"--remediation", "on", "--remediation.strategies", "swap,probe"}, io.Discard)
 	if err != nil || len(st.inert) != 1 || !strings.HasPrefix(st.inert[0], "--remediation.strategies: swap never acts: ") {
 		t.Errorf("swap then probe: %v, warnings %q", err, st.inert)
 	}

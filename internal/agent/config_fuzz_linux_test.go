@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"io"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/neighwatch/neighwatch/internal/options"
 )
 
 // FuzzConfigFile loads any file as the agent's configuration, through the
@@ -33,20 +35,20 @@ func FuzzConfigFile(f *testing.F) {
 	}
 	path := filepath.Join(f.TempDir(), "config.yaml")
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if len(body) > maxConfigFile {
+		if len(body) > options.MaxFile {
 			return
 		}
 		if err := os.WriteFile(path, body, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		st, err := agentConfig([]string{"--config.file", path}, io.Discard)
+		st, err := load([]string{"--config.file", path}, io.Discard)
 		if err != nil {
 			if msg := err.Error(); strings.Contains(msg, "\n") || len(msg) > 1024 {
 				t.Fatalf("a refusal of %d bytes, %d lines: %.300q", len(msg), strings.Count(msg, "\n")+1, msg)
 			}
 			return
 		}
-		again, err := agentConfig([]string{"--config.file", path}, io.Discard)
+		again, err := load([]string{"--config.file", path}, io.Discard)
 		if err != nil {
 			t.Fatalf("loaded once, refused the second time: %v", err)
 		}
