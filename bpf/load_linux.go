@@ -19,21 +19,24 @@ type progLoader struct {
 	spec *ebpf.CollectionSpec
 	maps map[string]*ebpf.Map // every map the spec names
 	own  *ebpf.Collection     // the maps made for this object
-	// refuse: programs not to load (TracerOptions.Refuse).
-	refuse map[string]bool
+	// refuse: programs not to load (TracerOptions.Refuse), and why
+	// (TracerOptions.RefuseWhy).
+	refuse    map[string]bool
+	refuseWhy string
 	// kernelBTF is the kernel's types as the loads of one tracer share
 	// them: decoded once for all its programs, not once per program
 	// (each decode of vmlinux's BTF allocates megabytes).
 	kernelBTF *btf.Cache
 }
 
-// errRefused is what a program the caller refused fails with.
-var errRefused = errors.New("not loaded: named in --debug.refuse-programs")
+// errRefused is what a program the caller refused fails with, with the
+// caller's reason after it.
+var errRefused = errors.New("not loaded on request")
 
 // newProgLoader makes the object's maps, except those in shared, which
 // its programs use instead. kernelBTF is shared by every load until
 // loaded.
-func newProgLoader(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map, refuse []string, kernelBTF *btf.Cache) (*progLoader, error) {
+func newProgLoader(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map, refuse []string, refuseWhy string, kernelBTF *btf.Cache) (*progLoader, error) {
 	ms := &ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder}
 	repl := map[string]*ebpf.Map{}
 	for name := range spec.Maps {
@@ -45,7 +48,7 @@ func newProgLoader(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map, refus
 	if err != nil {
 		return nil, err
 	}
-	l := &progLoader{spec: spec, maps: map[string]*ebpf.Map{}, own: own, refuse: map[string]bool{}, kernelBTF: kernelBTF}
+	l := &progLoader{spec: spec, maps: map[string]*ebpf.Map{}, own: own, refuse: map[string]bool{}, refuseWhy: refuseWhy, kernelBTF: kernelBTF}
 	for _, n := range refuse {
 		l.refuse[n] = true
 	}
@@ -74,6 +77,9 @@ func (l *progLoader) load(name string) (*ebpf.Program, error) {
 		return nil, fmt.Errorf("no program %s in the object", name)
 	}
 	if l.refuse[name] {
+		if l.refuseWhy != "" {
+			return nil, fmt.Errorf("%w: %s", errRefused, l.refuseWhy)
+		}
 		return nil, errRefused
 	}
 	// The object with only this program, sharing the rest: the library

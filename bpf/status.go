@@ -11,7 +11,7 @@ const (
 	RefusedNoTarget    Refusal = "no-target"   // the function or tracepoint it hooks does not exist
 	RefusedUnsupported Refusal = "unsupported" // the program or attach type is unknown to the kernel
 	RefusedAttach      Refusal = "attach"      // loaded, but attaching failed
-	RefusedDisabled    Refusal = "disabled"    // not loaded on purpose (--debug.refuse-programs)
+	RefusedDisabled    Refusal = "disabled"    // not loaded on purpose (TracerOptions.Refuse)
 	RefusedOther       Refusal = "error"
 )
 

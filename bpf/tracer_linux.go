@@ -116,8 +116,11 @@ type TracerOptions struct {
 	// fentrySpec overrides the fentry object (tests make loading fail).
 	fentrySpec func() (*ebpf.CollectionSpec, error)
 	// Refuse names programs not to load, as if the kernel had refused
-	// them: drills of the degraded alert, and tests.
-	Refuse []string
+	// them: drills of the degraded alert, and tests. RefuseWhy says why,
+	// after "not loaded on request: " in their status (the caller names
+	// its option).
+	Refuse    []string
+	RefuseWhy string
 	// MirrorSize, StaleMACsSize, HitsSize and CandidatesSize set the
 	// capacity of the in-kernel mirror, the STALE-MAC map, the bypass hit
 	// counters and the source-MAC candidates (0: 262,144, 65,536, 65,536,
@@ -183,7 +186,7 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 			spec.Maps[name].MaxEntries = uint32(n)
 		}
 	}
-	l, err := newProgLoader(spec, nil, opts.Refuse, kernelBTF)
+	l, err := newProgLoader(spec, nil, opts.Refuse, opts.RefuseWhy, kernelBTF)
 	if err != nil {
 		return nil, fmt.Errorf("load tracer maps: %w", verifierDetail(err))
 	}

@@ -167,7 +167,7 @@ func (t *tracerCore) fentryLoader(opts TracerOptions, kernelBTF *btf.Cache) (*pr
 			ms.MaxEntries = m.MaxEntries()
 		}
 	}
-	l, err := newProgLoader(spec, shared, opts.Refuse, kernelBTF)
+	l, err := newProgLoader(spec, shared, opts.Refuse, opts.RefuseWhy, kernelBTF)
 	if err != nil {
 		return nil, fmt.Errorf("load fentry maps: %w", err)
 	}

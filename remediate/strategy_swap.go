@@ -22,7 +22,7 @@ func (swapStrategy) rank(_, swapPossible bool) (int, bool) { return 0, swapPossi
 
 func (swapStrategy) inert(_ *Config, swapPossible bool) (string, bool) {
 	if !swapPossible {
-		return "it needs --datapath.mode=auto", false
+		return "it needs a datapath that may swap (the agent's auto datapath mode)", false
 	}
 	return "", false
 }

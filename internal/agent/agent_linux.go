@@ -99,11 +99,11 @@ func Defaults() Config {
 	}
 }
 
-// Reload is one configuration reload.
+// Reload is one configuration reload: a Config (its ModeSource too), or
+// the Err that kept the running one.
 type Reload struct {
-	Config     Config
-	ModeSource string
-	Err        error
+	Config Config
+	Err    error
 }
 
 // Run runs the agent until ctx ends. The configuration is the command's
@@ -162,114 +162,193 @@ func (a *agent) run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// build makes every part. Sources first (mirror, evidence, tracer feed),
-// then readers (remediation, metrics, control), in the order they run.
+// build makes every part, in the order data flows through them: each
+// step adds its parts and what the later steps read (the wiring).
 func build(cfg Config) (a *agent, err error) {
-	log := cfg.Logger
-	c := effectiveCaps()
-	a = &agent{log: log, table: table.New(cfg.StaleThreshold, nil), httpSources: map[string]metrics.ConnSource{}, memory: memReleaser{log: log}}
-	a.ready = &readiness{}
+	a = &agent{log: cfg.Logger, table: table.New(cfg.StaleThreshold, nil), httpSources: map[string]metrics.ConnSource{},
+		memory: memReleaser{log: cfg.Logger}, ready: &readiness{}, config: &configState{ok: true, at: time.Now()}}
 	defer func() {
 		if err != nil {
 			a.close()
 		}
 	}()
-	most, now := nodeNeighbours()
-	if w := memWarning(now, tracerMapSlots(cfg.Tracer, c, now), most, tracerMapSlots(cfg.Tracer, c, most), cgroupMemoryLimit()); w != "" {
-		log.Warn(w)
-	}
-	if !c.has(unix.CAP_NET_ADMIN) {
-		log.Warn("netlink receive buffer not forced past net.core.rmem_max: needs CAP_NET_ADMIN; bursts may overflow and cost resyncs")
-	}
-
-	// Sources.
-	var ev *evidence.Watcher
-	if c.has(unix.CAP_NET_RAW) {
-		ecfg := cfg.Evidence
-		ecfg.Logger = log.With("component", "evidence")
-		ev = evidence.New(ecfg, a.table)
-	} else {
-		log.Warn("ARP listener disabled: needs CAP_NET_RAW (run as root); mismatch detection is off")
-	}
-	mcfg := cfg.Mirror
-	mcfg.OnLink, mcfg.Logger = linksToEvidence(ev), log.With("component", "mirror")
-	mir := mirror.New(mcfg, a.table)
-	var ml memlock
-	if (cfg.Tracer.Mode != bpf.TracerOff || len(cfg.Datapath.Interfaces) > 0) && c.bpf() {
-		ml = raiseMemlock(log)
-	}
-	if c.has(unix.CAP_NET_ADMIN) {
-		// Before 6.6 the programs hang on clsact filters, which outlive a
-		// killed agent: take an earlier agent's away before attaching.
-		if n, err := bpf.RemoveStaleFilters(); err != nil {
-			log.Warn("removing an earlier agent's clsact filters failed", "removed", n, "err", err)
-		} else if n > 0 {
-			log.Info("removed an earlier agent's clsact filters", "filters", n)
+	w := &wiring{cfg: cfg, caps: effectiveCaps(), log: cfg.Logger}
+	for _, step := range []func(*wiring, *agent) error{
+		(*wiring).plan,        // the memory plan, the capabilities
+		(*wiring).sources,     // the mirror, and the evidence it tells of links
+		(*wiring).datapath,    // the forwarding datapath, where asked for
+		(*wiring).tracer,      // the bypass tracer and its feed
+		(*wiring).classifier,  // stale-long and stuck, as time passes
+		(*wiring).remediation, // the engine, and the live options it owns
+		(*wiring).reloads,     // reloaded options, to the parts that own them
+		(*wiring).control,     // the control socket
+		(*wiring).metrics,     // the metrics address
+	} {
+		if err := step(w, a); err != nil {
+			return a, err
 		}
-	}
-	dp, err := attachDatapath(cfg.Datapath, c, ml, log)
-	if err != nil {
-		return a, err
-	}
-	a.closers = append(a.closers, func() { _ = dp.Close() })
-	tlog := log.With("component", "tracer")
-	fcfg := cfg.Tracer.Feed
-	fcfg.Logger = tlog
-	tp := &tracerPart{mode: cfg.Tracer.Mode, refuse: cfg.Tracer.Refuse, memlock: ml, maxMap: cfg.Tracer.MaxMap, table: a.table, synced: mir.Ready(), links: mir, log: tlog, ready: make(chan struct{}), cfg: fcfg}
-	runTracer := tracerWanted(cfg.Tracer.Mode, c, log)
-
-	// Readers.
-	rem := newRemediation(cfg.Remediation, c, a.table, dp.swapper(), log.With("component", "remediation"))
-	a.closers = append(a.closers, rem.Close)
-	rem.engine.SetModeSource(cfg.ModeSource)
-	a.config = &configState{ok: true, at: time.Now()}
-
-	collectors := []prometheus.Collector{
-		metrics.NewTableCollector(a.table, cfg.Metrics.StuckInfoCap, log),
-		metrics.NewNetlinkCollector(mir, log),
-		metrics.NewKernelTableCollector(neightbl.NewReader(netns.None()), log),
-		metrics.NewTracerCollector(tp.reads, a.table.LinkName, log),
-		metrics.NewRemediationCollector(rem.engine, log),
-		metrics.NewReadinessCollector(a.ready, log),
-		metrics.NewConfigCollector(a.config, log),
-	}
-	if ev != nil {
-		collectors = append(collectors, metrics.NewEvidenceCollector(ev, a.table.LinkName, log))
-	}
-	if dp.dp != nil {
-		collectors = append(collectors, metrics.NewDatapathCollector(dp, log))
-	}
-	det := &detection{tracerWanted: runTracer, tracer: tp, links: mir, engine: rem.engine}
-	collectors = append(collectors, metrics.NewDetectionCollector(det, log))
-	controlHTTP, err := a.controlServer(cfg.ControlSocket, controlHandler(a.table, dp, rem, det, log))
-	if err != nil {
-		return a, err
-	}
-	metricsHTTP, err := a.metricsServer(cfg, append(collectors, metrics.NewHTTPCollector(a.httpSources, log)))
-	if err != nil {
-		return a, err
-	}
-
-	// The parts, in the order data flows through them.
-	a.parts = append(a.parts, part{Part: mir, name: "mirror", gate: true})
-	if ev != nil {
-		a.parts = append(a.parts, part{Part: afterPart{ev, mir.LinksReady()}, name: "evidence", gate: true})
-	}
-	if runTracer {
-		// Loads concurrently with the first dump; seeds once it is in.
-		a.parts = append(a.parts, part{Part: tp, name: "tracer"})
-	}
-	a.parts = append(a.parts,
-		part{Part: classifier(a.table.Classifier, func() { a.memory.release("a burst of entries crossing the stale threshold") }), name: "classifier"},
-		part{Part: newTask(mir.Ready(), rem.engine.Run), name: "remediation"},
-		part{Part: newTask(nil, a.reloader(cfg.Reloads, rem)), name: "config"},
-		part{Part: metricsHTTP, name: "metrics", gate: true},
-	)
-	if controlHTTP != nil {
-		a.parts = append(a.parts, part{Part: controlHTTP, name: "control", gate: true})
 	}
 	a.ready.parts = a.parts
 	return a, nil
+}
+
+// wiring is what the steps of build hand on to the later ones.
+type wiring struct {
+	cfg  Config
+	caps caps
+	log  *slog.Logger
+
+	ml      memlock
+	mir     *mirror.Mirror
+	ev      *evidence.Watcher // nil without CAP_NET_RAW
+	dp      *datapathPart
+	tp      *tracerPart
+	tracing bool // the tracer part runs
+	rem     *remediation
+	// live apply the options a reload may change, each by the part that
+	// owns them.
+	live       []func(Config)
+	collectors []prometheus.Collector
+	controlSrv *httpPart // nil when the control API is off
+}
+
+func (w *wiring) add(a *agent, p Part, name string, gate bool) {
+	a.parts = append(a.parts, part{Part: p, name: name, gate: gate})
+}
+
+// plan says, before anything loads, what the node's tables will cost the
+// pod and what the missing capabilities will cost.
+func (w *wiring) plan(*agent) error {
+	most, now := nodeNeighbours()
+	if msg := memWarning(now, tracerMapSlots(w.cfg.Tracer, w.caps, now), most, tracerMapSlots(w.cfg.Tracer, w.caps, most), cgroupMemoryLimit()); msg != "" {
+		w.log.Warn(msg)
+	}
+	if !w.caps.has(unix.CAP_NET_ADMIN) {
+		w.log.Warn("netlink receive buffer not forced past net.core.rmem_max: needs CAP_NET_ADMIN; bursts may overflow and cost resyncs")
+	}
+	if (w.cfg.Tracer.Mode != bpf.TracerOff || len(w.cfg.Datapath.Interfaces) > 0) && w.caps.bpf() {
+		w.ml = raiseMemlock(w.log)
+	}
+	return nil
+}
+
+// sources builds the mirror of the kernel's tables and the ARP and NDP
+// listeners, which listen on the links the mirror learns.
+func (w *wiring) sources(a *agent) error {
+	if w.caps.has(unix.CAP_NET_RAW) {
+		ecfg := w.cfg.Evidence
+		ecfg.Logger = w.log.With("component", "evidence")
+		w.ev = evidence.New(ecfg, a.table)
+	} else {
+		w.log.Warn("ARP listener disabled: needs CAP_NET_RAW (run as root); mismatch detection is off")
+	}
+	mcfg := w.cfg.Mirror
+	mcfg.OnLink, mcfg.Logger = linksToEvidence(w.ev), w.log.With("component", "mirror")
+	w.mir = mirror.New(mcfg, a.table)
+	w.add(a, w.mir, "mirror", true)
+	if w.ev != nil {
+		w.add(a, afterPart{w.ev, w.mir.LinksReady()}, "evidence", true)
+	}
+	w.collectors = append(w.collectors,
+		metrics.NewTableCollector(a.table, w.cfg.Metrics.StuckInfoCap, w.log),
+		metrics.NewNetlinkCollector(w.mir, w.log),
+		metrics.NewKernelTableCollector(neightbl.NewReader(netns.None()), w.log))
+	if w.ev != nil {
+		w.collectors = append(w.collectors, metrics.NewEvidenceCollector(w.ev, a.table.LinkName, w.log))
+	}
+	return nil
+}
+
+// datapath takes an earlier agent's clsact filters away and attaches the
+// forwarding datapath where the configuration asks for it.
+func (w *wiring) datapath(a *agent) error {
+	if w.caps.has(unix.CAP_NET_ADMIN) {
+		// Before 6.6 the programs hang on clsact filters, which outlive a
+		// killed agent: take an earlier agent's away before attaching.
+		if n, err := bpf.RemoveStaleFilters(); err != nil {
+			w.log.Warn("removing an earlier agent's clsact filters failed", "removed", n, "err", err)
+		} else if n > 0 {
+			w.log.Info("removed an earlier agent's clsact filters", "filters", n)
+		}
+	}
+	dp, err := attachDatapath(w.cfg.Datapath, w.caps, w.ml, w.log)
+	if err != nil {
+		return err
+	}
+	w.dp = dp
+	a.closers = append(a.closers, func() { _ = dp.Close() })
+	if dp.dp != nil {
+		w.collectors = append(w.collectors, metrics.NewDatapathCollector(dp, w.log))
+	}
+	return nil
+}
+
+// tracer builds the tracer's part: it loads beside the mirror's first
+// dump and seeds once it is in.
+func (w *wiring) tracer(a *agent) error {
+	tlog := w.log.With("component", "tracer")
+	fcfg := w.cfg.Tracer.Feed
+	fcfg.Logger = tlog
+	w.tp = &tracerPart{mode: w.cfg.Tracer.Mode, refuse: w.cfg.Tracer.Refuse, memlock: w.ml, maxMap: w.cfg.Tracer.MaxMap,
+		table: a.table, synced: w.mir.Ready(), links: w.mir, log: tlog, ready: make(chan struct{}), cfg: fcfg}
+	w.tracing = tracerWanted(w.cfg.Tracer.Mode, w.caps, w.log)
+	if w.tracing {
+		w.add(a, w.tp, "tracer", false)
+	}
+	w.collectors = append(w.collectors, metrics.NewTracerCollector(w.tp.reads, a.table.LinkName, w.log))
+	return nil
+}
+
+// classifier moves entries between classes as time passes; a burst of
+// them crossing the stale threshold gives its memory back after.
+func (w *wiring) classifier(a *agent) error {
+	w.add(a, classifier(a.table.Classifier, func() { a.memory.release("a burst of entries crossing the stale threshold") }), "classifier", false)
+	// The table owns the stale threshold.
+	w.live = append(w.live, func(c Config) { a.table.SetThreshold(c.StaleThreshold) })
+	return nil
+}
+
+// remediation builds the engine; it runs once the first dump is in.
+func (w *wiring) remediation(a *agent) error {
+	w.rem = newRemediation(w.cfg.Remediation, w.caps, a.table, w.dp.swapper(), w.log.With("component", "remediation"))
+	a.closers = append(a.closers, w.rem.Close)
+	w.rem.engine.SetModeSource(w.cfg.ModeSource)
+	w.add(a, newTask(w.mir.Ready(), w.rem.engine.Run), "remediation", false)
+	w.live = append(w.live, w.rem.reconfigure)
+	w.collectors = append(w.collectors, metrics.NewRemediationCollector(w.rem.engine, w.log))
+	return nil
+}
+
+// reloads hands each reloaded configuration to the parts that own its
+// live options.
+func (w *wiring) reloads(a *agent) error {
+	w.add(a, newTask(nil, a.reloader(w.cfg.Reloads, w.live)), "config", false)
+	w.collectors = append(w.collectors, metrics.NewConfigCollector(a.config, w.log))
+	return nil
+}
+
+// control binds the control socket (before the metrics address: the
+// agent does not start without it).
+func (w *wiring) control(a *agent) error {
+	det := &detection{tracerWanted: w.tracing, tracer: w.tp, links: w.mir, engine: w.rem.engine}
+	w.collectors = append(w.collectors, metrics.NewDetectionCollector(det, w.log), metrics.NewReadinessCollector(a.ready, w.log))
+	var err error
+	w.controlSrv, err = a.controlServer(w.cfg.ControlSocket, controlHandler(a.table, w.dp, w.rem, det, w.log))
+	return err
+}
+
+// metrics binds the metrics address; it and the control socket are the
+// last parts.
+func (w *wiring) metrics(a *agent) error {
+	srv, err := a.metricsServer(w.cfg, append(w.collectors, metrics.NewHTTPCollector(a.httpSources, w.log)))
+	if err != nil {
+		return err
+	}
+	w.add(a, srv, "metrics", true)
+	if w.controlSrv != nil {
+		w.add(a, w.controlSrv, "control", true)
+	}
+	return nil
 }
 
 // linksToEvidence tells the evidence watcher which interfaces to listen

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/metrics"
-	"github.com/neighwatch/neighwatch/remediate"
 )
 
 // configState is the outcome of the last configuration reload, for
@@ -35,10 +34,10 @@ func (c *configState) set(ok bool) {
 	}
 }
 
-// reloader applies reloaded configurations live: the stale threshold
-// and everything remediation takes (mode, scope, strategies, filters,
-// rates, timeouts, manage settings). A failed reload keeps what runs.
-func (a *agent) reloader(reloads <-chan Reload, rem *remediation) func(context.Context) error {
+// reloader applies reloaded configurations live, each option by the
+// part that owns it (live: the table's stale threshold, remediation's
+// settings). A failed reload keeps what runs.
+func (a *agent) reloader(reloads <-chan Reload, live []func(Config)) func(context.Context) error {
 	return func(ctx context.Context) error {
 		for {
 			select {
@@ -49,14 +48,9 @@ func (a *agent) reloader(reloads <-chan Reload, rem *remediation) func(context.C
 					a.config.set(false)
 					continue
 				}
-				a.table.SetThreshold(r.Config.StaleThreshold)
-				rc := r.Config.Remediation
-				if rem.cannotAct != nil && rc.Mode == remediate.ModeOn {
-					a.log.Warn("reloaded configuration asks for remediation on, but " + rem.cannotAct.Error() + ": dry-run instead")
-					rc.Mode = remediate.ModeDryRun
+				for _, apply := range live {
+					apply(r.Config)
 				}
-				rem.engine.Reconfigure(rc)
-				rem.engine.SetModeSource(r.ModeSource)
 				a.config.set(true)
 			}
 		}

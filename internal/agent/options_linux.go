@@ -377,7 +377,8 @@ func watchConfig(ctx context.Context, args []string, st *setup, hup <-chan os.Si
 		if len(restart) > 0 {
 			log.Warn("configuration changes that need a restart were not applied: "+strings.Join(restart, ", "), "trigger", trigger)
 		}
-		send(Reload{Config: next.cfg, ModeSource: next.modeSource})
+		next.cfg.ModeSource = next.modeSource
+		send(Reload{Config: next.cfg})
 		log.Info("configuration reloaded", "file", st.configFile, "trigger", trigger, "remediation", next.cfg.Remediation.Mode, "mode_source", next.modeSource)
 	}
 	tick := time.NewTicker(configPoll)

@@ -17,13 +17,14 @@ type remediation struct {
 	actor  *remediate.NetActor
 	// cannotAct says why mode "on" is refused, nil when it is possible.
 	cannotAct error
+	log       *slog.Logger
 }
 
 // newRemediation builds the engine. Where acting is impossible (no
 // netlink handle, missing capabilities) a requested "on" becomes dry-run,
 // with one log line saying why; "off" and "dry-run" stay as asked.
 func newRemediation(cfg remediate.Config, c caps, t *table.Table, swapper remediate.Swapper, log *slog.Logger) *remediation {
-	r := &remediation{}
+	r := &remediation{log: log}
 	cfg.Logger = log
 	var actor remediate.Actor
 	na, err := remediate.NewNetActor()
@@ -44,6 +45,18 @@ func newRemediation(cfg remediate.Config, c caps, t *table.Table, swapper remedi
 	ec := r.engine.Config()
 	log.Info("remediation", "mode", ec.Mode, "scope", ec.Scope, "strategies", fmt.Sprint(ec.Strategies), "rate", ec.Rate)
 	return r
+}
+
+// reconfigure applies a reloaded configuration's remediation settings
+// (all of them live); "on" where acting is impossible is dry-run.
+func (r *remediation) reconfigure(c Config) {
+	rc := c.Remediation
+	if r.cannotAct != nil && rc.Mode == remediate.ModeOn {
+		r.log.Warn("reloaded configuration asks for remediation on, but " + r.cannotAct.Error() + ": dry-run instead")
+		rc.Mode = remediate.ModeDryRun
+	}
+	r.engine.Reconfigure(rc)
+	r.engine.SetModeSource(c.ModeSource)
 }
 
 // Close releases the actor's netlink handle.
