@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
+	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
 
@@ -108,4 +110,22 @@ func lockdownMode() string {
 		}
 	}
 	return s
+}
+
+// raiseMemlock lets kernels before 5.11, which charge BPF memory to
+// RLIMIT_MEMLOCK, load the programs. On such a kernel, a limit it cannot
+// lift (no CAP_SYS_RESOURCE, a container's 64 KiB) is said in one line:
+// it makes bpf(2) refuse with EPERM and nothing else.
+func raiseMemlock(log *slog.Logger) memlock {
+	var ml memlock
+	ml.err = rlimit.RemoveMemlock()
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r); err == nil {
+		ml.cur = r.Cur
+	}
+	if ml.stuck() {
+		log.Warn("RLIMIT_MEMLOCK is " + ml.String() + " and could not be raised (" + ml.err.Error() +
+			"): this kernel (before 5.11) charges BPF maps to it, so the tracer and datapath may be refused; grant CAP_SYS_RESOURCE or raise the memlock limit")
+	}
+	return ml
 }
