@@ -73,16 +73,3 @@ func (t CandidateSet) CandidateChanges(fn func(k Key, lladdr string)) bool {
 // minCandDirty is the least number of changed candidates the table keeps
 // for CandidateChanges; it keeps as many as it holds entries, if more.
 const minCandDirty = 65536
-
-// candChanged records a change of the candidate k. The caller holds t.mu.
-func (t *core) candChanged(k Key) {
-	if t.candDirty == nil || t.candLost {
-		return
-	}
-	if len(t.candDirty) >= max(minCandDirty, t.st.n) {
-		t.candLost = true
-		clear(t.candDirty)
-		return
-	}
-	t.candDirty[k] = struct{}{}
-}

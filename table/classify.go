@@ -1,10 +1,8 @@
 package table
 
 import (
-	"net"
 	"slices"
 	"time"
-	"unsafe"
 )
 
 // Advance promotes STALE entries that crossed the threshold to stale-long
@@ -35,7 +33,7 @@ func (t Classifier) SetThreshold(d time.Duration) {
 	}
 	t.setThreshold(d)
 	for slot := range t.suspects {
-		t.st.w(t.st.ent(slot)).silent = false // judged again against the new window
+		t.st.observe(t.st.ent(slot)).silent = false // judged again against the new window
 	}
 	t.suspectDue = now
 	t.st.each(func(slot uint32, r *rec) bool {
@@ -142,7 +140,7 @@ func (t Classifier) Events() *Broadcaster { return t.events }
 // agent report through the same stream).
 func (t Classifier) Publish(ev Event) {
 	if ev.Interface == "" {
-		ev.Interface = t.LinkName(ev.Ifindex)
+		ev.Interface = Reader{t.core}.LinkName(ev.Ifindex)
 	}
 	t.events.Publish(ev)
 }
@@ -153,7 +151,7 @@ func (t *core) reattach(e ent, now int64, cause Cause) {
 	old := e.class()
 	t.detach(e)
 	if e.observed() {
-		o := t.st.o(e)
+		o := t.st.observed(e)
 		o.Mismatch, o.SourceMismatch = t.mismatch(e)
 	}
 	t.attach(e, now)
@@ -175,7 +173,7 @@ func (t *core) advance(now int64) {
 		t.suspectDue = 0
 		for slot := range t.suspects {
 			e := t.st.ent(slot)
-			o := t.st.w(e)
+			o := t.st.observe(e)
 			switch due := o.SuspectAt + t.silence; {
 			case o.silent:
 			case now >= due:
@@ -188,7 +186,7 @@ func (t *core) advance(now int64) {
 	}
 	for slot := range t.conflicts {
 		e := t.st.ent(slot)
-		if o := t.st.w(e); now-o.ConflictAt >= int64(ConflictHold) {
+		if o := t.st.observe(e); now-o.ConflictAt >= int64(ConflictHold) {
 			delete(t.conflicts, slot)
 			o.ConflictMACs, o.ConflictAt = [2]string{}, 0
 			t.reattach(e, now, CauseClassify)
@@ -202,7 +200,7 @@ func (t *core) advance(now int64) {
 					break
 				}
 				e := t.st.ent(slot)
-				if now-t.st.csNS(e.since) < t.threshold {
+				if now-t.st.clk.csNS(e.since) < t.threshold {
 					break
 				}
 				if n == promotionStorm {
@@ -220,106 +218,6 @@ func (t *core) advance(now int64) {
 	}
 }
 
-// detach removes e's contribution to every aggregate.
-func (t *core) detach(e ent) {
-	s := t.iface(e.ifindex)
-	f := e.family().idx()
-	s.counts[f][e.state.idx()]--
-	s.managed[f][e.owner()][e.state.idx()]--
-	if e.owner() == OwnerNeighwatch {
-		delete(t.owned, e.slot)
-	}
-	if e.heapIdx >= 0 {
-		if e.long() {
-			s.long[f].remove(t.st, e.slot)
-		} else {
-			s.pending[f].remove(t.st, e.slot)
-		}
-	}
-	switch e.class() {
-	case ClassStuck:
-		s.stuck[f]--
-		delete(t.stuck, e.slot)
-	case ClassAtRisk:
-		s.atRisk[f]--
-		delete(t.atRisk, e.slot)
-	case ClassConflict:
-		s.conflict[f]--
-	}
-	if e.long() {
-		s.staleLong[f]--
-	}
-	if o := t.st.o(e); o.Mismatch || o.SourceMismatch {
-		s.mismatched[f]--
-	}
-	if e.multi() {
-		s.multiMAC[f]--
-	}
-}
-
-// attach adds e's contribution to every aggregate and sets its class.
-func (t *core) attach(e ent, now int64) {
-	s := t.iface(e.ifindex)
-	f := e.family().idx()
-	s.counts[f][e.state.idx()]++
-	s.managed[f][e.owner()][e.state.idx()]++
-	if e.owner() == OwnerNeighwatch {
-		t.owned[e.slot] = struct{}{}
-	}
-	o := t.st.o(e)
-	e.setClass(ClassOK)
-	e.setBit(recLong, false)
-	if e.state == StateStale {
-		if now-t.st.csNS(e.since) >= t.threshold {
-			e.setBit(recLong, true)
-			s.long[f].push(t.st, e.slot)
-			s.staleLong[f]++
-			switch {
-			case t.st.hostGone(e):
-				e.setClass(ClassStuck)
-			case o.BypassInState > 0:
-				e.setClass(ClassAtRisk)
-			default:
-				e.setClass(ClassStaleLong)
-			}
-		} else {
-			s.pending[f].push(t.st, e.slot)
-		}
-	}
-	if e.class() != ClassStuck && t.st.conflicted(e) {
-		e.setClass(ClassConflict)
-	}
-	switch e.class() {
-	case ClassStuck:
-		s.stuck[f]++
-		t.stuck[e.slot] = struct{}{}
-	case ClassAtRisk:
-		s.atRisk[f]++
-		t.atRisk[e.slot] = struct{}{}
-	case ClassConflict:
-		s.conflict[f]++
-	}
-	if o.Mismatch || o.SourceMismatch {
-		s.mismatched[f]++
-	}
-	multi := o.HostMACs[0].MAC != ""
-	e.setBit(recMulti, multi)
-	if multi {
-		s.multiMAC[f]++
-	}
-}
-
-// mismatch reports whether ARP/NDP (arp) and the host's own packets
-// (source) last showed the entry's IP at a MAC other than the one the
-// kernel sends to, unexplained: the entry's MAC was not heard since.
-func (t *core) mismatch(e ent) (arp, source bool) {
-	o := t.st.o(e)
-	if e.macLen == 0 || !e.state.Valid() || o.SuspectAt == 0 {
-		return false, false
-	}
-	return o.SeenMAC != "" && !t.st.macIs(e, o.SeenMAC) && o.SeenAt >= t.st.ns(e.llSince), o.SourceMAC != "" && !t.st.macIs(e, o.SourceMAC)
-}
-
 // classChanges names each class change ("ok -> stale-long") once, not
 // once per event.
 var classChanges = func() (n [ClassStuck + 1][ClassStuck + 1]string) { // ClassStuck is the last
@@ -330,30 +228,3 @@ var classChanges = func() (n [ClassStuck + 1][ClassStuck + 1]string) { // ClassS
 	}
 	return n
 }()
-
-func (t *core) event(e ent, kind Kind, cause Cause, now int64) Event {
-	// The record's own bytes, for both: Publish copies them for the
-	// subscribers that keep the event, so a burst that none keeps (a
-	// table crossing the threshold together) copies nothing.
-	var hw net.HardwareAddr
-	if s := t.st.lladdrView(e.slot, e.rec); s != "" {
-		hw = unsafe.Slice(unsafe.StringData(s), len(s))
-	}
-	return Event{
-		borrowed:  true,
-		Time:      time.Unix(0, now),
-		Ifindex:   e.ifindex,
-		Interface: t.iface(e.ifindex).name,
-		Family:    e.family(),
-		IP:        e.ip(),
-		From:      e.state,
-		To:        e.state,
-		LLAddr:    hw,
-		OldLLAddr: hw,
-		Cause:     cause,
-		Kind:      kind,
-		Class:     e.class(),
-	}
-}
-
-func (t *core) publishing() bool { return !t.loading && t.events.Active() }

@@ -5,11 +5,20 @@
 // other package of the project and builds on any OS.
 //
 // One core (table.go: the entries, their indexes and aggregates, one
-// lock) has four doors, each a type in its own file: Kernel (kernel.go:
+// lock) has five doors, each a type in its own file: Kernel (kernel.go:
 // netlink updates, syncs, links, tracepoint transitions), Sightings
 // (sightings.go: where the host was seen or heard, probes, conflicts,
 // bypass traffic), CandidateSet (candidates.go: the entries the tracer
-// watches) and Classifier (classify.go: classes, aggregates, walks and
-// the event stream). Each source declares the few methods it uses as its
-// own interface (mirror.Sink, evidence.Sink, feed.Sink, remediate.Table).
+// watches), Classifier (classify.go: classes, aggregates, walks and the
+// event stream) and Reader (table.go: entries by key, in slot order, or
+// all). Each source declares the few methods it uses as its own
+// interface (mirror.Sink, evidence.Sink, feed.Sink, remediate.Table).
+//
+// Every write takes one path, in update.go, top to bottom: apply finds
+// the entry in the store (store.go: records in slabs, an index by key)
+// and removes, creates or changes it; detach and attach keep the
+// aggregates and set the class; candChanged notes a change of what the
+// tracer watches; event builds what the table publishes. The records'
+// times count from an epoch (mstime.go: timebase). callpath
+// (internal/dev/callpath) writes the path down.
 package table

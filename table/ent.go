@@ -11,33 +11,18 @@ type ent struct {
 
 func (s *store) ent(slot uint32) ent { return ent{slot, s.at(slot)} }
 
-// candidate reports whether the tracer watches the entry's own packets:
-// STALE, or managed by neighwatch.
-func (r *rec) candidate() bool { return r.state == StateStale || r.owner() == OwnerNeighwatch }
-
-// owner is Entry.Owner of the record.
-func (r *rec) owner() Owner {
-	switch {
-	case uint32(r.flagsExt)&FlagExtManaged == 0:
-		return OwnerNone
-	case r.protocol == ProtocolNeighwatch:
-		return OwnerNeighwatch
-	}
-	return OwnerOther
-}
-
 // hostGone reports whether the evidence says the host is not at the
 // entry's MAC: a unicast probe to it went unanswered, or it stayed
 // silent for the silence window after the host was seen at another MAC.
 func (s *store) hostGone(e ent) bool {
-	o := s.o(e)
+	o := s.observed(e)
 	return (o.ProbeUnansweredAt != 0 && s.macIs(e, o.ProbeMAC)) || (o.SuspectAt != 0 && o.silent)
 }
 
 // conflicted reports whether the entry's MAC is one of two that answered
 // for its IP (while it is in a dynamic state: the kernel follows answers).
 func (s *store) conflicted(e ent) bool {
-	o := s.o(e)
+	o := s.observed(e)
 	return o.ConflictAt != 0 && e.macLen != 0 && (s.macIs(e, o.ConflictMACs[0]) || s.macIs(e, o.ConflictMACs[1])) &&
 		e.state&(StateReachable|StateStale|StateDelay|StateProbe) != 0
 }
@@ -51,12 +36,12 @@ func (s *store) fill(e *Entry, r *rec) {
 		Flags:         r.flags,
 		FlagsExt:      uint32(r.flagsExt),
 		Protocol:      r.protocol,
-		Since:         s.csNS(r.since),
-		Confirm:       s.ns(r.confirm),
-		Used:          s.ns(r.used),
+		Since:         s.clk.csNS(r.since),
+		Confirm:       s.clk.ns(r.confirm),
+		Used:          s.clk.ns(r.used),
 		Transitions:   r.transitions,
 		LLAddrChanges: uint32(r.llChanges),
-		LLAddrSince:   s.ns(r.llSince),
+		LLAddrSince:   s.clk.ns(r.llSince),
 		class:         r.class(),
 	}
 }

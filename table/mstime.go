@@ -15,6 +15,17 @@ import (
 // now leaves the milliseconds' range, and a time older than its range
 // reads as the oldest the range holds.
 
+// A timebase converts between Unix ns and the records' times, and keeps
+// their epoch.
+type timebase struct {
+	// epoch is the Unix ns that the records' times count from (0 until
+	// the first is converted).
+	epoch int64
+	// shift moves every time kept back by a number of hundredths, when
+	// the epoch moves forward by as much.
+	shift func(hundredths int64)
+}
+
 // msNone is the millisecond time of a zero (unknown) time.
 const msNone = math.MinInt32
 
@@ -28,12 +39,12 @@ const (
 // ms converts Unix ns to the store's millisecond time, rounding up: a
 // time kept as "when the lladdr changed" never reads as earlier than it
 // was, so evidence from before a change never counts as after it.
-func (s *store) ms(ns int64) int32 { return s.units(ns, int64(time.Millisecond)) }
+func (s *timebase) ms(ns int64) int32 { return s.units(ns, int64(time.Millisecond)) }
 
 // cs converts Unix ns to the store's time in hundredths of a second,
 // rounding down: a state's age never reads as less than it is (so never
 // as negative), at most 10 ms more.
-func (s *store) cs(ns int64) int32 {
+func (s *timebase) cs(ns int64) int32 {
 	m := s.units(ns, int64(10*time.Millisecond))
 	if m != msNone && m != msNone+1 && s.csNS(m) > ns {
 		m--
@@ -44,7 +55,7 @@ func (s *store) cs(ns int64) int32 {
 // units converts Unix ns to units of unit ns from the epoch, rounding up;
 // msNone for 0. The first time sets the epoch; one past its range moves
 // it (times are at most now).
-func (s *store) units(ns, unit int64) int32 {
+func (s *timebase) units(ns, unit int64) int32 {
 	if ns == 0 {
 		return msNone
 	}
@@ -65,7 +76,7 @@ func (s *store) units(ns, unit int64) int32 {
 
 // csNS converts the store's time in hundredths of a second back to Unix
 // ns.
-func (s *store) csNS(c int32) int64 {
+func (s *timebase) csNS(c int32) int64 {
 	if c == msNone {
 		return 0
 	}
@@ -73,7 +84,7 @@ func (s *store) csNS(c int32) int64 {
 }
 
 // ns converts the store's millisecond time back to Unix ns.
-func (s *store) ns(m int32) int64 {
+func (s *timebase) ns(m int32) int64 {
 	if m == msNone {
 		return 0
 	}
@@ -91,12 +102,20 @@ func clampMS(m int64) int32 {
 }
 
 // rebase moves the epoch forward to about epoch (a whole number of
-// hundredths) and shifts every record's times back by as much: a walk of
-// the slabs, once in msRebaseAfter-msRebaseTo (11 days), under the
-// table's lock.
-func (s *store) rebase(epoch int64) {
+// hundredths) and has every time kept shifted back by as much: a walk of
+// the store's slabs, once in msRebaseAfter-msRebaseTo (11 days), under
+// the table's lock.
+func (s *timebase) rebase(epoch int64) {
 	shift := (epoch - s.epoch) / int64(10*time.Millisecond) // in hundredths
 	s.epoch += shift * int64(10*time.Millisecond)
+	if s.shift != nil {
+		s.shift(shift)
+	}
+}
+
+// shiftTimes moves every record's times back by shift hundredths: the
+// clock's epoch moved forward by as much.
+func (s *store) shiftTimes(shift int64) {
 	move := func(m *int32, shift int64) {
 		if *m != msNone {
 			*m = clampMS(int64(*m) - shift)

@@ -15,16 +15,16 @@ import (
 func TestMSTime(t *testing.T) {
 	st := newStore()
 	defer st.release()
-	if m := st.ms(0); m != msNone || st.ns(m) != 0 {
-		t.Fatalf("zero time: ms %d, back %d", m, st.ns(m))
+	if m := st.clk.ms(0); m != msNone || st.clk.ns(m) != 0 {
+		t.Fatalf("zero time: ms %d, back %d", m, st.clk.ns(m))
 	}
 	base := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC).UnixNano()
-	if m := st.ms(base); m != 0 {
+	if m := st.clk.ms(base); m != 0 {
 		t.Fatalf("the first time stored is the epoch: ms %d", m)
 	}
 	roundTrip := func(ns int64) int64 {
 		t.Helper()
-		back := st.ns(st.ms(ns))
+		back := st.clk.ns(st.clk.ms(ns))
 		if d := back - ns; d < 0 || d >= int64(time.Millisecond) {
 			t.Fatalf("%d reads back as %d (%+d ns): want within a millisecond after", ns, back, d)
 		}
@@ -39,8 +39,8 @@ func TestMSTime(t *testing.T) {
 		}
 		last = back
 	}
-	oldest := st.ns(msNone + 1)
-	if got := st.ns(st.ms(base - int64(40*24*time.Hour))); got != oldest {
+	oldest := st.clk.ns(msNone + 1)
+	if got := st.clk.ns(st.clk.ms(base - int64(40*24*time.Hour))); got != oldest {
 		t.Fatalf("a time 40 days before the epoch reads %d, want the oldest held, %d", got, oldest)
 	}
 
@@ -49,28 +49,28 @@ func TestMSTime(t *testing.T) {
 	_, a := st.insert(k(1))
 	_, b := st.insert(k(2))
 	_, c := st.insert(k(3))
-	a.llSince, a.confirm = st.ms(base+int64(time.Hour)), st.ms(base-int64(time.Hour))
-	b.llSince = st.ms(base - int64(40*24*time.Hour)) // clamped
-	wantA, wantAC := st.ns(a.llSince), st.ns(a.confirm)
-	epoch := st.epoch
+	a.llSince, a.confirm = st.clk.ms(base+int64(time.Hour)), st.clk.ms(base-int64(time.Hour))
+	b.llSince = st.clk.ms(base - int64(40*24*time.Hour)) // clamped
+	wantA, wantAC := st.clk.ns(a.llSince), st.clk.ns(a.confirm)
+	epoch := st.clk.epoch
 	now := base + int64(13*24*time.Hour) // past msRebaseAfter
 	if back := roundTrip(now); back < now {
 		t.Fatalf("now reads %d before it", back)
 	}
-	if st.epoch == epoch {
+	if st.clk.epoch == epoch {
 		t.Fatalf("no rebase at 13 days past the epoch")
 	}
-	if st.ns(a.llSince) != wantA || st.ns(a.confirm) != wantAC {
-		t.Errorf("after the rebase: llSince %d confirm %d, want %d %d", st.ns(a.llSince), st.ns(a.confirm), wantA, wantAC)
+	if st.clk.ns(a.llSince) != wantA || st.clk.ns(a.confirm) != wantAC {
+		t.Errorf("after the rebase: llSince %d confirm %d, want %d %d", st.clk.ns(a.llSince), st.clk.ns(a.confirm), wantA, wantAC)
 	}
 	if b.llSince != msNone+1 {
 		t.Errorf("a clamped time is %d after the rebase, want the oldest held", b.llSince)
 	}
-	if c.used != msNone || st.ns(c.used) != 0 {
+	if c.used != msNone || st.clk.ns(c.used) != 0 {
 		t.Errorf("an unset time is %d after the rebase, want unset", c.used)
 	}
-	if now-st.epoch > int64(msRebaseAfter) || now-st.epoch < int64(msRebaseTo) {
-		t.Errorf("epoch %v before now after the rebase", time.Duration(now-st.epoch))
+	if now-st.clk.epoch > int64(msRebaseAfter) || now-st.clk.epoch < int64(msRebaseTo) {
+		t.Errorf("epoch %v before now after the rebase", time.Duration(now-st.clk.epoch))
 	}
 }
 
@@ -91,27 +91,27 @@ func TestCSTime(t *testing.T) {
 	st := newStore()
 	defer st.release()
 	base := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC).UnixNano()
-	st.ms(base)
+	st.clk.ms(base)
 	for _, d := range []time.Duration{-200 * 24 * time.Hour, -30 * 24 * time.Hour, -time.Hour, -15 * time.Millisecond,
 		-time.Millisecond, 0, 1, 10 * time.Millisecond, 11 * time.Millisecond, 11 * 24 * time.Hour} {
 		ns := base + int64(d)
-		if back := st.csNS(st.cs(ns)); ns-back < 0 || ns-back >= int64(10*time.Millisecond) {
+		if back := st.clk.csNS(st.clk.cs(ns)); ns-back < 0 || ns-back >= int64(10*time.Millisecond) {
 			t.Errorf("%v from the epoch reads back %+d ns off: want within 10 ms before", d, back-ns)
 		}
 	}
 	_, r := st.insert(Key{Ifindex: 1, Addr: netip.AddrFrom4([4]byte{10, 0, 0, 1})})
-	r.since = st.cs(base - int64(100*24*time.Hour))
-	r.llSince = st.ms(base - int64(time.Hour) + 3*int64(time.Millisecond))
-	since, ll := st.csNS(r.since), st.ns(r.llSince)
-	epoch := st.epoch
-	st.ms(base + int64(13*24*time.Hour)) // rebases
-	if st.epoch == epoch {
+	r.since = st.clk.cs(base - int64(100*24*time.Hour))
+	r.llSince = st.clk.ms(base - int64(time.Hour) + 3*int64(time.Millisecond))
+	since, ll := st.clk.csNS(r.since), st.clk.ns(r.llSince)
+	epoch := st.clk.epoch
+	st.clk.ms(base + int64(13*24*time.Hour)) // rebases
+	if st.clk.epoch == epoch {
 		t.Fatal("no rebase at 13 days past the epoch")
 	}
-	if got := st.csNS(r.since); got != since {
+	if got := st.clk.csNS(r.since); got != since {
 		t.Errorf("a state 100 days old began at %d before the rebase, %d after", since, got)
 	}
-	if got := st.ns(r.llSince); got != ll {
+	if got := st.clk.ns(r.llSince); got != ll {
 		t.Errorf("the lladdr's time %d before the rebase, %d after", ll, got)
 	}
 }

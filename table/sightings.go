@@ -17,7 +17,7 @@ func (t Sightings) ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr
 	if !ok {
 		return false
 	}
-	o := t.st.w(e)
+	o := t.st.observe(e)
 	was := o.Mismatch
 	if o.SeenMAC != string(mac) {
 		o.SeenMAC = string(mac)
@@ -77,7 +77,7 @@ func (t Sightings) ObserveSourceMAC(k Key, mac net.HardwareAddr, packets uint64,
 	if !ok || len(mac) == 0 {
 		return false
 	}
-	o := t.st.w(e)
+	o := t.st.observe(e)
 	was := o.SourceMismatch
 	if t.st.macIs(e, string(mac)) {
 		return false // its own MAC: Heard
@@ -111,7 +111,7 @@ func (t Sightings) AddBypass(k Key, packets uint64, when time.Time) bool {
 	if !ok {
 		return false
 	}
-	o := t.st.w(e)
+	o := t.st.observe(e)
 	o.BypassPackets += packets
 	o.LastBypass = now
 	t.iface(e.ifindex).bypass[e.family().idx()] += packets
@@ -135,7 +135,7 @@ func (t Sightings) ProbeUnanswered(k Key, mac string, when time.Time) bool {
 	if !ok || mac == "" || !t.st.macIs(e, mac) {
 		return false
 	}
-	o := t.st.w(e)
+	o := t.st.observe(e)
 	o.ProbeUnansweredAt, o.ProbeMAC = now, mac
 	t.reattach(e, now, CauseRemediate)
 	return true
@@ -184,7 +184,7 @@ func (t *core) conflict(k Key, a, b net.HardwareAddr, now int64, cause Cause) bo
 	if !ok || len(a) == 0 || len(b) == 0 || string(a) == string(b) {
 		return false
 	}
-	o := t.st.w(e)
+	o := t.st.observe(e)
 	if now > o.ConflictAt {
 		o.ConflictAt = now
 	}
@@ -232,7 +232,7 @@ func (t *core) sighted(e ent, mac string, now int64) {
 	if e.macLen == 0 || !e.state.Valid() {
 		return
 	}
-	o := t.st.w(e)
+	o := t.st.observe(e)
 	if h := o.hostMAC(mac); h != nil {
 		h.At = max(h.At, now)
 		if o.OwnAt != 0 && now-o.OwnAt < t.recheck {
@@ -258,7 +258,7 @@ func (t *core) sighted(e ent, mac string, now int64) {
 // so is an unanswered probe before. It reports whether it explained a
 // suspicion. The caller holds t.mu and reattaches e.
 func (t *core) heard(e ent, now int64) bool {
-	o := t.st.w(e)
+	o := t.st.observe(e)
 	o.OwnAt = max(o.OwnAt, now)
 	if o.ProbeUnansweredAt != 0 && o.ProbeUnansweredAt <= now {
 		o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
@@ -271,20 +271,12 @@ func (t *core) heard(e ent, now int64) bool {
 	return true
 }
 
-// unsuspect ends e's suspicion.
-func (t *core) unsuspect(e ent) {
-	if o := t.st.o(e); o.SuspectAt != 0 {
-		o.SuspectAt, o.SuspectMAC, o.silent = 0, "", false
-		delete(t.suspects, e.slot)
-	}
-}
-
 // publishExplained says that the entry's MAC answered after another MAC
 // was seen with the host's address. It claims no more than that: the
 // other MAC may be the host's second one, or anyone's using its address.
 func (t *core) publishExplained(e ent, cause Cause, now int64) {
 	ev := t.event(e, KindMismatch, cause, now)
-	ev.Detail = "the entry's MAC answered after " + hwString(t.st.o(e).HostMACs[0].MAC) + " was seen with the host's address: not stuck while the entry's MAC answers"
+	ev.Detail = "the entry's MAC answered after " + hwString(t.st.observed(e).HostMACs[0].MAC) + " was seen with the host's address: not stuck while the entry's MAC answers"
 	t.events.Publish(ev)
 }
 

@@ -88,7 +88,7 @@ func (t Classifier) Stats(stuckCap int) Stats {
 			}
 			if ok {
 				fs.HasStale = true
-				fs.OldestStale = time.Duration(now - t.st.csNS(t.st.at(oldest).since))
+				fs.OldestStale = time.Duration(now - t.st.clk.csNS(t.st.at(oldest).since))
 			}
 		}
 		st.Interfaces = append(st.Interfaces, is)

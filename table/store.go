@@ -121,14 +121,14 @@ type store struct {
 	longMACs map[uint32]string
 	// next is the slot after the one getInOrder last found or made.
 	next uint32
-	// epoch is the Unix ns that the records' millisecond times count
-	// from (0 until the first is stored).
-	epoch int64
+	// clk converts the records' times (mstime.go).
+	clk timebase
 }
 
 func newStore() *store {
 	s := &store{longMACs: map[uint32]string{}, obs: map[uint32]*Observed{}}
 	s.index.init(64)
+	s.clk.shift = s.shiftTimes
 	return s
 }
 
@@ -301,18 +301,18 @@ func (s *store) setLLAddr(slot uint32, r *rec, mac []byte) {
 	copy(r.mac[:], mac)
 }
 
-// o returns what was observed of an entry's host, for reading: never
+// observed returns what was observed of an entry's host, for reading: never
 // nil, never to be written through.
-func (s *store) o(e ent) *Observed {
+func (s *store) observed(e ent) *Observed {
 	if !e.observed() {
 		return &noObserved
 	}
 	return s.obs[e.slot]
 }
 
-// w returns what was observed of an entry's host, for writing, making it
+// observe returns what was observed of an entry's host, for writing, making it
 // on first use.
-func (s *store) w(e ent) *Observed {
+func (s *store) observe(e ent) *Observed {
 	if e.observed() {
 		return s.obs[e.slot]
 	}
@@ -430,3 +430,18 @@ func (x *index) del(s *store, slot uint32) {
 }
 
 func (x *index) bytes() int { return len(x.slots) * 4 }
+
+// candidate reports whether the tracer watches the entry's own packets:
+// STALE, or managed by neighwatch.
+func (r *rec) candidate() bool { return r.state == StateStale || r.owner() == OwnerNeighwatch }
+
+// owner is Entry.Owner of the record.
+func (r *rec) owner() Owner {
+	switch {
+	case uint32(r.flagsExt)&FlagExtManaged == 0:
+		return OwnerNone
+	case r.protocol == ProtocolNeighwatch:
+		return OwnerNeighwatch
+	}
+	return OwnerOther
+}

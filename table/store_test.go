@@ -280,7 +280,7 @@ func TestEvidenceLeavesWithItsSlot(t *testing.T) {
 	// An entry above a's slot, so that a's removal puts the slot on the
 	// free list instead of lowering the top.
 	st.insert(Key{Ifindex: 2, Addr: netip.MustParseAddr("10.0.0.10")})
-	st.w(st.ent(slot)).SourcePackets = 5
+	st.observe(st.ent(slot)).SourcePackets = 5
 	if e := st.entry(slot, st.at(slot)); e.Observed().SourcePackets != 5 {
 		t.Fatalf("the entry's copy has %d source packets, want 5", e.Observed().SourcePackets)
 	}
@@ -292,8 +292,8 @@ func TestEvidenceLeavesWithItsSlot(t *testing.T) {
 	if again != slot {
 		t.Fatalf("b took slot %d, not the freed %d", again, slot)
 	}
-	if e := st.ent(again); e.observed() || st.o(e).SourcePackets != 0 {
-		t.Errorf("a new entry in a freed slot inherited evidence: %+v", *st.o(e))
+	if e := st.ent(again); e.observed() || st.observed(e).SourcePackets != 0 {
+		t.Errorf("a new entry in a freed slot inherited evidence: %+v", *st.observed(e))
 	}
 }
 

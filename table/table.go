@@ -11,7 +11,7 @@ import (
 // that metrics need is kept up to date on each change, so reading them costs
 // the same with ten entries or a hundred thousand.
 //
-// A Table is one core seen through four doors, one per kind of writer
+// A Table is one core seen through five doors, one per kind of writer
 // and reader; all methods are safe for concurrent use.
 type Table struct {
 	*core
@@ -19,6 +19,7 @@ type Table struct {
 	Sightings    // where the host was seen or heard: ARP/NDP, its packets, probes (sightings.go)
 	CandidateSet // the STALE and managed entries the tracer watches (candidates.go)
 	Classifier   // classes, aggregates, the event stream; what readers ask (classify.go)
+	Reader       // entries by key, in slot order, or all; links' names (table.go)
 }
 
 // The doors: each a view of one core, under its one lock. A source takes
@@ -29,6 +30,7 @@ type (
 	Sightings    struct{ *core }
 	CandidateSet struct{ *core }
 	Classifier   struct{ *core }
+	Reader       struct{ *core }
 )
 
 // core is the state behind every door: the entries, their indexes and
@@ -110,7 +112,7 @@ func New(threshold time.Duration, events *Broadcaster) *Table {
 	// table is collected.
 	runtime.AddCleanup(t, func(st *store) { st.release() }, t.st)
 	t.setThreshold(threshold)
-	return &Table{core: t, Kernel: Kernel{t}, Sightings: Sightings{t}, CandidateSet: CandidateSet{t}, Classifier: Classifier{t}}
+	return &Table{core: t, Kernel: Kernel{t}, Sightings: Sightings{t}, CandidateSet: CandidateSet{t}, Classifier: Classifier{t}, Reader: Reader{t}}
 }
 
 // setThreshold sets the threshold and the times derived from it. The
@@ -131,7 +133,7 @@ func (t *core) iface(ifindex int32) *ifaceState {
 }
 
 // Len returns the number of entries.
-func (t *core) Len() int {
+func (t Reader) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.st.n
@@ -139,14 +141,14 @@ func (t *core) Len() int {
 
 // Bytes returns the memory the entries take: the store's slabs and
 // index, and the evidence of the entries that have some.
-func (t *core) Bytes() int {
+func (t Reader) Bytes() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.st.bytes()
 }
 
 // Lookup returns a copy of one entry.
-func (t *core) Lookup(k Key) (Entry, bool) {
+func (t Reader) Lookup(k Key) (Entry, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.advance(t.now().UnixNano())
@@ -159,7 +161,7 @@ func (t *core) Lookup(k Key) (Entry, bool) {
 
 // Snapshot returns a copy of every entry, classified as of now, and the
 // interface names.
-func (t *core) Snapshot() ([]Entry, map[int32]string) {
+func (t Reader) Snapshot() ([]Entry, map[int32]string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.advance(t.now().UnixNano())
@@ -176,7 +178,7 @@ func (t *core) Snapshot() ([]Entry, map[int32]string) {
 }
 
 // LinkName returns the name the table knows for an interface.
-func (t *core) LinkName(ifindex int32) string {
+func (t Reader) LinkName(ifindex int32) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.ifaces[ifindex]; s != nil {
@@ -187,7 +189,7 @@ func (t *core) LinkName(ifindex int32) string {
 
 // Watched reports whether the table knows the interface: it has entries
 // there, or was given its name, and DeleteLink has not forgotten it.
-func (t *core) Watched(ifindex int32) bool {
+func (t Reader) Watched(ifindex int32) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.ifaces[ifindex] != nil
@@ -200,7 +202,7 @@ func (t *core) Watched(ifindex int32) bool {
 // added or removed between calls may be seen or not. fn must not call
 // the table, nor keep e or its strings (a view of the table's own
 // record, as Walk's); max must be positive.
-func (t *core) Range(from uint32, max int, fn func(e *Entry)) uint32 {
+func (t Reader) Range(from uint32, max int, fn func(e *Entry)) uint32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var e Entry

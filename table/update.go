@@ -1,8 +1,11 @@
 package table
 
 import (
+	"math"
+	"net"
 	"net/netip"
 	"time"
+	"unsafe"
 )
 
 // Update is one kernel neighbour message (RTM_NEWNEIGH or RTM_DELNEIGH)
@@ -25,3 +28,342 @@ type Update struct {
 	HasCacheInfo                      bool
 	ConfirmedAge, UsedAge, UpdatedAge time.Duration
 }
+
+// The path of one update, top to bottom: apply finds the entry in the
+// store and removes, creates or changes it; each ends by classifying the
+// entry (attach, after detach for a change), noting a change of the
+// tracer's candidates, and publishing the event. Every write to the
+// table (the kernel's, a sighting's, the classifier's) goes through
+// detach and attach below, which keep the aggregates and the classes.
+
+// apply applies one update. The caller holds t.mu.
+func (t *core) apply(u *Update, cause Cause, now int64) {
+	k := Key{Ifindex: u.Ifindex, Addr: u.Addr}
+	// Dump replies come in the order the store holds them (getInOrder);
+	// notifications do not.
+	var (
+		slot uint32
+		r    *rec
+		ok   bool
+	)
+	if t.dumping {
+		slot, r, ok = t.st.getInOrder(k)
+	} else {
+		slot, r, ok = t.st.get(k)
+	}
+	switch {
+	case u.Delete && ok:
+		t.remove(ent{slot, r}, cause, now)
+	case u.Delete:
+	case !ok:
+		t.create(k, u, cause, now)
+	default:
+		t.change(ent{slot, r}, u, cause, now)
+	}
+}
+
+// create stores a new entry, classifies it and says so.
+func (t *core) create(k Key, u *Update, cause Cause, now int64) {
+	slot, r := t.st.insert(k)
+	e := ent{slot, r}
+	t.st.setLLAddr(slot, r, u.LLAddr)
+	r.state, r.flags, r.flagsExt, r.protocol = u.State, u.Flags, uint8(u.FlagsExt), u.Protocol
+	sn := since(u, now)
+	r.since, r.llSince = t.st.clk.cs(sn), t.st.clk.ms(sn)
+	r.gen = t.gen
+	t.st.cacheTimes(r, u, now)
+	t.attach(e, now)
+	if r.candidate() {
+		t.candChanged(k)
+	}
+	if !t.loading {
+		t.trans[FamilyOf(u.Addr).idx()][idxAbsent][r.state.idx()]++
+	}
+	if t.publishing() {
+		ev := t.event(e, KindTransition, cause, now)
+		ev.Created = true
+		ev.OldLLAddr = nil
+		t.events.Publish(ev)
+	}
+}
+
+// change applies an update to a stored entry: its state, its MAC, its
+// flags; then classifies it again and says what changed.
+func (t *core) change(e ent, u *Update, cause Cause, now int64) {
+	r := e.rec
+	r.gen = t.gen
+	t.st.cacheTimes(r, u, now)
+	stateChanged := r.state != u.State
+	llChanged := !t.st.macIs(e, string(u.LLAddr))
+	if !stateChanged && !llChanged && r.flags == u.Flags && r.flagsExt == uint8(u.FlagsExt) && r.protocol == u.Protocol {
+		return
+	}
+	oldState := r.state
+	var oldLL net.HardwareAddr
+	if t.publishing() {
+		oldLL = net.HardwareAddr(t.st.lladdr(e.slot, r))
+	}
+	wasCand, oldOwner := r.candidate(), r.owner()
+	t.detach(e)
+	if stateChanged {
+		t.changeState(e, u, now)
+	}
+	if llChanged {
+		t.changeMAC(e, u, now)
+	}
+	r.flags, r.flagsExt, r.protocol = u.Flags, uint8(u.FlagsExt), u.Protocol
+	if r.observed() {
+		o := t.st.observed(e)
+		o.Mismatch, o.SourceMismatch = t.mismatch(e)
+	}
+	t.attach(e, now)
+	if (wasCand || r.candidate()) && (wasCand != r.candidate() || llChanged || oldOwner != r.owner()) {
+		t.candChanged(e.key())
+	}
+	if t.publishing() {
+		ev := t.event(e, KindTransition, cause, now)
+		ev.From = oldState
+		ev.OldLLAddr = oldLL
+		t.events.Publish(ev)
+	}
+}
+
+// changeState moves an entry to the update's state: the evidence
+// gathered in the old state (bypass traffic, an unanswered probe) goes.
+func (t *core) changeState(e ent, u *Update, now int64) {
+	r := e.rec
+	t.trans[FamilyOf(u.Addr).idx()][r.state.idx()][u.State.idx()]++
+	r.state = u.State
+	r.since = t.st.clk.cs(since(u, now))
+	r.transitions++
+	if r.observed() {
+		o := t.st.observed(e)
+		o.BypassInState = 0
+		o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
+	}
+}
+
+// changeMAC points an entry at the update's MAC. A new MAC starts the
+// state afresh, as the kernel's "updated" does: evidence gathered
+// against the old MAC (sightings of the host's packets, bypass traffic,
+// probes) says nothing about it.
+func (t *core) changeMAC(e ent, u *Update, now int64) {
+	r := e.rec
+	// The MAC it leaves, copied before the new one overwrites it.
+	var prev string
+	if r.macLen != 0 && r.observed() {
+		prev = string(t.st.lladdr(e.slot, r))
+	}
+	// Entries in INCOMPLETE or FAILED carry no lladdr; only a move from
+	// one address to another counts as a change.
+	if r.macLen != 0 && len(u.LLAddr) > 0 {
+		if r.llChanges < math.MaxUint16 {
+			r.llChanges++
+		}
+		t.iface(r.ifindex).lladdrChanges[FamilyOf(u.Addr).idx()]++
+	}
+	t.st.setLLAddr(e.slot, r, u.LLAddr)
+	r.since = t.st.clk.cs(since(u, now))
+	r.llSince = t.st.clk.ms(now) // seen changing: no older than this message
+	if !r.observed() {
+		return
+	}
+	o := t.st.observed(e)
+	o.SourceMAC, o.SourceAt, o.SourcePackets = "", 0, 0
+	o.BypassInState = 0
+	o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
+	// Whether the new MAC answers is not known yet, and a suspicion
+	// against the old one says nothing of it; the host's other MACs stay
+	// known, but for the new one. A move to one of them is the host's
+	// own (a bond, ARP flux): the old MAC takes its place among them.
+	o.OwnAt = 0
+	t.unsuspect(e)
+	if h := o.hostMAC(string(u.LLAddr)); h != nil {
+		*h = HostMAC{}
+		if prev != "" && len(u.LLAddr) > 0 && o.hostMAC(prev) == nil {
+			*h = HostMAC{MAC: prev, At: now}
+		}
+		o.compactHostMACs()
+	}
+}
+
+// remove deletes an entry, after the event that says so is built.
+func (t *core) remove(e ent, cause Cause, now int64) {
+	if e.candidate() {
+		t.candChanged(e.key())
+	}
+	t.detach(e)
+	delete(t.conflicts, e.slot)
+	delete(t.suspects, e.slot)
+	t.trans[e.family().idx()][e.state.idx()][idxAbsent]++
+	if t.publishing() {
+		ev := t.event(e, KindTransition, cause, now)
+		ev.Deleted = true
+		t.events.Publish(ev)
+	}
+	t.st.remove(e.slot)
+}
+
+// since converts a cacheinfo age to the time the state began.
+func since(u *Update, now int64) int64 {
+	if !u.HasCacheInfo {
+		return now
+	}
+	return now - int64(u.UpdatedAge)
+}
+
+func (s *store) cacheTimes(r *rec, u *Update, now int64) {
+	if !u.HasCacheInfo {
+		return
+	}
+	r.confirm = s.clk.ms(now - int64(u.ConfirmedAge))
+	r.used = s.clk.ms(now - int64(u.UsedAge))
+}
+
+// detach removes e's contribution to every aggregate.
+func (t *core) detach(e ent) {
+	s := t.iface(e.ifindex)
+	f := e.family().idx()
+	s.counts[f][e.state.idx()]--
+	s.managed[f][e.owner()][e.state.idx()]--
+	if e.owner() == OwnerNeighwatch {
+		delete(t.owned, e.slot)
+	}
+	if e.heapIdx >= 0 {
+		if e.long() {
+			s.long[f].remove(t.st, e.slot)
+		} else {
+			s.pending[f].remove(t.st, e.slot)
+		}
+	}
+	switch e.class() {
+	case ClassStuck:
+		s.stuck[f]--
+		delete(t.stuck, e.slot)
+	case ClassAtRisk:
+		s.atRisk[f]--
+		delete(t.atRisk, e.slot)
+	case ClassConflict:
+		s.conflict[f]--
+	}
+	if e.long() {
+		s.staleLong[f]--
+	}
+	if o := t.st.observed(e); o.Mismatch || o.SourceMismatch {
+		s.mismatched[f]--
+	}
+	if e.multi() {
+		s.multiMAC[f]--
+	}
+}
+
+// attach adds e's contribution to every aggregate and sets its class.
+func (t *core) attach(e ent, now int64) {
+	s := t.iface(e.ifindex)
+	f := e.family().idx()
+	s.counts[f][e.state.idx()]++
+	s.managed[f][e.owner()][e.state.idx()]++
+	if e.owner() == OwnerNeighwatch {
+		t.owned[e.slot] = struct{}{}
+	}
+	o := t.st.observed(e)
+	e.setClass(ClassOK)
+	e.setBit(recLong, false)
+	if e.state == StateStale {
+		if now-t.st.clk.csNS(e.since) >= t.threshold {
+			e.setBit(recLong, true)
+			s.long[f].push(t.st, e.slot)
+			s.staleLong[f]++
+			switch {
+			case t.st.hostGone(e):
+				e.setClass(ClassStuck)
+			case o.BypassInState > 0:
+				e.setClass(ClassAtRisk)
+			default:
+				e.setClass(ClassStaleLong)
+			}
+		} else {
+			s.pending[f].push(t.st, e.slot)
+		}
+	}
+	if e.class() != ClassStuck && t.st.conflicted(e) {
+		e.setClass(ClassConflict)
+	}
+	switch e.class() {
+	case ClassStuck:
+		s.stuck[f]++
+		t.stuck[e.slot] = struct{}{}
+	case ClassAtRisk:
+		s.atRisk[f]++
+		t.atRisk[e.slot] = struct{}{}
+	case ClassConflict:
+		s.conflict[f]++
+	}
+	if o.Mismatch || o.SourceMismatch {
+		s.mismatched[f]++
+	}
+	multi := o.HostMACs[0].MAC != ""
+	e.setBit(recMulti, multi)
+	if multi {
+		s.multiMAC[f]++
+	}
+}
+
+// mismatch reports whether ARP/NDP (arp) and the host's own packets
+// (source) last showed the entry's IP at a MAC other than the one the
+// kernel sends to, unexplained: the entry's MAC was not heard since.
+func (t *core) mismatch(e ent) (arp, source bool) {
+	o := t.st.observed(e)
+	if e.macLen == 0 || !e.state.Valid() || o.SuspectAt == 0 {
+		return false, false
+	}
+	return o.SeenMAC != "" && !t.st.macIs(e, o.SeenMAC) && o.SeenAt >= t.st.clk.ns(e.llSince), o.SourceMAC != "" && !t.st.macIs(e, o.SourceMAC)
+}
+
+// unsuspect ends e's suspicion.
+func (t *core) unsuspect(e ent) {
+	if o := t.st.observed(e); o.SuspectAt != 0 {
+		o.SuspectAt, o.SuspectMAC, o.silent = 0, "", false
+		delete(t.suspects, e.slot)
+	}
+}
+
+// candChanged records a change of the candidate k. The caller holds t.mu.
+func (t *core) candChanged(k Key) {
+	if t.candDirty == nil || t.candLost {
+		return
+	}
+	if len(t.candDirty) >= max(minCandDirty, t.st.n) {
+		t.candLost = true
+		clear(t.candDirty)
+		return
+	}
+	t.candDirty[k] = struct{}{}
+}
+
+func (t *core) event(e ent, kind Kind, cause Cause, now int64) Event {
+	// The record's own bytes, for both: Publish copies them for the
+	// subscribers that keep the event, so a burst that none keeps (a
+	// table crossing the threshold together) copies nothing.
+	var hw net.HardwareAddr
+	if s := t.st.lladdrView(e.slot, e.rec); s != "" {
+		hw = unsafe.Slice(unsafe.StringData(s), len(s))
+	}
+	return Event{
+		borrowed:  true,
+		Time:      time.Unix(0, now),
+		Ifindex:   e.ifindex,
+		Interface: t.iface(e.ifindex).name,
+		Family:    e.family(),
+		IP:        e.ip(),
+		From:      e.state,
+		To:        e.state,
+		LLAddr:    hw,
+		OldLLAddr: hw,
+		Cause:     cause,
+		Kind:      kind,
+		Class:     e.class(),
+	}
+}
+
+func (t *core) publishing() bool { return !t.loading && t.events.Active() }
