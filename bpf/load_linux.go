@@ -123,15 +123,6 @@ func refusal(err error, attaching bool) Refusal {
 	return RefusedOther
 }
 
-// hook is a program and its alternatives: the first that loads and
-// attaches is kept.
-type hook struct {
-	feature Feature
-	progs   []string
-	// attach attaches a loaded program; nil loads only (attached later).
-	attach func(p *ebpf.Program, name string) (link.Link, error)
-}
-
 // hookOf returns "section" (tp_btf/neigh_create) of a program.
 func hookOf(spec *ebpf.CollectionSpec, name string) string {
 	if ps := spec.Programs[name]; ps != nil {
@@ -166,19 +157,19 @@ func attachBySection(spec *ebpf.CollectionSpec) func(*ebpf.Program, string) (lin
 }
 
 // loadHook tries a hook's programs in order and returns the first that
-// the kernel takes (and its link, when the hook attaches at load), with
-// a status for every program tried.
-func loadHook(l *progLoader, h hook) (name string, p *ebpf.Program, lk link.Link, st []ProgramStatus) {
+// the kernel takes (and its link, when attach attaches it at load; nil
+// loads only, to attach later), with a status for every program tried.
+func loadHook(l *progLoader, h hookDecl, attach func(p *ebpf.Program, name string) (link.Link, error)) (name string, p *ebpf.Program, lk link.Link, st []ProgramStatus) {
 	for _, n := range h.progs {
-		s := ProgramStatus{Program: n, Hook: hookOf(l.spec, n), Feature: h.feature}
+		s := ProgramStatus{Program: n, Hook: hookOf(l.spec, n), Feature: h.feature, Needs: h.needs}
 		prog, err := l.load(n)
 		if err != nil {
 			s.Refusal, s.Error = refusal(err, false), oneLine(err)
 			st = append(st, s)
 			continue
 		}
-		if h.attach != nil {
-			lk, err = h.attach(prog, n)
+		if attach != nil {
+			lk, err = attach(prog, n)
 			if err != nil {
 				prog.Close()
 				s.Refusal, s.Error = refusal(err, true), oneLine(err)

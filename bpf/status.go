@@ -24,6 +24,8 @@ type ProgramStatus struct {
 	Loaded  bool    `json:"loaded"`
 	Refusal Refusal `json:"refusal,omitempty"`
 	Error   string  `json:"error,omitempty"`
+	// Needs is the kernel the hook needs (hooklist_linux.go).
+	Needs string `json:"needs,omitempty"`
 }
 
 // Feature is what a group of the tracer's programs gives detection.

@@ -20,38 +20,32 @@ func (t *tracerCore) loadNeighbourHooks(l *progLoader, spec *ebpf.CollectionSpec
 	attach := attachBySection(spec)
 	var missing []string
 	via := map[string]bool{}
-	for _, h := range []hook{
-		{feature: FeatureStates, progs: []string{"tr_update_done", "tr_update_done_raw"}, attach: attach},
-		{feature: FeatureStates, progs: []string{"tr_event_send_done", "tr_event_send_done_raw"}, attach: attach},
-		{feature: FeatureStates, progs: []string{"tr_timer_handler", "tr_timer_handler_raw"}, attach: attach},
-		{feature: FeatureStates, progs: []string{"tr_cleanup", "tr_cleanup_raw"}, attach: attach},
-		{feature: FeatureCreated, progs: []string{"tr_create", "tr_create_raw"}, attach: attach},
-	} {
-		name, p, lk, st := loadHook(l, h)
+	for _, h := range hooksOf(kindNeighbour) {
+		name, p, lk, st := loadHook(l, h, attach)
 		t.programs = append(t.programs, st...)
 		if p == nil {
 			if h.feature == FeatureStates {
-				missing = append(missing, strings.TrimPrefix(hookOf(spec, h.progs[0]), "tp_btf/"))
+				missing = append(missing, strings.TrimPrefix(hookOf(spec, h.progs[0]), "tp_btf/")+": "+h.lost+" are not seen")
 			} else {
-				t.features[FeatureCreated] = FeatureStatus{Feature: FeatureCreated, Why: refusedWhy(st)}
+				t.features[h.feature] = FeatureStatus{Feature: h.feature, Why: refusedWhy(st)}
 			}
 			continue
 		}
 		t.progs = append(t.progs, p)
 		t.links = append(t.links, lk)
 		kind, _, _ := strings.Cut(hookOf(spec, name), "/")
-		if h.feature == FeatureCreated {
-			t.features[FeatureCreated] = FeatureStatus{Feature: FeatureCreated, Working: true, Via: kind}
-		} else {
+		if h.feature == FeatureStates {
 			via[kind] = true
+		} else {
+			t.features[h.feature] = FeatureStatus{Feature: h.feature, Working: true, Via: kind}
 		}
-		if name == "tr_update_done" || name == "tr_update_done_raw" {
+		if h.role == roleMirror {
 			t.objs.TrUpdateDone = p
 		}
 	}
 	st := FeatureStatus{Feature: FeatureStates, Working: len(missing) == 0, Via: joinKeys(via)}
 	if len(missing) > 0 {
-		st.Why = "no hook on " + strings.Join(missing, ", ") + ": transitions there are not seen"
+		st.Why = "no hook on " + strings.Join(missing, "; no hook on ")
 	}
 	t.features[FeatureStates] = st
 }
@@ -88,7 +82,7 @@ func (t *tracerCore) loadBypass(l *progLoader, opts TracerOptions) {
 		}
 		t.features[FeatureXDPBypass] = FeatureStatus{Feature: FeatureXDPBypass, Why: why}
 	}
-	_, p, _, st := loadHook(l, hook{feature: FeatureBypass, progs: []string{"tr_xmit"}, attach: proveAttach(attachTracing)})
+	_, p, _, st := loadHook(l, hooksOf(kindXmit)[0], proveAttach(attachTracing))
 	t.programs = append(t.programs, st...)
 	if p == nil {
 		t.features[FeatureBypass] = FeatureStatus{Feature: FeatureBypass, Why: refusedWhy(st)}
@@ -116,7 +110,7 @@ func proveAttach(attach func(*ebpf.Program, string) (link.Link, error)) func(*eb
 // loadSource loads the source-MAC program; it is attached per interface
 // (tcx, else clsact) while there are candidates.
 func (t *tracerCore) loadSource(l *progLoader) {
-	_, p, _, st := loadHook(l, hook{feature: FeatureSourceMAC, progs: []string{"tr_source"}})
+	_, p, _, st := loadHook(l, hooksOf(kindSource)[0], nil)
 	t.programs = append(t.programs, st...)
 	if p == nil {
 		t.features[FeatureSourceMAC] = FeatureStatus{Feature: FeatureSourceMAC, Why: refusedWhy(st)}
@@ -126,14 +120,6 @@ func (t *tracerCore) loadSource(l *progLoader) {
 	t.progs = append(t.progs, p)
 	t.features[FeatureSourceMAC] = FeatureStatus{Feature: FeatureSourceMAC, Working: true, Via: "tc"}
 }
-
-// fentry hooks: the TC set is required for fentry mode; the others add
-// counts (redirect_neigh, redirect_peer) or XDP.
-var (
-	fentryTC      = []string{"fe_skb_fib", "fe_redirect"}
-	fentryTCExtra = []string{"fe_redirect_neigh", "fe_redirect_peer"}
-	fentryXDP     = []string{"fe_xdp_fib", "fe_xdp_redirect"}
-)
 
 // fentryLoader prepares the fentry object against the tracer's maps.
 func (t *tracerCore) fentryLoader(opts TracerOptions, kernelBTF *btf.Cache) (*progLoader, error) {
@@ -191,11 +177,11 @@ func (t *tracerCore) loadFentry(opts TracerOptions, kernelBTF *btf.Cache) error 
 		return nil, lk.Close()
 	}
 	var kept []link.Link
-	load := func(names []string, feature Feature) ([]*ebpf.Program, []ProgramStatus) {
+	load := func(kind hookKind) ([]*ebpf.Program, []ProgramStatus) {
 		var ps []*ebpf.Program
 		var sts []ProgramStatus
-		for _, n := range names {
-			_, p, lk, st := loadHook(l, hook{feature: feature, progs: []string{n}, attach: attach})
+		for _, h := range hooksOf(kind) {
+			_, p, lk, st := loadHook(l, h, attach)
 			sts = append(sts, st...)
 			if p != nil {
 				ps = append(ps, p)
@@ -206,8 +192,9 @@ func (t *tracerCore) loadFentry(opts TracerOptions, kernelBTF *btf.Cache) error 
 		}
 		return ps, sts
 	}
-	tc, st := load(fentryTC, FeatureBypass)
-	if len(tc) == len(fentryTC) {
+	fentryTC := len(hooksOf(kindFentryTC))
+	tc, st := load(kindFentryTC)
+	if len(tc) == fentryTC {
 		// Before 5.11 a tracing program attaches once in its life: after
 		// the proving attach it cannot attach again. Then load afresh and
 		// keep the programs attached.
@@ -216,12 +203,12 @@ func (t *tracerCore) loadFentry(opts TracerOptions, kernelBTF *btf.Cache) error 
 				p.Close()
 			}
 			keep = true
-			tc, st = load(fentryTC, FeatureBypass)
+			tc, st = load(kindFentryTC)
 		} else {
 			lk.Close()
 		}
 	}
-	if len(tc) < len(fentryTC) {
+	if len(tc) < fentryTC {
 		closeAll(kept)
 		for _, p := range tc {
 			p.Close()
@@ -239,19 +226,20 @@ func (t *tracerCore) loadFentry(opts TracerOptions, kernelBTF *btf.Cache) error 
 		return errors.New("fentry programs refused")
 	}
 	t.programs = append(t.programs, st...)
-	extra, st := load(fentryTCExtra, FeatureBypass)
+	extra, st := load(kindFentryTCMore)
 	t.programs = append(t.programs, st...)
-	xdp, st := load(fentryXDP, FeatureXDPBypass)
+	xdp, st := load(kindFentryXDP)
 	t.programs = append(t.programs, st...)
-	// bpf_redirect_map: the devmap operations from 5.13, else the helper.
-	xmap, st := load([]string{"fe_dev_map_redirect", "fe_dev_hash_map_redirect"}, FeatureXDPBypass)
+	// bpf_redirect_map: the devmap operations where the kernel has them,
+	// else the helper.
+	xmap, st := load(kindFentryDevmap)
 	if len(xmap) == 0 {
 		var st2 []ProgramStatus
-		xmap, st2 = load([]string{"fe_xdp_redirect_map"}, FeatureXDPBypass)
+		xmap, st2 = load(kindFentryDevmapOld)
 		st = append(st, st2...)
 	}
 	t.programs = append(t.programs, st...)
-	xs := FeatureStatus{Feature: FeatureXDPBypass, Working: len(xdp) == len(fentryXDP), Via: "fentry"}
+	xs := FeatureStatus{Feature: FeatureXDPBypass, Working: len(xdp) == len(hooksOf(kindFentryXDP)), Via: "fentry"}
 	switch {
 	case !xs.Working:
 		xs.Via, xs.Why = "", "fentry on the XDP helpers refused: "+refusedWhy(notLoaded(t.programs, FeatureXDPBypass))
@@ -314,7 +302,11 @@ func (t *tracerCore) attachFentry() error {
 func refusedWhy(st []ProgramStatus) string {
 	var parts []string
 	for _, s := range st {
-		parts = append(parts, fmt.Sprintf("%s refused (%s): %s", s.Hook, s.Refusal, s.Error))
+		p := fmt.Sprintf("%s refused (%s): %s", s.Hook, s.Refusal, s.Error)
+		if s.Needs != "" && s.Refusal != RefusedDisabled {
+			p += " (it needs " + s.Needs + ")"
+		}
+		parts = append(parts, p)
 	}
 	return strings.Join(parts, "; ")
 }

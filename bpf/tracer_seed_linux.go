@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -96,22 +97,24 @@ type seeding struct {
 // the kernel refuses them, Seed and UpdateCandidates go on entry by entry
 // and Programs says why.
 func (t *tracerCore) loadSeed(l *progLoader) {
-	var progs [2]*ebpf.Program
 	var sts []ProgramStatus
+	var progs []*ebpf.Program // by sts's index, nil where refused
 	// Before 5.14 the kernel has no syscall programs, and its EINVAL
 	// would read as the verifier's.
 	noType := features.HaveProgramType(ebpf.Syscall)
-	for i, name := range []string{"tr_seed", "tr_candidates"} {
+	hooks := hooksOf(kindSeed)
+	for _, h := range hooks {
 		if noType != nil {
-			sts = append(sts, ProgramStatus{Program: name, Hook: hookOf(l.spec, name), Feature: FeatureSeed,
+			sts = append(sts, ProgramStatus{Program: h.progs[0], Hook: hookOf(l.spec, h.progs[0]), Feature: h.feature, Needs: h.needs,
 				Refusal: refusal(noType, false), Error: oneLine(noType)})
+			progs = append(progs, nil)
 			continue
 		}
-		_, p, _, st := loadHook(l, hook{feature: FeatureSeed, progs: []string{name}})
-		progs[i] = p
+		_, p, _, st := loadHook(l, h, nil)
 		sts = append(sts, st...)
+		progs = append(progs, p)
 	}
-	if progs[0] != nil || progs[1] != nil {
+	if slices.ContainsFunc(progs, func(p *ebpf.Program) bool { return p != nil }) {
 		m := t.objs.SeedBatch
 		size := int(m.MaxEntries()) * int(unsafe.Sizeof(tracerSeedEntry{}))
 		mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
@@ -119,21 +122,27 @@ func (t *tracerCore) loadSeed(l *progLoader) {
 			for i, p := range progs {
 				if p != nil {
 					p.Close()
-					sts[i] = ProgramStatus{Program: sts[i].Program, Hook: sts[i].Hook, Feature: FeatureSeed,
+					sts[i] = ProgramStatus{Program: sts[i].Program, Hook: sts[i].Hook, Feature: sts[i].Feature, Needs: sts[i].Needs,
 						Refusal: RefusedOther, Error: "map the batch: " + err.Error()}
+					progs[i] = nil
 				}
 			}
-			progs = [2]*ebpf.Program{}
 		} else {
 			t.seed.mem = mem
 			t.seed.batch = unsafe.Slice((*tracerSeedEntry)(unsafe.Pointer(unsafe.SliceData(mem))), m.MaxEntries())
 		}
 	}
-	t.seed.prog, t.seed.cand = progs[0], progs[1]
-	for _, p := range progs {
-		if p != nil {
-			t.progs = append(t.progs, p)
+	for i, p := range progs {
+		if p == nil {
+			continue
 		}
+		switch hooks[i].role {
+		case roleSeedMirror:
+			t.seed.prog = p
+		case roleSeedCandidates:
+			t.seed.cand = p
+		}
+		t.progs = append(t.progs, p)
 	}
 	t.programs = append(t.programs, sts...)
 }

@@ -110,7 +110,7 @@ func (d *detection) status() control.TracerStatus {
 		}
 		for _, p := range tr.Programs() {
 			st.Programs = append(st.Programs, control.TracerProgram{Program: p.Program, Hook: p.Hook, Feature: string(p.Feature),
-				Loaded: p.Loaded, Refusal: string(p.Refusal), Error: p.Error})
+				Loaded: p.Loaded, Refusal: string(p.Refusal), Error: p.Error, Needs: p.Needs})
 		}
 	} else if err := d.tracer.Disabled(); err != nil {
 		st.Disabled = err.Error()

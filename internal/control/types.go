@@ -182,6 +182,8 @@ type TracerProgram struct {
 	Loaded  bool   `json:"loaded"`
 	Refusal string `json:"refusal,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// Needs is the kernel the program's hook needs.
+	Needs string `json:"needs,omitempty"`
 }
 
 // DetectionEntry says whether a feature the configuration asks for works
