@@ -183,7 +183,7 @@ func Listen(path string) (net.Listener, error) {
 	// The agent could serve a longer path (it binds a short one and
 	// renames it), but no client could connect to it.
 	if len(path) > maxSocketPath {
-		return nil, fmt.Errorf("control socket path %s is %d bytes, longer than the %d a Unix socket address holds; choose a shorter --control.socket", path, len(path), maxSocketPath)
+		return nil, fmt.Errorf("control socket path %s is %d bytes, longer than the %d a Unix socket address holds; choose a shorter path", path, len(path), maxSocketPath)
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -191,11 +191,11 @@ func Listen(path string) (net.Listener, error) {
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("control socket path %s exists and is not a socket; remove it or choose another --control.socket", path)
+			return nil, fmt.Errorf("control socket path %s exists and is not a socket; remove it or choose another path", path)
 		}
 		if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
 			c.Close()
-			return nil, fmt.Errorf("another agent is listening on %s; stop it or choose another --control.socket", path)
+			return nil, fmt.Errorf("another agent is listening on %s; stop it or choose another path", path)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("control socket path %s: %w", path, err)
@@ -247,10 +247,10 @@ func checkSocketDir(dir string) error {
 			return nil // no owners to check on this system
 		}
 		if st.Uid != 0 && st.Uid != me {
-			return fmt.Errorf("control socket directory %s belongs to user %d, who could take the socket: choose a --control.socket in a directory of root's or the agent's user", d, st.Uid)
+			return fmt.Errorf("control socket directory %s belongs to user %d, who could take the socket: choose a path in a directory of root's or the agent's user", d, st.Uid)
 		}
 		if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
-			return fmt.Errorf("control socket directory %s is writable by other users (mode %s), who could take the socket: remove their write permission or choose another --control.socket", d, fi.Mode().Perm())
+			return fmt.Errorf("control socket directory %s is writable by other users (mode %s), who could take the socket: remove their write permission or choose another path", d, fi.Mode().Perm())
 		}
 		if d == filepath.Dir(d) {
 			return nil
