@@ -160,41 +160,47 @@ func (t *tracerCore) fentryLoader(opts TracerOptions, kernelBTF *btf.Cache) (*pr
 	return l, nil
 }
 
-func (t *tracerCore) loadFentry(opts TracerOptions, kernelBTF *btf.Cache) error {
-	l, err := t.fentryLoader(opts, kernelBTF)
-	if err != nil {
-		return err
+// fentryLoad loads fentry hooks by kind, proving at load that the kernel
+// attaches each; where it cannot attach one again after a detach, the
+// programs stay attached (keep) and their links are kept.
+type fentryLoad struct {
+	l    *progLoader
+	keep bool
+	kept []link.Link
+}
+
+func (f *fentryLoad) attach(p *ebpf.Program, name string) (link.Link, error) {
+	lk, err := attachTracing(p, name)
+	if err != nil || f.keep {
+		return lk, err
 	}
-	// attach proves at load that the kernel takes each program; where it
-	// cannot attach one again after a detach, the programs stay attached
-	// (keep) and their links are kept.
-	keep := false
-	attach := func(p *ebpf.Program, name string) (link.Link, error) {
-		lk, err := attachTracing(p, name)
-		if err != nil || keep {
-			return lk, err
-		}
-		return nil, lk.Close()
-	}
-	var kept []link.Link
-	load := func(kind hookKind) ([]*ebpf.Program, []ProgramStatus) {
-		var ps []*ebpf.Program
-		var sts []ProgramStatus
-		for _, h := range hooksOf(kind) {
-			_, p, lk, st := loadHook(l, h, attach)
-			sts = append(sts, st...)
-			if p != nil {
-				ps = append(ps, p)
-				if lk != nil {
-					kept = append(kept, lk)
-				}
+	return nil, lk.Close()
+}
+
+// load loads the hooks of a kind: those the kernel took, and a status
+// for every program tried.
+func (f *fentryLoad) load(kind hookKind) ([]*ebpf.Program, []ProgramStatus) {
+	var ps []*ebpf.Program
+	var sts []ProgramStatus
+	for _, h := range hooksOf(kind) {
+		_, p, lk, st := loadHook(f.l, h, f.attach)
+		sts = append(sts, st...)
+		if p != nil {
+			ps = append(ps, p)
+			if lk != nil {
+				f.kept = append(f.kept, lk)
 			}
 		}
-		return ps, sts
 	}
-	fentryTC := len(hooksOf(kindFentryTC))
-	tc, st := load(kindFentryTC)
-	if len(tc) == fentryTC {
+	return ps, sts
+}
+
+// loadTC loads the fentry hooks on the TC helpers, every one of which
+// fentry mode needs: nil and why, when the kernel refused any.
+func (f *fentryLoad) loadTC() ([]*ebpf.Program, []ProgramStatus, error) {
+	want := len(hooksOf(kindFentryTC))
+	tc, st := f.load(kindFentryTC)
+	if len(tc) == want {
 		// Before 5.11 a tracing program attaches once in its life: after
 		// the proving attach it cannot attach again. Then load afresh and
 		// keep the programs attached.
@@ -202,40 +208,41 @@ func (t *tracerCore) loadFentry(opts TracerOptions, kernelBTF *btf.Cache) error 
 			for _, p := range tc {
 				p.Close()
 			}
-			keep = true
-			tc, st = load(kindFentryTC)
+			f.keep = true
+			tc, st = f.load(kindFentryTC)
 		} else {
 			lk.Close()
 		}
 	}
-	if len(tc) < fentryTC {
-		closeAll(kept)
-		for _, p := range tc {
-			p.Close()
-		}
-		l.Close()
-		t.programs = append(t.programs, st...)
-		for _, s := range st {
-			if !s.Loaded {
-				if s.Refusal == RefusedPermission {
-					return fmt.Errorf("the kernel refused to load fentry/fexit programs (%s): %w", s.Hook, unix.EPERM)
-				}
-				return fmt.Errorf("fentry program %s refused (%s): %s", s.Hook, s.Refusal, s.Error)
-			}
-		}
-		return errors.New("fentry programs refused")
+	if len(tc) == want {
+		return tc, st, nil
 	}
-	t.programs = append(t.programs, st...)
-	extra, st := load(kindFentryTCMore)
-	t.programs = append(t.programs, st...)
-	xdp, st := load(kindFentryXDP)
+	closeAll(f.kept)
+	for _, p := range tc {
+		p.Close()
+	}
+	for _, s := range st {
+		if !s.Loaded {
+			if s.Refusal == RefusedPermission {
+				return nil, st, fmt.Errorf("the kernel refused to load fentry/fexit programs (%s): %w", s.Hook, unix.EPERM)
+			}
+			return nil, st, fmt.Errorf("fentry program %s refused (%s): %s", s.Hook, s.Refusal, s.Error)
+		}
+	}
+	return nil, st, errors.New("fentry programs refused")
+}
+
+// loadFentryXDP loads the fentry hooks on the XDP helpers and sets the XDP
+// feature: all of them, or none is kept.
+func (t *tracerCore) loadFentryXDP(f *fentryLoad) []*ebpf.Program {
+	xdp, st := f.load(kindFentryXDP)
 	t.programs = append(t.programs, st...)
 	// bpf_redirect_map: the devmap operations where the kernel has them,
 	// else the helper.
-	xmap, st := load(kindFentryDevmap)
+	xmap, st := f.load(kindFentryDevmap)
 	if len(xmap) == 0 {
 		var st2 []ProgramStatus
-		xmap, st2 = load(kindFentryDevmapOld)
+		xmap, st2 = f.load(kindFentryDevmapOld)
 		st = append(st, st2...)
 	}
 	t.programs = append(t.programs, st...)
@@ -247,14 +254,30 @@ func (t *tracerCore) loadFentry(opts TracerOptions, kernelBTF *btf.Cache) error 
 		xs.Why = "bpf_redirect_map to a devmap is not counted: " + refusedWhy(notLoaded(st, FeatureXDPBypass))
 	}
 	t.features[FeatureXDPBypass] = xs
-	if xs.Working {
-		xdp = append(xdp, xmap...)
-	} else {
+	if !xs.Working {
 		for _, p := range append(xdp, xmap...) {
 			p.Close()
 		}
-		xdp = nil
+		return nil
 	}
+	return append(xdp, xmap...)
+}
+
+func (t *tracerCore) loadFentry(opts TracerOptions, kernelBTF *btf.Cache) error {
+	l, err := t.fentryLoader(opts, kernelBTF)
+	if err != nil {
+		return err
+	}
+	f := &fentryLoad{l: l}
+	tc, st, err := f.loadTC()
+	t.programs = append(t.programs, st...)
+	if err != nil {
+		l.Close()
+		return err
+	}
+	extra, st := f.load(kindFentryTCMore)
+	t.programs = append(t.programs, st...)
+	xdp := t.loadFentryXDP(f)
 	t.fentryProgs = slices.Concat(tc, extra, xdp)
 	t.progs = append(t.progs, t.fentryProgs...)
 	t.feRedirects = l.maps["fe_redirects"]
@@ -265,10 +288,10 @@ func (t *tracerCore) loadFentry(opts TracerOptions, kernelBTF *btf.Cache) error 
 		}
 	}
 	t.loaders = append(t.loaders, l)
-	if keep {
+	if f.keep {
 		// The XDP programs that did not count are closed; their links
 		// with them.
-		t.fentryKept = kept
+		t.fentryKept = f.kept
 	}
 	return nil
 }
