@@ -169,22 +169,9 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 		}
 		opts.NetNSIno = ino
 	}
-	spec, err := loadTracer()
+	spec, err := tracerSpec(opts)
 	if err != nil {
 		return nil, err
-	}
-	if err := spec.Variables["netns_ino"].Set(opts.NetNSIno); err != nil {
-		return nil, err
-	}
-	if opts.xmitFilter != 0 {
-		if err := spec.Variables["xmit_filter"].Set(opts.xmitFilter - 1); err != nil {
-			return nil, err
-		}
-	}
-	for name, n := range map[string]int{"neigh_mirror": opts.MirrorSize, "stale_macs": opts.StaleMACsSize, "hits": opts.HitsSize, "source_candidates": opts.CandidatesSize} {
-		if n > 0 {
-			spec.Maps[name].MaxEntries = uint32(n)
-		}
 	}
 	l, err := newProgLoader(spec, nil, opts.Refuse, opts.RefuseWhy, kernelBTF)
 	if err != nil {
@@ -222,6 +209,29 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	}
 	t.rd = rd
 	return t, nil
+}
+
+// tracerSpec is the tracer's object as opts set it: the namespace it
+// mirrors, the transmit filter, the maps' sizes.
+func tracerSpec(opts TracerOptions) (*ebpf.CollectionSpec, error) {
+	spec, err := loadTracer()
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["netns_ino"].Set(opts.NetNSIno); err != nil {
+		return nil, err
+	}
+	if opts.xmitFilter != 0 {
+		if err := spec.Variables["xmit_filter"].Set(opts.xmitFilter - 1); err != nil {
+			return nil, err
+		}
+	}
+	for name, n := range map[string]int{"neigh_mirror": opts.MirrorSize, "stale_macs": opts.StaleMACsSize, "hits": opts.HitsSize, "source_candidates": opts.CandidatesSize} {
+		if n > 0 {
+			spec.Maps[name].MaxEntries = uint32(n)
+		}
+	}
+	return spec, nil
 }
 
 // Close detaches and unloads everything.
