@@ -296,74 +296,88 @@ func (m *Mirror) session(ctx context.Context, initial bool) error {
 		sock.Close()
 	}()
 
-	var seq uint32
-	var dumping, redump bool
-	var began time.Time
-	// startDump asks for a full dump; entries it does not confirm are
-	// deleted when it ends.
-	startDump := func(initial bool) error {
-		seq++
-		dumping = true
-		began = time.Now()
-		m.table.BeginSync(initial)
-		if err := sock.requestDump(seq); err != nil {
-			return fmt.Errorf("request neighbour dump: %w", err)
-		}
-		return nil
-	}
+	s := &dumpState{sock: sock, initial: initial}
 	m.resyncReq.Store(false)
-	if err := startDump(initial); err != nil {
+	if err := m.startDump(s); err != nil {
 		return err
 	}
 	batch := make([]table.Update, 0, 256)
 	for {
 		b, err := sock.recv()
 		if err != nil {
-			if isInterrupt(err) {
-				sock.clearInterrupt()
-				if m.resyncReq.Swap(false) {
-					if dumping {
-						redump = true
-					} else if err := startDump(false); err != nil {
-						return err
-					}
-				}
-				continue
+			if !isInterrupt(err) {
+				return err
 			}
-			return err
+			sock.clearInterrupt()
+			if m.resyncReq.Swap(false) {
+				if s.dumping {
+					s.redump = true
+				} else if err := m.startDump(s); err != nil {
+					return err
+				}
+			}
+			continue
 		}
-		done, intr, err := m.processDatagram(b, seq, dumping, &batch)
+		done, intr, err := m.processDatagram(b, s.seq, s.dumping, &batch)
 		if err != nil {
 			return err
 		}
-		redump = redump || intr
-		if !done {
-			continue
-		}
-		dumping = false
-		deleted := m.table.EndSync()
-		m.c.dumps.Add(1)
-		if initial {
-			initial = false
-			m.log.Info("neighbour table loaded", "entries", m.table.Len(), "took", time.Since(began), "rcvbuf", sock.rcvbuf)
-		} else {
-			took := time.Since(began)
-			m.lastResync.Store(int64(took))
-			m.log.Debug("neighbour table resynced", "entries", m.table.Len(), "deleted", deleted, "took", took)
-		}
-		if !m.loaded() {
-			close(m.ready)
-		}
-		if redump || m.resyncReq.Swap(false) {
-			if redump {
-				m.c.resyncInterrupt.Add(1)
-			}
-			redump = false
-			if err := startDump(false); err != nil {
+		s.redump = s.redump || intr
+		if done {
+			if err := m.dumpEnded(s); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// dumpState is where a session's dumps are.
+type dumpState struct {
+	sock            *nlSocket
+	seq             uint32
+	dumping, redump bool
+	began           time.Time
+	initial         bool // the first dump of the agent's life
+}
+
+// startDump asks for a full dump; entries it does not confirm are
+// deleted when it ends.
+func (m *Mirror) startDump(s *dumpState) error {
+	s.seq++
+	s.dumping = true
+	s.began = time.Now()
+	m.table.BeginSync(s.initial)
+	if err := s.sock.requestDump(s.seq); err != nil {
+		return fmt.Errorf("request neighbour dump: %w", err)
+	}
+	return nil
+}
+
+// dumpEnded ends the sync of a dump that ended, says so, and starts
+// another when the kernel interrupted this one or a resync is asked for.
+func (m *Mirror) dumpEnded(s *dumpState) error {
+	s.dumping = false
+	deleted := m.table.EndSync()
+	m.c.dumps.Add(1)
+	if s.initial {
+		s.initial = false
+		m.log.Info("neighbour table loaded", "entries", m.table.Len(), "took", time.Since(s.began), "rcvbuf", s.sock.rcvbuf)
+	} else {
+		took := time.Since(s.began)
+		m.lastResync.Store(int64(took))
+		m.log.Debug("neighbour table resynced", "entries", m.table.Len(), "deleted", deleted, "took", took)
+	}
+	if !m.loaded() {
+		close(m.ready)
+	}
+	if !s.redump && !m.resyncReq.Swap(false) {
+		return nil
+	}
+	if s.redump {
+		m.c.resyncInterrupt.Add(1)
+	}
+	s.redump = false
+	return m.startDump(s)
 }
 
 // processDatagram decodes one datagram and applies its neighbour messages.
