@@ -296,9 +296,9 @@ func (m *Mirror) session(ctx context.Context, initial bool) error {
 		sock.Close()
 	}()
 
-	s := &dumpState{sock: sock, initial: initial}
+	s := &dumpState{m: m, sock: sock, initial: initial}
 	m.resyncReq.Store(false)
-	if err := m.startDump(s); err != nil {
+	if err := s.start(); err != nil {
 		return err
 	}
 	batch := make([]table.Update, 0, 256)
@@ -312,7 +312,7 @@ func (m *Mirror) session(ctx context.Context, initial bool) error {
 			if m.resyncReq.Swap(false) {
 				if s.dumping {
 					s.redump = true
-				} else if err := m.startDump(s); err != nil {
+				} else if err := s.start(); err != nil {
 					return err
 				}
 			}
@@ -324,7 +324,7 @@ func (m *Mirror) session(ctx context.Context, initial bool) error {
 		}
 		s.redump = s.redump || intr
 		if done {
-			if err := m.dumpEnded(s); err != nil {
+			if err := s.ended(); err != nil {
 				return err
 			}
 		}
@@ -333,6 +333,7 @@ func (m *Mirror) session(ctx context.Context, initial bool) error {
 
 // dumpState is where a session's dumps are.
 type dumpState struct {
+	m               *Mirror
 	sock            *nlSocket
 	seq             uint32
 	dumping, redump bool
@@ -340,9 +341,10 @@ type dumpState struct {
 	initial         bool // the first dump of the agent's life
 }
 
-// startDump asks for a full dump; entries it does not confirm are
-// deleted when it ends.
-func (m *Mirror) startDump(s *dumpState) error {
+// start asks for a full dump; entries it does not confirm are deleted
+// when it ends.
+func (s *dumpState) start() error {
+	m := s.m
 	s.seq++
 	s.dumping = true
 	s.began = time.Now()
@@ -353,9 +355,10 @@ func (m *Mirror) startDump(s *dumpState) error {
 	return nil
 }
 
-// dumpEnded ends the sync of a dump that ended, says so, and starts
-// another when the kernel interrupted this one or a resync is asked for.
-func (m *Mirror) dumpEnded(s *dumpState) error {
+// ended ends the sync of a dump that ended, says so, and starts another
+// when the kernel interrupted this one or a resync is asked for.
+func (s *dumpState) ended() error {
+	m := s.m
 	s.dumping = false
 	deleted := m.table.EndSync()
 	m.c.dumps.Add(1)
@@ -377,7 +380,7 @@ func (m *Mirror) dumpEnded(s *dumpState) error {
 		m.c.resyncInterrupt.Add(1)
 	}
 	s.redump = false
-	return m.startDump(s)
+	return s.start()
 }
 
 // processDatagram decodes one datagram and applies its neighbour messages.

@@ -4,10 +4,11 @@
 // issue holds the code to (no type over 25 methods, no function over 80
 // lines, in the table).
 //
-//	go run ./internal/dev/shape .
+//	go run ./internal/dev/shape [-n 12] .
 package main
 
 import (
+	"flag"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -19,6 +20,12 @@ import (
 )
 
 func main() {
+	top := flag.Int("n", 12, "how many functions and types to list")
+	flag.Parse()
+	root := flag.Arg(0)
+	if root == "" {
+		root = "."
+	}
 	fset := token.NewFileSet()
 	type fl struct {
 		name  string
@@ -26,8 +33,8 @@ func main() {
 	}
 	var funcs []fl
 	methods := map[string]int{}
-	filepath.Walk(os.Args[1], func(p string, fi os.FileInfo, err error) error {
-		if fi.IsDir() && p != os.Args[1] && (fi.Name() == "dev" || fi.Name() == "e2e" || fi.Name() == "testdata" || strings.HasPrefix(fi.Name(), ".")) {
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if fi.IsDir() && p != root && (fi.Name() == "dev" || fi.Name() == "e2e" || fi.Name() == "testdata" || strings.HasPrefix(fi.Name(), ".")) {
 			return filepath.SkipDir
 		}
 		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || strings.HasSuffix(p, "_bpfel.go") {
@@ -63,7 +70,7 @@ func main() {
 		return nil
 	})
 	sort.Slice(funcs, func(i, j int) bool { return funcs[i].lines > funcs[j].lines })
-	for _, f := range funcs[:12] {
+	for _, f := range funcs[:min(*top, len(funcs))] {
 		fmt.Printf("func %4d %s\n", f.lines, f.name)
 	}
 	var ts []fl
@@ -71,7 +78,7 @@ func main() {
 		ts = append(ts, fl{k, v})
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i].lines > ts[j].lines })
-	for _, t := range ts[:10] {
+	for _, t := range ts[:min(*top, len(ts))] {
 		fmt.Printf("type %4d %s\n", t.lines, t.name)
 	}
 }
