@@ -63,10 +63,9 @@ type hookDecl struct {
 type hookRole int
 
 const (
-	roleNone hookRole = iota
 	// roleMirror keeps the in-kernel mirror of neighbour states, which
 	// bypass counting reads: without it, no bypass is counted.
-	roleMirror
+	roleMirror hookRole = iota + 1 // 0: no other part needs the program
 	// roleSeedMirror and roleSeedCandidates seed the mirror and the
 	// source-MAC candidates a batch at a time.
 	roleSeedMirror

@@ -140,7 +140,7 @@ func (t Classifier) Events() *Broadcaster { return t.events }
 // agent report through the same stream).
 func (t Classifier) Publish(ev Event) {
 	if ev.Interface == "" {
-		ev.Interface = Reader{t.core}.LinkName(ev.Ifindex)
+		ev.Interface = Reader(t).LinkName(ev.Ifindex)
 	}
 	t.events.Publish(ev)
 }

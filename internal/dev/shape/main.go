@@ -33,7 +33,10 @@ func main() {
 	}
 	var funcs []fl
 	methods := map[string]int{}
-	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
 		if fi.IsDir() && p != root && (fi.Name() == "dev" || fi.Name() == "e2e" || fi.Name() == "testdata" || strings.HasPrefix(fi.Name(), ".")) {
 			return filepath.SkipDir
 		}
@@ -69,6 +72,10 @@ func main() {
 		}
 		return nil
 	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "shape:", err)
+		os.Exit(1)
+	}
 	sort.Slice(funcs, func(i, j int) bool { return funcs[i].lines > funcs[j].lines })
 	for _, f := range funcs[:min(*top, len(funcs))] {
 		fmt.Printf("func %4d %s\n", f.lines, f.name)
