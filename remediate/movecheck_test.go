@@ -29,6 +29,7 @@ func TestMoveCheck(t *testing.T) {
 		mode      Mode
 		noConfirm bool
 		hostMACs  bool // macNew is known as the host's second MAC
+		thirdMAC  bool // a third MAC, neither old nor new, is known as the host's
 		old, new  bool // who answers a request sent to the old MAC
 		want      map[MoveOutcome]uint64
 		probes    int
@@ -41,6 +42,7 @@ func TestMoveCheck(t *testing.T) {
 		{name: "off", mode: ModeOff, old: true},
 		{name: "no confirmations", mode: ModeDryRun, noConfirm: true, old: true},
 		{name: "between the host's own MACs", mode: ModeDryRun, hostMACs: true, old: true, class: table.ClassOK},
+		{name: "hijack of a host known at a third MAC", mode: ModeDryRun, thirdMAC: true, old: true, want: hijacked, probes: 1 + ConfirmProbes, class: table.ClassConflict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tb := table.New(time.Minute, nil)
@@ -52,6 +54,14 @@ func TestMoveCheck(t *testing.T) {
 				tb.Heard(k, macOld, time.Now())
 				if en, _ := tb.Lookup(k); len(en.OtherMACs()) != 1 {
 					t.Fatalf("other MACs %v: macNew not known as the host's", en.OtherMACs())
+				}
+			}
+			if tc.thirdMAC {
+				third := net.HardwareAddr{2, 0, 0, 0, 0, 3}
+				tb.ObserveSourceMAC(k, third, 1, time.Now())
+				tb.Heard(k, macOld, time.Now())
+				if en, _ := tb.Lookup(k); len(en.OtherMACs()) != 1 || en.OtherMACs()[0].MAC != string(third) {
+					t.Fatalf("other MACs %v: the third MAC not known as the host's", en.OtherMACs())
 				}
 			}
 			fa := &fakeActor{t: tb, answerAt: -1, unicastOnly: true}
@@ -145,5 +155,48 @@ func TestOwnRepairIsNotMoveChecked(t *testing.T) {
 	lab.WaitFor(t, 5*time.Second, "the kernel's move checked", func() bool { _, n := unicasts(); return n == ConfirmProbes })
 	if toOld, _ := unicasts(); toOld != 0 {
 		t.Errorf("%d move-check probes to %v: the repair's own move was checked", toOld, macOld)
+	}
+}
+
+// TestIsMove: only a known entry pointed from one MAC at another is a
+// move; an entry resolving for the first time, or losing its MAC
+// (INCOMPLETE, FAILED), is not.
+func TestIsMove(t *testing.T) {
+	a, b := net.HardwareAddr(macOld), net.HardwareAddr(macNew)
+	for _, tc := range []struct {
+		name string
+		ev   table.Event
+		want bool
+	}{
+		{"a to b", table.Event{Kind: table.KindTransition, OldLLAddr: a, LLAddr: b}, true},
+		{"a to a", table.Event{Kind: table.KindTransition, OldLLAddr: a, LLAddr: a}, false},
+		{"first resolved", table.Event{Kind: table.KindTransition, LLAddr: b}, false},
+		{"lost its MAC", table.Event{Kind: table.KindTransition, OldLLAddr: a}, false},
+		{"created", table.Event{Kind: table.KindTransition, Created: true, OldLLAddr: a, LLAddr: b}, false},
+		{"deleted", table.Event{Kind: table.KindTransition, Deleted: true, OldLLAddr: a, LLAddr: b}, false},
+		{"not a transition", table.Event{Kind: table.KindMismatch, OldLLAddr: a, LLAddr: b}, false},
+	} {
+		if got := isMove(tc.ev); got != tc.want {
+			t.Errorf("%s: isMove %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestActingMarksNest: a key stays marked until every mark on it is
+// dropped, and a dropped mark leaves nothing behind.
+func TestActingMarksNest(t *testing.T) {
+	a := acting{keys: map[table.Key]int{}}
+	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
+	barriers := 0
+	barrier := func() { barriers++ }
+	first := a.mark(k, barrier)
+	second := a.mark(k, barrier)
+	first()
+	if !a.has(k) {
+		t.Errorf("one of two marks dropped: the key reads unmarked")
+	}
+	second()
+	if a.has(k) || len(a.keys) != 0 || barriers != 2 {
+		t.Errorf("every mark dropped: marked %v, %d keys kept, %d barriers; want unmarked, none, 2", a.has(k), len(a.keys), barriers)
 	}
 }
