@@ -82,3 +82,18 @@ func (s *store) lladdrView(slot uint32, r *rec) string {
 	}
 	return unsafe.String(&r.mac[0], int(r.macLen))
 }
+
+// candidate reports whether the tracer watches the entry's own packets:
+// STALE, or managed by neighwatch.
+func (r *rec) candidate() bool { return r.state == StateStale || r.owner() == OwnerNeighwatch }
+
+// owner is Entry.Owner of the record.
+func (r *rec) owner() Owner {
+	switch {
+	case uint32(r.flagsExt)&FlagExtManaged == 0:
+		return OwnerNone
+	case r.protocol == ProtocolNeighwatch:
+		return OwnerNeighwatch
+	}
+	return OwnerOther
+}

@@ -430,18 +430,3 @@ func (x *index) del(s *store, slot uint32) {
 }
 
 func (x *index) bytes() int { return len(x.slots) * 4 }
-
-// candidate reports whether the tracer watches the entry's own packets:
-// STALE, or managed by neighwatch.
-func (r *rec) candidate() bool { return r.state == StateStale || r.owner() == OwnerNeighwatch }
-
-// owner is Entry.Owner of the record.
-func (r *rec) owner() Owner {
-	switch {
-	case uint32(r.flagsExt)&FlagExtManaged == 0:
-		return OwnerNone
-	case r.protocol == ProtocolNeighwatch:
-		return OwnerNeighwatch
-	}
-	return OwnerOther
-}
