@@ -432,6 +432,37 @@ func TestMoveToAKnownMAC(t *testing.T) {
 	}
 }
 
+// TestLostMACIsNotAHostMAC: an entry that loses its MAC (FAILED, no
+// lladdr) adds none to its host's other MACs; when it resolves again to
+// one of them, that one leaves the list and the list closes the gap.
+func TestLostMACIsNotAHostMAC(t *testing.T) {
+	tb, c := newTestTable(time.Minute)
+	macC := net.HardwareAddr{2, 0, 0, 0, 0, 0xc}
+	u := upd(1, ipA, StateStale, macA)
+	u.UpdatedAge = time.Hour
+	tb.Apply(CauseNetlink, u)
+	k := Key{1, ipA}
+	for _, m := range []net.HardwareAddr{macC, macB} {
+		tb.ObserveSourceMAC(k, m, 1, c.now())
+		tb.Heard(k, macA, c.now())
+		c.advance(time.Minute)
+	}
+	e, _ := tb.Lookup(k)
+	if o := e.OtherMACs(); len(o) != 2 || o[0].MAC != string(macB) || o[1].MAC != string(macC) {
+		t.Fatalf("other MACs %v, want B then C", o)
+	}
+	tb.Apply(CauseNetlink, Update{Ifindex: 1, Family: FamilyInet, Addr: ipA, State: StateFailed})
+	e, _ = tb.Lookup(k)
+	if o := e.OtherMACs(); len(o) != 2 || o[0].MAC != string(macB) || o[1].MAC != string(macC) {
+		t.Errorf("after losing its MAC: other MACs %v, want B then C (A is no host MAC of its own)", o)
+	}
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
+	e, _ = tb.Lookup(k)
+	if o := e.OtherMACs(); len(o) != 1 || o[0].MAC != string(macC) {
+		t.Errorf("resolved at B: other MACs %v, want C alone", o)
+	}
+}
+
 // TestEntryFlagsAndOwner: Managed, Owner and FlagNames read the kernel's
 // flags as ip(8) does.
 func TestEntryFlagsAndOwner(t *testing.T) {
