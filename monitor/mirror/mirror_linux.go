@@ -586,11 +586,26 @@ func (m *Mirror) XDPInterfaces() []string {
 // request of its own rather than a dump on the subscribed socket, so it
 // works unprivileged.
 func (m *Mirror) runLinks(ctx context.Context) error {
+	// A socket that cannot be opened (out of descriptors or memory) is
+	// tried again after 100 ms, then up to twice as long each time in a
+	// row, at most 5 s; only a refusal of permission ends the mirror.
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second, Factor: 2, Jitter: true}
 	for ctx.Err() == nil {
 		sock, err := nsenter.Open(m.ns(), openLinkSocket)
 		if err != nil {
-			return fmt.Errorf("subscribe to link notifications: %w", err)
+			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+				return fmt.Errorf("subscribe to link notifications: %w", err)
+			}
+			wait := b.Duration()
+			m.c.linkResubscribe.Add(1)
+			m.log.Warn("subscribing to link notifications failed; trying again", "err", err, "in", wait.Round(time.Millisecond))
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+			}
+			continue
 		}
+		b.Reset()
 		err = m.followLinks(ctx, sock)
 		sock.Close()
 		if ctx.Err() != nil {
