@@ -410,9 +410,9 @@ func (e *Engine) backOff(k table.Key) {
 	}
 	b := backoff.Backoff{Min: e.conf().BackoffMin, Max: e.conf().BackoffMax, Factor: 2, Jitter: true}
 	c.until = time.Now().Add(b.ForAttempt(float64(c.tries))).UnixNano()
-	if c.tries < 64 {
-		c.tries++
-	}
+	// At 64 the wait is BackoffMax long since; the count stops there, so
+	// that the float it becomes never overflows.
+	c.tries = min(c.tries+1, 64)
 }
 
 func (e *Engine) record(en *table.Entry, s Strategy, o Outcome, reason string, err error) {
