@@ -399,11 +399,11 @@ func TestSuspicionFacts(t *testing.T) {
 	}
 }
 
-// TestMoveToAKnownMAC: when the entry moves to one of its host's other
-// MACs, that MAC leaves the list, the MAC the entry left takes its place
-// (the host moved between its own MACs: a bond, ARP flux; the move check
-// leaves such moves alone), and the rest keep their order.
-func TestMoveToAKnownMAC(t *testing.T) {
+// hostAtThreeMACs is a STALE entry at macA whose host was also seen
+// sending from macC and macB (B first in the list), each while macA
+// answered.
+func hostAtThreeMACs(t *testing.T) (*Table, Key, net.HardwareAddr) {
+	t.Helper()
 	tb, c := newTestTable(time.Minute)
 	macC := net.HardwareAddr{2, 0, 0, 0, 0, 0xc}
 	u := upd(1, ipA, StateStale, macA)
@@ -419,6 +419,16 @@ func TestMoveToAKnownMAC(t *testing.T) {
 	if o := e.OtherMACs(); len(o) != 2 || o[0].MAC != string(macB) || o[1].MAC != string(macC) {
 		t.Fatalf("other MACs %v, want B then C", o)
 	}
+	return tb, k, macC
+}
+
+// TestMoveToAKnownMAC: when the entry moves to one of its host's other
+// MACs, that MAC leaves the list, the MAC the entry left takes its place
+// (the host moved between its own MACs: a bond, ARP flux; the move check
+// leaves such moves alone), and the rest keep their order.
+func TestMoveToAKnownMAC(t *testing.T) {
+	tb, k, macC := hostAtThreeMACs(t)
+	var e Entry
 	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
 	e, _ = tb.Lookup(k)
 	if o := e.OtherMACs(); len(o) != 2 || o[0].MAC != string(macA) || o[1].MAC != string(macC) {
@@ -436,21 +446,8 @@ func TestMoveToAKnownMAC(t *testing.T) {
 // lladdr) adds none to its host's other MACs; when it resolves again to
 // one of them, that one leaves the list and the list closes the gap.
 func TestLostMACIsNotAHostMAC(t *testing.T) {
-	tb, c := newTestTable(time.Minute)
-	macC := net.HardwareAddr{2, 0, 0, 0, 0, 0xc}
-	u := upd(1, ipA, StateStale, macA)
-	u.UpdatedAge = time.Hour
-	tb.Apply(CauseNetlink, u)
-	k := Key{1, ipA}
-	for _, m := range []net.HardwareAddr{macC, macB} {
-		tb.ObserveSourceMAC(k, m, 1, c.now())
-		tb.Heard(k, macA, c.now())
-		c.advance(time.Minute)
-	}
-	e, _ := tb.Lookup(k)
-	if o := e.OtherMACs(); len(o) != 2 || o[0].MAC != string(macB) || o[1].MAC != string(macC) {
-		t.Fatalf("other MACs %v, want B then C", o)
-	}
+	tb, k, macC := hostAtThreeMACs(t)
+	var e Entry
 	tb.Apply(CauseNetlink, Update{Ifindex: 1, Family: FamilyInet, Addr: ipA, State: StateFailed})
 	e, _ = tb.Lookup(k)
 	if o := e.OtherMACs(); len(o) != 2 || o[0].MAC != string(macB) || o[1].MAC != string(macC) {
