@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+
+	"github.com/neighwatch/neighwatch/internal/quote"
 )
 
 // Mode is a datapath variant.
@@ -22,7 +24,7 @@ func ParseMode(s string) (Mode, error) {
 	case ModeLegacy, ModeNeigh:
 		return Mode(s), nil
 	}
-	return "", fmt.Errorf("datapath mode %q: want legacy or neigh", s)
+	return "", fmt.Errorf("datapath mode %s: want legacy or neigh", quote.Input(s))
 }
 
 // TracerMode selects how bypass packets are counted.
@@ -42,7 +44,7 @@ func ParseTracerMode(s string) (TracerMode, error) {
 	case TracerOff, TracerAuto, TracerXmit, TracerFentry:
 		return TracerMode(s), nil
 	}
-	return "", fmt.Errorf("tracer mode %q: want off, auto, xmit or fentry", s)
+	return "", fmt.Errorf("tracer mode %s: want off, auto, xmit or fentry", quote.Input(s))
 }
 
 // ErrNoBTF means the kernel exposes no BTF (/sys/kernel/btf/vmlinux), which

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/neighwatch/neighwatch/internal/quote"
 	"github.com/neighwatch/neighwatch/table"
 )
 
@@ -25,7 +26,7 @@ func ParseMode(s string) (Mode, error) {
 	case ModeOff, ModeDryRun, ModeOn:
 		return Mode(s), nil
 	}
-	return "", fmt.Errorf("remediation mode %q: want off, dry-run or on", s)
+	return "", fmt.Errorf("remediation mode %s: want off, dry-run or on", quote.Input(s))
 }
 
 // Scope says which entries are candidates.
@@ -44,7 +45,7 @@ func ParseScope(s string) (Scope, error) {
 	case ScopeStuck, ScopeAtRisk, ScopeAllStale:
 		return Scope(s), nil
 	}
-	return "", fmt.Errorf("remediation scope %q: want stuck, at-risk or all-stale", s)
+	return "", fmt.Errorf("remediation scope %s: want stuck, at-risk or all-stale", quote.Input(s))
 }
 
 // MinClass is the least harmful class the scope acts on.

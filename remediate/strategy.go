@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/neighwatch/neighwatch/internal/quote"
 	"github.com/neighwatch/neighwatch/table"
 )
 
@@ -139,15 +140,15 @@ func ParseStrategies(s string) ([]Strategy, error) {
 		case st == "":
 			continue
 		case lookup(st) == nil:
-			return nil, fmt.Errorf("remediation strategy %q: want %s", st, orList(Strategies()))
+			return nil, fmt.Errorf("remediation strategy %s: want %s", quote.Input(string(st)), orList(Strategies()))
 		case seen[st]:
-			return nil, fmt.Errorf("remediation strategy %q listed twice", st)
+			return nil, fmt.Errorf("remediation strategy %s listed twice", quote.Input(string(st)))
 		}
 		seen[st] = true
 		out = append(out, st)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no remediation strategy in %q", s)
+		return nil, fmt.Errorf("no remediation strategy in %s", quote.Input(s))
 	}
 	return out, nil
 }

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/neighwatch/neighwatch/internal/quote"
 )
 
 // State is a kernel NUD state (include/uapi/linux/neighbour.h). The
@@ -75,7 +77,7 @@ func ParseState(name string) (State, error) {
 			return s, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown neighbour state %q", name)
+	return 0, fmt.Errorf("unknown neighbour state %s", quote.Input(name))
 }
 
 // AllStates lists the NUD states in kernel order.

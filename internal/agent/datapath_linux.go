@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/internal/quote"
 	"github.com/neighwatch/neighwatch/metrics"
 	"github.com/neighwatch/neighwatch/remediate"
 	"golang.org/x/sys/unix"
@@ -48,7 +49,7 @@ func attachDatapath(cfg DatapathConfig, c caps, ml memlock, log *slog.Logger) (*
 		ifi, err := net.InterfaceByName(name)
 		if err != nil {
 			dp.Close()
-			return nil, fmt.Errorf("--datapath.interfaces: interface %q: %w", name, err)
+			return nil, fmt.Errorf("--datapath.interfaces: interface %s: %w", quote.Input(name), err)
 		}
 		if err := dp.Attach(ifi.Index, mode); err != nil {
 			dp.Close()
@@ -97,7 +98,7 @@ func (d *datapathPart) SetMode(name string, m bpf.Mode) error {
 	}
 	d.mu.Unlock()
 	if idx < 0 {
-		return fmt.Errorf("interface %q has no datapath attached", name)
+		return fmt.Errorf("interface %s has no datapath attached", quote.Input(name))
 	}
 	return d.dp.SetMode(idx, m)
 }

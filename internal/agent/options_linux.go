@@ -19,6 +19,7 @@ import (
 	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/internal/control"
 	"github.com/neighwatch/neighwatch/internal/options"
+	"github.com/neighwatch/neighwatch/internal/quote"
 	"github.com/neighwatch/neighwatch/metrics"
 	"github.com/neighwatch/neighwatch/remediate"
 	"github.com/prometheus/common/promslog"
@@ -69,7 +70,7 @@ func declare(fs *flag.FlagSet) (*bound, *options.Table) {
 	o.Str(&c.Metrics.Listen, "metrics.listen", "", "host:port for /metrics, /healthz and /readyz")
 	o.Lookup("metrics.listen").Check = func() error {
 		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
-			return fmt.Errorf("--metrics.listen %q is not host:port: %w", c.Metrics.Listen, err)
+			return fmt.Errorf("--metrics.listen %s is not host:port: %w", quote.Input(c.Metrics.Listen), err)
 		}
 		return nil
 	}
@@ -306,13 +307,13 @@ func (v datapathMode) Set(s string) error {
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	cfg := promslog.Config{Level: promslog.NewLevel(), Format: promslog.NewFormat(), Writer: w}
 	if err := cfg.Level.Set(level); err != nil {
-		return nil, fmt.Errorf("--log.level %q: want %s", level, orList(promslog.LevelFlagOptions))
+		return nil, fmt.Errorf("--log.level %s: want %s", quote.Input(level), orList(promslog.LevelFlagOptions))
 	}
 	if format == "text" {
 		format = "logfmt"
 	}
 	if err := cfg.Format.Set(format); err != nil {
-		return nil, fmt.Errorf("--log.format %q: want %s", format, orList(promslog.FormatFlagOptions))
+		return nil, fmt.Errorf("--log.format %s: want %s", quote.Input(format), orList(promslog.FormatFlagOptions))
 	}
 	return promslog.New(&cfg), nil
 }

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/neighwatch/neighwatch/internal/quote"
 	"github.com/neighwatch/neighwatch/metrics/connlimit"
 	"github.com/neighwatch/neighwatch/table"
 )
@@ -84,7 +85,7 @@ func boundedProfile(next http.HandlerFunc) http.HandlerFunc {
 		if v := r.URL.Query()["seconds"]; len(v) > 0 {
 			n, err := strconv.Atoi(v[0])
 			if err != nil || n < 1 || n > MaxProfileSeconds || len(v) > 1 {
-				http.Error(w, fmt.Sprintf("seconds=%s: want one whole number of seconds from 1 to %d", strings.Join(v, ","), MaxProfileSeconds), http.StatusBadRequest)
+				http.Error(w, fmt.Sprintf("seconds=%s: want one whole number of seconds from 1 to %d", quote.Input(strings.Join(v, ",")), MaxProfileSeconds), http.StatusBadRequest)
 				return
 			}
 		}
@@ -312,9 +313,9 @@ func checkFields(body []byte, known map[string]bool) error {
 		name, _ := t.(string)
 		switch {
 		case !known[name]:
-			return fmt.Errorf("unknown field %q", name)
+			return fmt.Errorf("unknown field %s", quote.Input(name))
 		case seen[name]:
-			return fmt.Errorf("field %q given twice", name)
+			return fmt.Errorf("field %s given twice", quote.Input(name))
 		}
 		seen[name] = true
 		var skip json.RawMessage

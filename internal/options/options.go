@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/neighwatch/neighwatch/internal/quote"
 )
 
 // An Option is one flag, declared once: its name, default, range, help
@@ -53,17 +55,14 @@ func (o *Table) Lookup(name string) *Option {
 // the value and what it must be: the standard flag types say only
 // "parse error".
 func (o *Table) Refused(name, v string, err error) string {
-	if len(v) > 64 {
-		v = fmt.Sprintf("%s... (%d bytes)", v[:64], len(v))
-	}
 	if op := o.Lookup(name); op != nil && op.want != "" {
 		w := op.want
 		if op.Range != "" {
 			w += ", " + op.Range
 		}
-		return fmt.Sprintf("%q is not %s", v, w)
+		return fmt.Sprintf("%s is not %s", quote.Input(v), w)
 	}
-	return fmt.Sprintf("%q: %v", v, err)
+	return fmt.Sprintf("%s: %v", quote.Input(v), err)
 }
 
 // Check returns the first value out of its range, as one line.
