@@ -68,7 +68,7 @@ type fentryMkey struct {
 type fentryMval struct {
 	_     structs.HostLayout
 	Count uint32
-	Entry fentryNkey
+	Addr  [16]uint8
 }
 
 type fentryNkey struct {

@@ -21,9 +21,10 @@ static __always_inline int count_stale(const struct nkey *k, const __u8 *mac)
 	struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
 	if (mv) {
 		__sync_fetch_and_add(&mv->count, 1);
-		mv->entry = *k;
+		__builtin_memcpy(mv->addr, k->addr, 16);
 	} else {
-		struct mval init = {.count = 1, .entry = *k};
+		struct mval init = {.count = 1};
+		__builtin_memcpy(init.addr, k->addr, 16);
 		if (bpf_map_update_elem(&stale_macs, &mk, &init, BPF_NOEXIST)) {
 			stat_inc(ST_STALE_MACS_DROPPED);
 			return 0;
@@ -394,7 +395,7 @@ int BPF_PROG(tr_xmit, const struct sk_buff *skb, const struct net_device *dev)
 			count_hit(&k);
 		return 0;
 	}
-	k = mv->entry;
+	__builtin_memcpy(k.addr, mv->addr, 16);
 	count_hit(&k);
 	return 0;
 }

@@ -53,7 +53,7 @@ type tracerMkey struct {
 type tracerMval struct {
 	_     structs.HostLayout
 	Count uint32
-	Entry tracerNkey
+	Addr  [16]uint8
 }
 
 type tracerNkey struct {

@@ -300,7 +300,7 @@ func (t Seeder) seedEach(entries []SeedEntry) (n int, unmirrored []HitKey, err e
 // false when the map is full. A MAC not counted yet, the common case,
 // takes one syscall. mv is scratch space.
 func (t *tracerCore) countStale(mk *tracerMkey, k tracerNkey, mv *tracerMval) bool {
-	*mv = tracerMval{Count: 1, Entry: k}
+	*mv = tracerMval{Count: 1, Addr: k.Addr}
 	err := t.objs.StaleMacs.Update(raw(mk), raw(mv), ebpf.UpdateNoExist)
 	if !errors.Is(err, ebpf.ErrKeyExist) {
 		return err == nil
@@ -309,7 +309,7 @@ func (t *tracerCore) countStale(mk *tracerMkey, k tracerNkey, mv *tracerMval) bo
 		return false
 	}
 	mv.Count++
-	mv.Entry = k
+	mv.Addr = k.Addr
 	return t.objs.StaleMacs.Put(raw(mk), raw(mv)) == nil
 }
 
