@@ -82,3 +82,19 @@ func (c memCgroup) remove() error {
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// kernelBytes is the cgroup's kernel memory: cgroup v1's
+// memory.kmem.usage_in_bytes, or v2's memory.stat slab.
+func (c memCgroup) kernelBytes() int64 {
+	if exists(filepath.Join(c.dir, "memory.kmem.usage_in_bytes")) {
+		return c.read("memory.kmem.usage_in_bytes")
+	}
+	b, _ := os.ReadFile(filepath.Join(c.dir, "memory.stat"))
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "slab "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}

@@ -5,6 +5,7 @@
 //
 //	nwbench run [--entries 1000,100000] [--rounds 7] [--bin bin/neighwatch[,other]]
 //	nwbench idle [--entries 1000,10000,100000] [--bin A,B@--tracer=off] [--duration 10m]
+//	nwbench mapcost [--shapes 24:8,12:20,24:32] [--elements 200000]
 //	nwbench bare     (internal: one NeighList, prints JSON)
 //
 // With two or more --bin agents (say the build before and after a change),
@@ -35,7 +36,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: nwbench run|idle|bare")
+		fmt.Fprintln(os.Stderr, "usage: nwbench run|idle|mapcost|bare")
 		os.Exit(2)
 	}
 	var err error
@@ -46,6 +47,10 @@ func main() {
 		err = runAll(os.Args[2:])
 	case "idle":
 		err = idle(os.Args[2:])
+	case "mapcost":
+		err = mapcost(os.Args[2:])
+	case "mapcost-one":
+		err = mapCostOne(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
