@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/neighwatch/neighwatch/internal/quote"
 	yaml2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
 )
@@ -30,6 +31,9 @@ func (o *Table) ReadFile(path string) (map[string]string, error) {
 	j, err := yaml.YAMLToJSONStrict(b)
 	if err != nil {
 		if k := nonFinite(b); k != "" {
+			if o.fs.Lookup(k) == nil {
+				k = quote.Input(k) // not an option's name: any text, of any length
+			}
 			return nil, fmt.Errorf("config file %s: %s: .nan and .inf are not values any option takes: give a finite number", path, k)
 		}
 		return nil, fmt.Errorf("config file %s: %s", path, oneLine(err.Error()))
@@ -47,7 +51,7 @@ func (o *Table) ReadFile(path string) (map[string]string, error) {
 	for _, k := range keys {
 		f := o.fs.Lookup(k)
 		if f == nil || o.notInFile[k] {
-			return nil, fmt.Errorf("config file %s: unknown key %q (keys are the %s command's flag names without dashes; see its --help)", path, k, o.fs.Name())
+			return nil, fmt.Errorf("config file %s: unknown key %s (keys are the %s command's flag names without dashes; see its --help)", path, quote.Input(k), o.fs.Name())
 		}
 		val := raw[k]
 		if b, ok := val.(bool); ok && takesWords(f) {
