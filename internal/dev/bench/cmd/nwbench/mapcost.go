@@ -109,16 +109,16 @@ func mapCostOne(args []string) error {
 		MemlockPerElement: float64(full-slots) / float64(n), ChargedPerElement: float64(after-before) / float64(n)})
 }
 
-// memlock is the map's memlock line in fdinfo.
+// memlock is the map's memlock as the kernel reports it (fdinfo), read
+// as the tracer's MapMemory reads it.
 func memlock(m *ebpf.Map) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", m.FD()))
+	info, err := m.Info()
 	if err != nil {
 		return 0, err
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "memlock:"); ok {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		}
+	b, ok := info.Memlock()
+	if !ok {
+		return 0, fmt.Errorf("the kernel reports no memlock for the map")
 	}
-	return 0, fmt.Errorf("no memlock in the map's fdinfo")
+	return int64(b), nil
 }
