@@ -108,7 +108,7 @@ func TestDemoInterrupted(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var b strings.Builder
-	moving := make(chan struct{})
+	waiting := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		once := sync.Once{}
@@ -116,16 +116,20 @@ func TestDemoInterrupted(t *testing.T) {
 			mu.Lock()
 			b.WriteString(sc.Text() + "\n")
 			mu.Unlock()
-			if strings.Contains(sc.Text(), "The client moves") {
-				once.Do(func() { close(moving) })
+			// The demo waits at least --stale-threshold (5 s) after this
+			// line, for the entry to stay STALE; after the move line it
+			// may finish in a second (it did once, under a busy loop,
+			// before the interrupt reached it: exit 0, no interruption).
+			if strings.Contains(sc.Text(), "Waiting for the client's entry to stay STALE") {
+				once.Do(func() { close(waiting) })
 			}
 		}
 	}()
 	select {
-	case <-moving:
+	case <-waiting:
 	case <-time.After(90 * time.Second):
 		_ = cmd.Process.Kill()
-		t.Fatal("the demo never reached the move")
+		t.Fatal("the demo never reached the wait for a STALE entry")
 	}
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	err = cmd.Wait()
