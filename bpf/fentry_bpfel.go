@@ -19,7 +19,9 @@ type fentryCand struct {
 	Seen     [6]uint8
 	Epoch    uint32
 	OwnEpoch uint32
-	_        [4]byte
+	On       uint8
+	Gone     uint8
+	Pad      [2]uint8
 	Packets  uint64
 }
 
@@ -84,6 +86,7 @@ type fentryNval struct {
 	State   uint8
 	Mac     [6]uint8
 	StaleOk uint8
+	C       fentryCand
 }
 
 // Names of all BPF objects in the ELF.

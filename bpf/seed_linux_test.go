@@ -184,11 +184,21 @@ func TestCandidatesInKernelAsOneByOne(t *testing.T) {
 		ifaces     map[int]int
 	}
 	update := func(refuse []string) (*Tracer, result) {
-		tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, CandidatesSize: size, Refuse: refuse})
+		// In the kernel, a candidate is one of the mirror's entries: the
+		// mirror holds all but 13, which is not watched. One by one, the
+		// candidates' own map holds 8, and 13 does not fit.
+		tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, MirrorSize: 2 * size, CandidatesSize: size, Refuse: refuse})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { tr.Close() })
+		var mirrored []SeedEntry
+		for _, i := range []byte{0, 1, 2, 3, 4, 5, 10, 11, 12} {
+			mirrored = append(mirrored, SeedEntry{Ifindex: c(i, i).Ifindex, Addr: c(i, i).Addr, State: unix.NUD_REACHABLE, MAC: c(i, i).MAC})
+		}
+		if n, _, err := tr.Seed(mirrored); n != len(mirrored) || err != nil {
+			t.Fatalf("refused %v: seeded %d of %d: %v", refuse, n, len(mirrored), err)
+		}
 		if n, err := tr.UpdateCandidates(first); n != 0 || err != nil {
 			t.Fatalf("refused %v: first six: %d not watched, %v", refuse, n, err)
 		}
@@ -196,6 +206,18 @@ func TestCandidatesInKernelAsOneByOne(t *testing.T) {
 		for _, i := range []byte{0, 1} {
 			k := nkeyOf(c(i, i).Ifindex, c(i, i).Addr)
 			v := tracerCand{Mac: [6]byte(c(i, i).MAC), Seen: [6]byte{2, 0, 0, 0, 8, 8}, Packets: 7}
+			if tr.candInMirror {
+				var nv tracerNval
+				if err := tr.objs.NeighMirror.Lookup(raw(&k), raw(&nv)); err != nil {
+					t.Fatal(err)
+				}
+				v.On = 1
+				nv.C = v
+				if err := tr.objs.NeighMirror.Update(raw(&k), raw(&nv), ebpf.UpdateExist); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
 			if err := tr.objs.SourceCandidates.Update(raw(&k), raw(&v), ebpf.UpdateExist); err != nil {
 				t.Fatal(err)
 			}
@@ -205,15 +227,21 @@ func TestCandidatesInKernelAsOneByOne(t *testing.T) {
 		if r.notWatched != 1 || err == nil || !strings.Contains(err.Error(), "full") {
 			t.Errorf("refused %v: %d not watched (%v); want 1, and the map named full", refuse, r.notWatched, err)
 		}
-		r.cands = dumpMap[tracerNkey, tracerCand](t, tr.objs.SourceCandidates)
+		r.cands = map[tracerNkey]tracerCand{}
+		if err := tr.eachCandidate(func(k tracerNkey, v *tracerCand) {
+			v.On = 0 // the mirror's mark; the map's have none
+			r.cands[k] = *v
+		}); err != nil {
+			t.Fatal(err)
+		}
 		r.bloom = [16384]uint8(tr.sourceBloom())
 		r.ifaces = maps.Clone(tr.candIfaces)
 		return tr, r
 	}
 	kernel, inKernel := update(nil)
 	_, oneByOne := update([]string{"tr_candidates"})
-	if ok, rel := lab.KernelAtLeast(6, 1); ok && kernel.seed.cand == nil {
-		t.Fatalf("kernel %s refused tr_candidates: %+v", rel, kernel.Programs())
+	if ok, rel := lab.KernelAtLeast(6, 1); ok && (kernel.seed.cand == nil || !kernel.candInMirror) {
+		t.Fatalf("kernel %s refused tr_candidates (in the mirror: %v): %+v", rel, kernel.candInMirror, kernel.Programs())
 	}
 
 	for name, r := range map[string]result{"in the kernel": inKernel, "one by one": oneByOne} {

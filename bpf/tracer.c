@@ -132,34 +132,46 @@ enum cand_result {
 
 const enum cand_result *unused_cand_result __attribute__((unused));
 
+// cand_one makes entry i of the batch a candidate, in the mirror's value,
+// or no longer one. Only this program and sighted() write a value's
+// candidate part, and only in place: the hooks keep it as it is.
 static long cand_one(__u32 i, void *unused)
 {
 	struct seed_entry *e = bpf_map_lookup_elem(&seed_batch, &i);
 	if (!e)
 		return 1;
 	struct nkey k = e->key;
+	struct nval *nv = bpf_map_lookup_elem(&neigh_mirror, &k);
 	if (!e->has_mac) {
-		long err = bpf_map_delete_elem(&source_candidates, &k);
-		e->result = !err ? CAND_REMOVED : errno_is(err, ENOENT) ? CAND_ABSENT : CAND_FAILED;
+		if (!nv || !nv->c.on) {
+			e->result = CAND_ABSENT;
+			return 0;
+		}
+		// An entry the kernel deleted stays while it is a candidate
+		// (track), so that this is where it goes.
+		if (nv->c.gone) {
+			long err = bpf_map_delete_elem(&neigh_mirror, &k);
+			e->result = !err || errno_is(err, ENOENT) ? CAND_REMOVED : CAND_FAILED;
+			return 0;
+		}
+		__builtin_memset(&nv->c, 0, sizeof(nv->c));
+		e->result = CAND_REMOVED;
 		return 0;
 	}
-	struct cand c = {};
-	__builtin_memcpy(c.mac, e->mac, 6);
-	long err = bpf_map_update_elem(&source_candidates, &k, &c, BPF_NOEXIST);
-	if (!err) {
-		e->result = CAND_ADDED;
+	if (!nv) {
+		e->result = CAND_FULL; // not mirrored: the mirror is full
 		return 0;
 	}
-	if (!errno_is(err, EEXIST)) {
-		e->result = CAND_FULL;
-		return 0;
-	}
-	struct cand *old = bpf_map_lookup_elem(&source_candidates, &k);
-	if (old && mac_eq(old->mac, c.mac)) {
+	if (nv->c.on && mac_eq(nv->c.mac, e->mac)) {
 		e->result = CAND_KEPT;
 		return 0;
 	}
-	e->result = bpf_map_update_elem(&source_candidates, &k, &c, BPF_ANY) ? CAND_FULL : CAND_CHANGED;
+	e->result = nv->c.on ? CAND_CHANGED : CAND_ADDED;
+	__u8 gone = nv->c.gone;
+	__builtin_memset(&nv->c, 0, sizeof(nv->c));
+	__builtin_memcpy(nv->c.mac, e->mac, 6);
+	nv->c.on = 1;
+	nv->c.gone = gone;
 	return 0;
 }
 
@@ -229,8 +241,18 @@ static __always_inline void track(struct neighbour *n, __u8 source, int dead)
 	// (stale_ok), so whatever was counted is uncounted exactly once.
 	if (!dead && nv.state == NUD_STALE)
 		nv.stale_ok = count_stale(&k, nv.mac);
-	if (dead) {
-		bpf_map_delete_elem(&neigh_mirror, &k);
+	if (old) {
+		// In place: the candidate part is tr_candidates' and sighted()'s,
+		// and a new value would lose what they write meanwhile. A
+		// deleted candidate stays, state 0, until tr_candidates drops it.
+		if (dead && !old->c.on) {
+			bpf_map_delete_elem(&neigh_mirror, &k);
+		} else {
+			old->state = nv.state;
+			__builtin_memcpy(old->mac, nv.mac, 6);
+			old->stale_ok = nv.stale_ok;
+			old->c.gone = dead;
+		}
 	} else if (bpf_map_update_elem(&neigh_mirror, &k, &nv, BPF_ANY)) {
 		stat_inc(ST_MIRROR_DROPPED);
 		if (nv.stale_ok)
@@ -390,7 +412,7 @@ int BPF_PROG(tr_xmit, const struct sk_buff *skb, const struct net_device *dev)
 	else
 		bpf_probe_read_kernel(k.addr, 16, data + sizeof(struct ethhdr) + offsetof(struct ipv6hdr, daddr));
 	struct nval *nv = bpf_map_lookup_elem(&neigh_mirror, &k);
-	if (nv) {
+	if (nv && !nv->c.gone) {
 		if (nv->state == NUD_STALE && mac_eq(nv->mac, mk.mac))
 			count_hit(&k);
 		return 0;

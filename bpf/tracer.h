@@ -72,10 +72,31 @@ struct nkey {
 	__u8 addr[16];
 };
 
+/* A source-MAC candidate: an entry whose own packets the tracer watches
+ * for (STALE, or managed by neighwatch), and what was seen of its address
+ * arriving from another MAC than the entry's. */
+struct cand {
+	__u8 mac[6];	 /* the entry's lladdr, written by user space */
+	__u8 seen[6];	 /* the last other source MAC seen */
+	__u32 epoch;	 /* the epoch the sighting was last announced in */
+	__u32 own_epoch; /* the epoch its own MAC was last announced in */
+	__u8 on;	 /* a candidate (in the mirror's value; the map's are all on) */
+	__u8 gone;	 /* the kernel deleted the entry: its mirror value stays,
+			  * for tr_candidates to delete, while it is a candidate */
+	__u8 pad[2];
+	__u64 packets; /* packets from the address at another MAC */
+};
+
+/* 40 bytes: an element of 120 (the kernel's 56-byte header, the 24-byte
+ * key, the value), which the kernel takes from its 128-byte size class, as
+ * it took the separate candidate map's 112-byte elements: the candidate
+ * costs an entry nothing more than it did, and no second element and slot
+ * (BENCHMARKS.md, issue 41). */
 struct nval {
 	__u8 state;
 	__u8 mac[6];
 	__u8 stale_ok; /* STALE, and counted in stale_macs, mac_bloom and stale_on_if */
+	struct cand c; /* where tr_candidates writes candidates (6.0 on) */
 };
 
 /* A STALE MAC on an interface, per family: how many STALE entries of that
@@ -212,16 +233,9 @@ struct {
 	__type(value, struct hitv);
 } hits SEC(".maps");
 
-/* A source-MAC candidate: a stale-long entry, and what was seen of its
- * address arriving from another MAC than the entry's. */
-struct cand {
-	__u8 mac[6];	/* the entry's lladdr, written by user space */
-	__u8 seen[6];	/* the last other source MAC seen */
-	__u32 epoch;	/* the epoch the sighting was last announced in */
-	__u32 own_epoch; /* the epoch its own MAC was last announced in */
-	__u64 packets;	/* packets from the address at another MAC */
-};
-
+/* Candidates where the kernel cannot take tr_candidates (before 6.0),
+ * written entry by entry from user space, which must not rewrite the
+ * mirror's values the hooks write. Elsewhere the loader sizes it to one. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -311,20 +325,14 @@ static __always_inline void announce(const struct nkey *k, __u8 source, const __
 	bpf_ringbuf_submit(ev, 0);
 }
 
-/* sight records a packet from a candidate's address (k: the interface
+/* sighted records a packet from candidate c's address (k: the interface
  * it arrived on and its source) sent from src: a suspicion when src is
  * not the candidate's MAC, announced once per epoch. From its own MAC it
  * is news only once the address was seen at another (the suspicion's
  * answer: a host that sends from two MACs), also once per epoch: an
  * address never seen elsewhere costs a lookup and nothing more. */
-static __always_inline void sight(const struct nkey *k, const __u8 *src)
+static __always_inline void sighted(const struct nkey *k, struct cand *c, const __u8 *src)
 {
-	if (!source_bloom[source_slot(k->ifindex, k->family, (const __u32 *)k->addr)])
-		return;
-	stat_inc(ST_SOURCE_LOOKUPS);
-	struct cand *c = bpf_map_lookup_elem(&source_candidates, k);
-	if (!c)
-		return;
 	if (mac_eq(c->mac, src)) {
 		if (c->packets && c->own_epoch != epoch) {
 			c->own_epoch = epoch;
@@ -338,6 +346,23 @@ static __always_inline void sight(const struct nkey *k, const __u8 *src)
 		c->epoch = epoch;
 		announce(k, SRC_SIGHTING, src);
 	}
+}
+
+/* sight finds the candidate of a received packet's source: in the mirror's
+ * value, or in source_candidates on kernels without tr_candidates. */
+static __always_inline void sight(const struct nkey *k, const __u8 *src)
+{
+	if (!source_bloom[source_slot(k->ifindex, k->family, (const __u32 *)k->addr)])
+		return;
+	stat_inc(ST_SOURCE_LOOKUPS);
+	struct nval *nv = bpf_map_lookup_elem(&neigh_mirror, k);
+	if (nv && nv->c.on) {
+		sighted(k, &nv->c, src);
+		return;
+	}
+	struct cand *c = bpf_map_lookup_elem(&source_candidates, k);
+	if (c)
+		sighted(k, c, src);
 }
 
 static __always_inline void count_hit(struct nkey *k)

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,22 +22,91 @@ type Candidate struct {
 	MAC     net.HardwareAddr
 }
 
+// candidatesInMirror reports whether the kernel takes tr_candidates, so
+// that the candidates can live in the mirror's values: it loads the
+// program alone, against maps of one slot, and drops it. Where it does
+// not (before 6.0, or refused on purpose), user space writes them entry
+// by entry into source_candidates, as it may not rewrite the values the
+// neighbour hooks write.
+func candidatesInMirror(spec *ebpf.CollectionSpec, refuse []string, kernelBTF *btf.Cache) bool {
+	if slices.Contains(refuse, "tr_candidates") || features.HaveProgramType(ebpf.Syscall) != nil {
+		return false
+	}
+	probe := spec.Copy()
+	for _, m := range probe.Maps {
+		if m.Type == ebpf.Hash || m.Type == ebpf.PerCPUHash {
+			m.MaxEntries = 1
+		}
+	}
+	var o struct {
+		P *ebpf.Program `ebpf:"tr_candidates"`
+	}
+	if err := probe.LoadAndAssign(&o, &ebpf.CollectionOptions{Cache: kernelBTF}); err != nil {
+		return false
+	}
+	o.P.Close()
+	return true
+}
+
+// eachCandidate calls fn for every candidate the maps hold: those in the
+// mirror's values, and those in source_candidates. The caller holds t.mu.
+func (t *tracerCore) eachCandidate(fn func(k tracerNkey, c *tracerCand)) error {
+	var k tracerNkey
+	if t.candInMirror {
+		var v tracerNval
+		it := t.objs.NeighMirror.Iterate()
+		for it.Next(&k, &v) {
+			if v.C.On != 0 {
+				fn(k, &v.C)
+			}
+		}
+		if err := it.Err(); err != nil {
+			return err
+		}
+	}
+	var v tracerCand
+	it := t.objs.SourceCandidates.Iterate()
+	for it.Next(&k, &v) {
+		fn(k, &v)
+	}
+	return it.Err()
+}
+
+// lookupCandidate reads candidate k: from the mirror's value, else from
+// source_candidates. ok is false if neither holds it.
+func (t *tracerCore) lookupCandidate(k tracerNkey, c *tracerCand) (ok bool, err error) {
+	if t.candInMirror {
+		var v tracerNval
+		switch err := t.objs.NeighMirror.Lookup(raw(&k), raw(&v)); {
+		case err == nil && v.C.On != 0:
+			*c = v.C
+			return true, nil
+		case err != nil && !errors.Is(err, ebpf.ErrKeyNotExist):
+			return false, err
+		}
+	}
+	switch err := t.objs.SourceCandidates.Lookup(raw(&k), raw(c)); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ebpf.ErrKeyNotExist):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
 // PruneCandidates removes the source-MAC candidates keep no longer
-// wants. It walks the map; the feed calls it after walking the table's
+// wants. It walks the maps; the feed calls it after walking the table's
 // candidates again (when the table lost track of its changes), and
 // UpdateCandidates otherwise.
 func (t CandidateFilter) PruneCandidates(keep func(ifindex int, addr netip.Addr) bool) error {
 	var gone []Candidate
-	var k tracerNkey
-	var v tracerCand
 	t.mu.Lock()
-	it := t.objs.SourceCandidates.Iterate()
-	for it.Next(&k, &v) {
+	err := t.eachCandidate(func(k tracerNkey, _ *tracerCand) {
 		if hk := k.hitKey(); !keep(hk.Ifindex, hk.Addr) {
 			gone = append(gone, Candidate{Ifindex: hk.Ifindex, Addr: hk.Addr})
 		}
-	}
-	err := it.Err()
+	})
 	t.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("walk source-MAC candidates: %w", err)
@@ -82,7 +154,11 @@ func (t CandidateFilter) UpdateCandidates(cs []Candidate) (notWatched int, err e
 		errs = append(errs, err)
 	}
 	if notWatched > 0 {
-		errs = append(errs, fmt.Errorf("source-MAC candidates map full (%d entries): %d candidates not watched", t.objs.SourceCandidates.MaxEntries(), notWatched))
+		if t.candInMirror && t.seed.cand != nil {
+			errs = append(errs, fmt.Errorf("%d source-MAC candidates not watched: not in the neighbour mirror (%d entries; full, or the entry not yet mirrored)", notWatched, t.objs.NeighMirror.MaxEntries()))
+		} else {
+			errs = append(errs, fmt.Errorf("source-MAC candidates map full (%d entries): %d candidates not watched", t.objs.SourceCandidates.MaxEntries(), notWatched))
+		}
 	}
 	if slots {
 		bloom := t.sourceBloom()

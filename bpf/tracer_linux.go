@@ -82,6 +82,9 @@ type tracerCore struct {
 	hitEntries, mirrorEntries atomic.Int64
 
 	seed seeding // tr_seed, where the kernel took it
+	// candInMirror: the candidates are in neigh_mirror's values
+	// (tr_candidates writes them), not in source_candidates.
+	candInMirror bool
 
 	// Per-packet hooks, attached only while SetPerPacket(true).
 	inNetNS      func(func() error) error
@@ -172,6 +175,11 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	spec, err := tracerSpec(opts)
 	if err != nil {
 		return nil, err
+	}
+	// Where tr_candidates loads, the candidates live in the mirror's
+	// values, and their own map is left with one slot.
+	if c.candInMirror = candidatesInMirror(spec, opts.Refuse, kernelBTF); c.candInMirror {
+		spec.Maps["source_candidates"].MaxEntries = 1
 	}
 	l, err := newProgLoader(spec, nil, opts.Refuse, opts.RefuseWhy, kernelBTF)
 	if err != nil {

@@ -166,3 +166,81 @@ func TestTracerPastCapacity(t *testing.T) {
 	st, _ := tr.Stats()
 	t.Logf("%d entries against a mirror of %d: %d mirror updates dropped, nothing left counted after the flush", n, capacity, st.MirrorDropped)
 }
+
+// TestDeletedCandidateStaysUntilRemoved: the kernel deletes an entry that
+// is a source-MAC candidate. Where candidates live in the mirror's values
+// (tr_candidates, 6.0 on), the value stays, marked gone and not STALE,
+// until the candidate is removed, which deletes it; had the hook deleted
+// it, the removal would find nothing (CAND_ABSENT) and the interface would
+// count the candidate forever. Before 6.0, source_candidates keeps the
+// candidate the same way. Either way the removal counts it out.
+func TestDeletedCandidateStaysUntilRemoved(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	ns := lab.NewNS(t, "gone")
+	ns.MustIP(t, "link", "add", "gone0", "type", "veth", "peer", "name", "gone1")
+	ns.MustIP(t, "link", "set", "gone0", "up")
+	idx, err := ns.Ifindex("gone0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino, err := NetNSInode("/run/netns/" + ns.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, NetNSIno: ino})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.SetWatched([]int{idx}, false); err != nil {
+		t.Fatal(err)
+	}
+	addr, mac := netip.MustParseAddr("10.7.1.1"), [6]byte{2, 0, 0, 0, 7, 0x11}
+	k := nkeyOf(idx, addr)
+	ns.MustIP(t, "neigh", "add", addr.String(), "lladdr", "02:00:00:00:07:11", "dev", "gone0", "nud", "stale")
+	var v tracerNval
+	lab.WaitFor(t, 5*time.Second, "the entry in the mirror", func() bool {
+		return tr.objs.NeighMirror.Lookup(k, &v) == nil && v.State == unix.NUD_STALE
+	})
+	if n, err := tr.UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr, MAC: mac[:]}}); n != 0 || err != nil {
+		t.Fatalf("candidate not watched (%d): %v", n, err)
+	}
+	if n := tr.Candidates(); n != 1 {
+		t.Fatalf("%d candidates, want 1", n)
+	}
+	var c tracerCand
+	if ok, err := tr.lookupCandidate(k, &c); !ok || err != nil || c.Mac != mac {
+		t.Fatalf("candidate %v in the maps: %v %+v", ok, err, c)
+	}
+
+	ns.MustIP(t, "neigh", "del", addr.String(), "dev", "gone0")
+	if tr.candInMirror {
+		lab.WaitFor(t, 5*time.Second, "the deleted candidate's value marked gone", func() bool {
+			return tr.objs.NeighMirror.Lookup(k, &v) == nil && v.C.Gone == 1
+		})
+		if v.State != 0 || v.StaleOk != 0 || v.C.On != 1 {
+			t.Fatalf("the deleted candidate's value: %+v; want state 0, not counted STALE, still a candidate", v)
+		}
+	} else {
+		lab.WaitFor(t, 5*time.Second, "the entry out of the mirror", func() bool {
+			return tr.objs.NeighMirror.Lookup(k, &v) != nil
+		})
+	}
+	if n, err := tr.StaleCounted(); err != nil || n != 0 {
+		t.Fatalf("STALE entries counted after the delete: %d (%v)", n, err)
+	}
+
+	if n, err := tr.UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr}}); n != 0 || err != nil {
+		t.Fatalf("removing the candidate: %d, %v", n, err)
+	}
+	if n := tr.Candidates(); n != 0 {
+		t.Fatalf("%d candidates after the removal, want 0", n)
+	}
+	if ok, err := tr.lookupCandidate(k, &c); ok || err != nil {
+		t.Fatalf("the removed candidate is still in the maps (%v): %+v", err, c)
+	}
+	if err := tr.objs.NeighMirror.Lookup(k, &v); err == nil {
+		t.Fatalf("the removed candidate's value is still in the mirror: %+v", v)
+	}
+}

@@ -27,15 +27,10 @@ type Sighting struct {
 // those the program announced, SightingsOf).
 func (t Reader) Sightings() (map[HitKey]Sighting, error) {
 	var keys []HitKey
-	var k tracerNkey
-	var v tracerCand
 	t.mu.Lock()
-	it := t.objs.SourceCandidates.Iterate()
-	for it.Next(&k, &v) {
-		keys = append(keys, k.hitKey())
-	}
+	err := t.eachCandidate(func(k tracerNkey, _ *tracerCand) { keys = append(keys, k.hitKey()) })
 	t.mu.Unlock()
-	if err := it.Err(); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	out := make(map[HitKey]Sighting)
@@ -51,11 +46,10 @@ func (t Reader) SightingsOf(keys []HitKey, out map[HitKey]Sighting) error {
 	var v tracerCand
 	for _, hk := range keys {
 		k := nkeyOf(hk.Ifindex, hk.Addr)
-		if err := t.objs.SourceCandidates.Lookup(k, &v); err != nil {
-			if errors.Is(err, ebpf.ErrKeyNotExist) {
-				continue
-			}
+		if ok, err := t.lookupCandidate(k, &v); err != nil {
 			return fmt.Errorf("read source-MAC candidates: %w", err)
+		} else if !ok {
+			continue
 		}
 		if d := v.Packets - t.sightings[k]; v.Packets > t.sightings[k] {
 			t.sightings[k] = v.Packets
