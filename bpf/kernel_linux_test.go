@@ -109,6 +109,11 @@ func tracerLoads(t *testing.T, opts TracerOptions) {
 			t.Errorf("map %s: no memory reported (%v)", name, mem)
 		}
 	}
+	// The agent's memory plan goes by the release, the loader by what
+	// loads: they must agree on where the source-MAC candidates live.
+	if planned, rel, err := KernelAtLeast(CandidatesInMirrorFrom[0], CandidatesInMirrorFrom[1]); err != nil || planned != tr.candInMirror || (tr.seed.cand != nil) != tr.candInMirror {
+		t.Errorf("kernel %s: candidates in the mirror's values: planned %v, loaded %v (tr_candidates loaded %v; %v)", rel, planned, tr.candInMirror, tr.seed.cand != nil, err)
+	}
 	for _, f := range []Feature{FeatureStates, FeatureCreated, FeatureBypass, FeatureSourceMAC} {
 		if st := features[f]; !st.Working || st.Why != "" {
 			t.Errorf("%s: working=%v (%s); every kernel from 5.10 has a way in", f, st.Working, st.Why)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/table"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -15,19 +16,14 @@ import (
 // neighbours (NTF_EXT_MANAGED, Linux 5.16). Older kernels ignore the
 // attribute without an error, so the version is the only test.
 func ManagedSupported() (bool, string) {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return false, "uname: " + err.Error()
+	ok, rel, err := bpf.KernelAtLeast(5, 16)
+	switch {
+	case err != nil:
+		return false, err.Error()
+	case !ok:
+		return false, "kernel " + rel + " is older than 5.16"
 	}
-	rel := unix.ByteSliceToString(u.Release[:])
-	var major, minor int
-	if _, err := fmt.Sscanf(rel, "%d.%d", &major, &minor); err != nil {
-		return false, "kernel release " + rel + " unreadable"
-	}
-	if major > 5 || (major == 5 && minor >= 16) {
-		return true, rel
-	}
-	return false, "kernel " + rel + " is older than 5.16"
+	return true, rel
 }
 
 // neighRequest sends one RTM_NEWNEIGH or RTM_DELNEIGH for k with the

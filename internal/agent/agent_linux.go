@@ -220,7 +220,7 @@ func (w *wiring) add(a *agent, p Part, name string, gate bool) {
 // pod and what the missing capabilities will cost.
 func (w *wiring) plan(*agent) error {
 	most, now := nodeNeighbours()
-	if msg := memWarning(now, tracerMapSlots(w.cfg.Tracer, w.caps, now), most, tracerMapSlots(w.cfg.Tracer, w.caps, most), cgroupMemoryLimit()); msg != "" {
+	if msg := memWarning(now, tracerMapSlots(w.cfg.Tracer, w.caps, now), most, tracerMapSlots(w.cfg.Tracer, w.caps, most), cgroupMemoryLimit(), kernelTracerCost()); msg != "" {
 		w.log.Warn(msg)
 	}
 	if !w.caps.has(unix.CAP_NET_ADMIN) {

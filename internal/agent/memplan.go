@@ -11,27 +11,38 @@ import (
 
 // What the agent costs the node's memory accounting (the cgroup a pod's
 // limit applies to), measured with nwbench idle at 1,000, 100,000 and
-// 1,000,000 STALE entries (BENCHMARKS.md, Memory): a base; per entry the
-// table's record and index and the Go heap's share; with the tracer, per
-// entry the elements of its kernel maps (the mirror, the STALE MAC, the
-// source-MAC candidate), and per map slot the 16 bytes the kernel sets
-// aside in each of its four hash maps, whatever they hold (the slots
-// follow the table: loadSlots). The README's formula and the chart's
-// comment on its memory limit are these.
+// 1,000,000 STALE entries (BENCHMARKS.md, The pod's memory): a base; per
+// entry the table's record and index and the Go heap's share; with the
+// tracer, what its kernel maps take (tracerCost). The README's formula
+// and the chart's comment on its memory limit are these.
 const (
-	memBaseBytes         = 32 << 20
-	memEntryBytes        = 88
-	memTracerEntryBytes  = 370
-	memTracerMapSlotByte = 64
+	memBaseBytes  = 32 << 20
+	memEntryBytes = 88
+)
+
+// tracerCost is what the tracer's kernel maps take: per entry, the
+// elements it keeps for it, and per slot the 16 bytes the kernel sets
+// aside in each hash map the table's size sizes, whatever it holds (the
+// slots follow the table: loadSlots).
+type tracerCost struct{ entry, slot int64 }
+
+var (
+	// Before 6.0 the source-MAC candidates have a map of their own:
+	// three elements an entry (the mirror, the STALE MAC, the candidate:
+	// 104 + 104 + 136 bytes charged) and four maps' slots.
+	costOwnCandidates = tracerCost{entry: 370, slot: 64}
+	// From 6.0 they live in the mirror's values: two elements (136 +
+	// 104) and three maps' slots.
+	costCandidatesInMirror = tracerCost{entry: 250, slot: 48}
 )
 
 // memNeed is the memory the agent needs for a node whose neighbour
 // tables may hold entries entries, with the tracer's maps of mapSlots
-// slots (0: no tracer).
-func memNeed(entries, mapSlots int) int64 {
+// slots (0: no tracer) costing c.
+func memNeed(entries, mapSlots int, c tracerCost) int64 {
 	need := int64(memBaseBytes) + int64(entries)*memEntryBytes
 	if mapSlots > 0 {
-		need += int64(entries)*memTracerEntryBytes + int64(mapSlots)*memTracerMapSlotByte
+		need += int64(entries)*c.entry + int64(mapSlots)*c.slot
 	}
 	return need
 }
@@ -41,7 +52,7 @@ func memNeed(entries, mapSlots int) int64 {
 // (the agent may be OOM-killed as it starts), else for the most they may
 // hold (gc_thresh3 of IPv4 and IPv6: as the table grows). The slots are
 // the tracer's maps' for each (0: no tracer).
-func memWarning(now, nowSlots, most, mostSlots int, limit int64) string {
+func memWarning(now, nowSlots, most, mostSlots int, limit int64, c tracerCost) string {
 	if limit <= 0 {
 		return ""
 	}
@@ -51,11 +62,11 @@ func memWarning(now, nowSlots, most, mostSlots int, limit int64) string {
 		}
 		return "without the tracer"
 	}
-	if need := memNeed(now, nowSlots); need > limit {
+	if need := memNeed(now, nowSlots, c); need > limit {
 		return fmt.Sprintf("memory: the neighbour tables hold %d entries now, which need about %d MiB %s (README, Memory); the cgroup's memory limit is %d MiB: raise the limit (the chart's resources.limits.memory), or the agent will be OOM-killed",
 			now, need>>20, tracer(nowSlots), limit>>20)
 	}
-	if need := memNeed(most, mostSlots); need > limit {
+	if need := memNeed(most, mostSlots, c); need > limit {
 		return fmt.Sprintf("memory: the neighbour tables may grow to %d entries (gc_thresh3 of IPv4 and IPv6), which would need about %d MiB %s (README, Memory); the cgroup's memory limit is %d MiB: raise the limit (the chart's resources.limits.memory) or lower gc_thresh3, or the agent may be OOM-killed as the table grows",
 			most, need>>20, tracer(mostSlots), limit>>20)
 	}
