@@ -602,7 +602,7 @@ func BenchmarkTracerScrapeReads(b *testing.B) {
 
 // BenchmarkSeed measures seeding the tracer's in-kernel mirror, per
 // entry, in the batches of 1,024 the feed uses: STALE entries with MACs of
-// their own (the common case: each needs its STALE-MAC count too) and
+// their own (the common case: each is counted in the filters too) and
 // REACHABLE ones (the mirror only). The maps are sized for a million
 // entries and emptied, untimed, before they fill.
 func BenchmarkSeed(b *testing.B) {
@@ -614,7 +614,7 @@ func BenchmarkSeed(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			const size = 1 << 20
 			load := func() *Tracer {
-				tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, MirrorSize: size, StaleMACsSize: size})
+				tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, MirrorSize: size})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -67,12 +67,6 @@ type fentryMkey struct {
 	Pad     uint8
 }
 
-type fentryMval struct {
-	_     structs.HostLayout
-	Count uint32
-	Addr  [16]uint8
-}
-
 type fentryNkey struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -89,6 +83,14 @@ type fentryNval struct {
 	C       fentryCand
 }
 
+type fentryVia struct {
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Epoch uint32
+	State uint8
+	Pad   [3]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -98,9 +100,9 @@ const (
 	fentryMapHits                  = "hits"
 	fentryMapNeighMirror           = "neigh_mirror"
 	fentryMapSourceCandidates      = "source_candidates"
-	fentryMapStaleMacs             = "stale_macs"
 	fentryMapTpEvents              = "tp_events"
 	fentryMapTrStats               = "tr_stats"
+	fentryMapViaMacs               = "via_macs"
 	fentryMapWatchedBig            = "watched_big"
 	fentryProgFeDevHashMapRedirect = "fe_dev_hash_map_redirect"
 	fentryProgFeDevMapRedirect     = "fe_dev_map_redirect"
@@ -122,6 +124,8 @@ const (
 	fentryVarUnusedTpEvent         = "unused_tp_event"
 	fentryVarUnusedTpSource        = "unused_tp_source"
 	fentryVarUnusedTrStat          = "unused_tr_stat"
+	fentryVarUnusedVia             = "unused_via"
+	fentryVarUnusedViaState        = "unused_via_state"
 	fentryVarWatchAll              = "watch_all"
 	fentryVarWatchedBits           = "watched_bits"
 )
@@ -188,9 +192,9 @@ type fentryMapSpecs struct {
 	Hits             *ebpf.MapSpec `ebpf:"hits"`
 	NeighMirror      *ebpf.MapSpec `ebpf:"neigh_mirror"`
 	SourceCandidates *ebpf.MapSpec `ebpf:"source_candidates"`
-	StaleMacs        *ebpf.MapSpec `ebpf:"stale_macs"`
 	TpEvents         *ebpf.MapSpec `ebpf:"tp_events"`
 	TrStats          *ebpf.MapSpec `ebpf:"tr_stats"`
+	ViaMacs          *ebpf.MapSpec `ebpf:"via_macs"`
 	WatchedBig       *ebpf.MapSpec `ebpf:"watched_big"`
 }
 
@@ -209,6 +213,8 @@ type fentryVariableSpecs struct {
 	UnusedTpEvent   *ebpf.VariableSpec `ebpf:"unused_tp_event"`
 	UnusedTpSource  *ebpf.VariableSpec `ebpf:"unused_tp_source"`
 	UnusedTrStat    *ebpf.VariableSpec `ebpf:"unused_tr_stat"`
+	UnusedVia       *ebpf.VariableSpec `ebpf:"unused_via"`
+	UnusedViaState  *ebpf.VariableSpec `ebpf:"unused_via_state"`
 	WatchAll        *ebpf.VariableSpec `ebpf:"watch_all"`
 	WatchedBits     *ebpf.VariableSpec `ebpf:"watched_bits"`
 }
@@ -238,9 +244,9 @@ type fentryMaps struct {
 	Hits             *ebpf.Map `ebpf:"hits"`
 	NeighMirror      *ebpf.Map `ebpf:"neigh_mirror"`
 	SourceCandidates *ebpf.Map `ebpf:"source_candidates"`
-	StaleMacs        *ebpf.Map `ebpf:"stale_macs"`
 	TpEvents         *ebpf.Map `ebpf:"tp_events"`
 	TrStats          *ebpf.Map `ebpf:"tr_stats"`
+	ViaMacs          *ebpf.Map `ebpf:"via_macs"`
 	WatchedBig       *ebpf.Map `ebpf:"watched_big"`
 }
 
@@ -251,9 +257,9 @@ func (m *fentryMaps) Close() error {
 		m.Hits,
 		m.NeighMirror,
 		m.SourceCandidates,
-		m.StaleMacs,
 		m.TpEvents,
 		m.TrStats,
+		m.ViaMacs,
 		m.WatchedBig,
 	)
 }
@@ -273,6 +279,8 @@ type fentryVariables struct {
 	UnusedTpEvent   *ebpf.Variable `ebpf:"unused_tp_event"`
 	UnusedTpSource  *ebpf.Variable `ebpf:"unused_tp_source"`
 	UnusedTrStat    *ebpf.Variable `ebpf:"unused_tr_stat"`
+	UnusedVia       *ebpf.Variable `ebpf:"unused_via"`
+	UnusedViaState  *ebpf.Variable `ebpf:"unused_via_state"`
 	WatchAll        *ebpf.Variable `ebpf:"watch_all"`
 	WatchedBits     *ebpf.Variable `ebpf:"watched_bits"`
 }

@@ -73,7 +73,7 @@ func TestTracerLoadsOnThisKernel(t *testing.T) {
 	n := MapSizeFor(2048)
 	for name, opts := range map[string]TracerOptions{
 		"default-sizes": {Mode: TracerAuto},
-		"sized":         {Mode: TracerAuto, MirrorSize: n, StaleMACsSize: n, HitsSize: n, CandidatesSize: n},
+		"sized":         {Mode: TracerAuto, MirrorSize: n, HitsSize: n, CandidatesSize: n},
 	} {
 		t.Run(name, func(t *testing.T) { tracerLoads(t, opts) })
 	}
@@ -104,7 +104,7 @@ func tracerLoads(t *testing.T, opts TracerOptions) {
 		t.Fatal(err)
 	}
 	t.Logf("map memory: %v", mem)
-	for _, name := range []string{"hits", "neigh_mirror", "stale_macs", "source_candidates"} {
+	for _, name := range []string{"hits", "neigh_mirror", "via_macs", "source_candidates"} {
 		if mem[name] == 0 {
 			t.Errorf("map %s: no memory reported (%v)", name, mem)
 		}

@@ -23,7 +23,7 @@ func TestRawLayouts(t *testing.T) {
 		key, value uintptr
 	}{
 		{tracerMapNeighMirror, unsafe.Sizeof(tracerNkey{}), unsafe.Sizeof(tracerNval{})},
-		{tracerMapStaleMacs, unsafe.Sizeof(tracerMkey{}), unsafe.Sizeof(tracerMval{})},
+		{tracerMapViaMacs, unsafe.Sizeof(tracerMkey{}), unsafe.Sizeof(tracerVia{})},
 		{tracerMapSourceCandidates, unsafe.Sizeof(tracerNkey{}), unsafe.Sizeof(tracerCand{})},
 		// Mapped into memory as an array of Go values: the stride must match.
 		{tracerMapSeedBatch, 4, unsafe.Sizeof(tracerSeedEntry{})},

@@ -19,16 +19,16 @@ import (
 // from both, and the figures the batch implies:
 //   - an entry a tracepoint mirrored first (here written before the seed)
 //     stays as it was and is neither counted nor returned;
-//   - STALE entries sharing a MAC count it once per entry;
-//   - a STALE entry without a MAC, or whose MAC no longer fits the
-//     STALE-MAC map (8 MACs), is mirrored and returned uncounted;
+//   - STALE entries sharing a MAC count it once per entry in the MAC
+//     filter;
+//   - a STALE entry without a MAC is mirrored and returned uncounted;
 //   - once the mirror (48 entries) is full, what is left is returned, and
 //     a STALE entry counted before its insert failed is uncounted.
 //
 // From 6.1 the kernel must take tr_seed; before 6.0 it refuses it.
 func TestSeedInKernelAsEntryByEntry(t *testing.T) {
 	lab.Require(t)
-	const mirrorSize, macsSize = 48, 8
+	const mirrorSize = 48
 	mac := func(a, b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, a, b} }
 	ip := func(a, b byte) netip.Addr { return netip.AddrFrom4([4]byte{10, a, 0, b}) }
 	first := SeedEntry{Ifindex: 1, Addr: ip(1, 1), State: unix.NUD_STALE, MAC: mac(1, 1)}
@@ -40,7 +40,7 @@ func TestSeedInKernelAsEntryByEntry(t *testing.T) {
 		batch = append(batch, SeedEntry{Ifindex: 3, Addr: ip(3, byte(i)), State: unix.NUD_STALE, MAC: mac(3, byte(i%2))})
 	}
 	batch = append(batch, SeedEntry{Ifindex: 3, Addr: ip(4, 1), State: unix.NUD_STALE})
-	for i := range 12 { // six fit the STALE-MAC map
+	for i := range 12 {
 		batch = append(batch, SeedEntry{Ifindex: 4, Addr: ip(5, byte(i)), State: unix.NUD_STALE, MAC: mac(5, byte(i))})
 	}
 	for i := range 8 { // four fit the mirror
@@ -53,11 +53,10 @@ func TestSeedInKernelAsEntryByEntry(t *testing.T) {
 		unmirrored []HitKey
 		counted    uint64
 		mirror     map[tracerNkey]tracerNval
-		macs       map[tracerMkey]tracerMval
 		bloom      [16384]uint32
 	}
 	seed := func(refuse []string) (*Tracer, result) {
-		tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, MirrorSize: mirrorSize, StaleMACsSize: macsSize, Refuse: refuse})
+		tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, MirrorSize: mirrorSize, Refuse: refuse})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +76,7 @@ func TestSeedInKernelAsEntryByEntry(t *testing.T) {
 		if err := tr.objs.MacBloom.Get(&r.bloom); err != nil {
 			t.Fatal(err)
 		}
-		r.mirror, r.macs = dumpMap[tracerNkey, tracerNval](t, tr.objs.NeighMirror), dumpMap[tracerMkey, tracerMval](t, tr.objs.StaleMacs)
+		r.mirror = dumpMap[tracerNkey, tracerNval](t, tr.objs.NeighMirror)
 		if got := r.mirror[k]; got != v {
 			t.Errorf("refused %v: the entry mirrored first is now %+v, was %+v", refuse, got, v)
 		}
@@ -97,14 +96,21 @@ func TestSeedInKernelAsEntryByEntry(t *testing.T) {
 		t.Logf("kernel %s: tr_seed taken: %v", rel, kernel.SeedsInKernel())
 	}
 
-	// 20 + 10 + 1 + 12 + 4 mirrored; 1 + 6 uncounted and 4 + 1 left out.
-	for name, r := range map[string]result{"in the kernel": inKernel, "entry by entry": byEntry} {
-		if r.n != 47 || len(r.unmirrored) != 12 || r.counted != 16 || len(r.mirror) != mirrorSize || len(r.macs) != macsSize {
-			t.Errorf("%s: %d mirrored, %d returned, %d STALE counted, mirror %d, STALE MACs %d; want 47, 12, 16, %d, %d",
-				name, r.n, len(r.unmirrored), r.counted, len(r.mirror), len(r.macs), mirrorSize, macsSize)
+	// 20 + 10 + 1 + 12 + 4 mirrored; 1 uncounted and 4 + 1 left out. The
+	// MAC filter counts each STALE entry mirrored with a MAC once.
+	var bloom [16384]uint32
+	for _, e := range batch[1:] {
+		if e.State == unix.NUD_STALE && e.MAC != nil && e.Addr != ip(7, 1) {
+			bloom[bloomSlot(uint32(e.Ifindex), e.MAC, unix.AF_INET)]++
 		}
-		if c := r.macs[tracerMkey{Ifindex: 3, Mac: [6]byte(mac(3, 0)), Family: unix.AF_INET}].Count; c != 5 {
-			t.Errorf("%s: shared MAC counted %d times, want 5 (the sixth entry was not mirrored)", name, c)
+	}
+	for name, r := range map[string]result{"in the kernel": inKernel, "entry by entry": byEntry} {
+		if r.n != 47 || len(r.unmirrored) != 6 || r.counted != 22 || len(r.mirror) != mirrorSize {
+			t.Errorf("%s: %d mirrored, %d returned, %d STALE counted, mirror %d; want 47, 6, 22, %d",
+				name, r.n, len(r.unmirrored), r.counted, len(r.mirror), mirrorSize)
+		}
+		if r.bloom != bloom {
+			t.Errorf("%s: the MAC filter is not the one the STALE entries mirrored make", name)
 		}
 	}
 	if inKernel.n != byEntry.n || !slices.Equal(inKernel.unmirrored, byEntry.unmirrored) || inKernel.counted != byEntry.counted {
@@ -113,9 +119,6 @@ func TestSeedInKernelAsEntryByEntry(t *testing.T) {
 	}
 	if d := differ(inKernel.mirror, byEntry.mirror); len(d) > 0 {
 		t.Errorf("the mirrors differ at %d keys, the first %+v", len(d), d[0])
-	}
-	if d := differ(inKernel.macs, byEntry.macs); len(d) > 0 {
-		t.Errorf("the STALE-MAC maps differ at %d keys, the first %+v", len(d), d[0])
 	}
 	if inKernel.bloom != byEntry.bloom {
 		t.Error("the MAC filters differ")

@@ -11,44 +11,28 @@
 #include <linux/pkt_cls.h>
 #include <asm/errno.h>
 
-// count_stale adds a STALE entry to the STALE-MAC map and, if it holds
-// it, to the per-interface buckets and the MAC filter. It reports whether
-// it did.
+// count_stale counts a STALE entry in the per-interface buckets and the
+// MAC filter. An answer that no STALE entry had its MAC (via_macs) is
+// dropped: this one has it, and the next routed packet asks again.
 static __always_inline int count_stale(const struct nkey *k, const __u8 *mac)
 {
 	struct mkey mk = {.ifindex = k->ifindex, .family = k->family};
 	__builtin_memcpy(mk.mac, mac, 6);
-	struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
-	if (mv) {
-		__sync_fetch_and_add(&mv->count, 1);
-		__builtin_memcpy(mv->addr, k->addr, 16);
-	} else {
-		struct mval init = {.count = 1};
-		__builtin_memcpy(init.addr, k->addr, 16);
-		if (bpf_map_update_elem(&stale_macs, &mk, &init, BPF_NOEXIST)) {
-			stat_inc(ST_STALE_MACS_DROPPED);
-			return 0;
-		}
-	}
+	struct via *v = bpf_map_lookup_elem(&via_macs, &mk);
+	if (v && v->state != VIA_STALE)
+		bpf_map_delete_elem(&via_macs, &mk);
 	__sync_fetch_and_add(&mac_bloom[bloom_slot(k->ifindex, mac, k->family)], 1);
 	__sync_fetch_and_add(&stale_on_if[k->ifindex % STALE_BUCKETS], 1);
 	return 1;
 }
 
-// uncount_stale undoes count_stale.
+// uncount_stale undoes count_stale. An answer naming the entry stays: the
+// transmit hook checks it against the mirror before it blames anyone.
 static __always_inline void uncount_stale(const struct nkey *k, const __u8 *mac)
 {
-	struct mkey mk = {.ifindex = k->ifindex, .family = k->family};
-	__builtin_memcpy(mk.mac, mac, 6);
 	__u32 slot = bloom_slot(k->ifindex, mac, k->family);
 	if (mac_bloom[slot])
 		__sync_fetch_and_add(&mac_bloom[slot], -1);
-	struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
-	if (mv) {
-		__sync_fetch_and_add(&mv->count, -1);
-		if ((__s32)mv->count <= 0)
-			bpf_map_delete_elem(&stale_macs, &mk);
-	}
 	__sync_fetch_and_add(&stale_on_if[k->ifindex % STALE_BUCKETS], -1);
 }
 
@@ -64,7 +48,7 @@ enum seed_result {
 	SEED_INSERTED = 1,   /* mirrored, and if STALE, counted */
 	SEED_EXISTS = 2,     /* a tracepoint mirrored it first: its entry stays */
 	SEED_UNMIRRORED = 3, /* the mirror is full */
-	SEED_UNCOUNTED = 4,  /* mirrored, but STALE and the STALE-MAC map is full (or no MAC) */
+	SEED_UNCOUNTED = 4,  /* mirrored, but STALE without a MAC */
 };
 
 struct seed_entry {
@@ -236,9 +220,9 @@ static __always_inline void track(struct neighbour *n, __u8 source, int dead)
 	}
 	if (was_counted)
 		uncount_stale(&k, old_mac);
-	// A STALE entry is counted in the STALE-MAC map first; the filters
-	// count it only if the map holds it, and the mirror remembers that
-	// (stale_ok), so whatever was counted is uncounted exactly once.
+	// The mirror remembers whether a STALE entry was counted in the
+	// filters (stale_ok), so whatever was counted is uncounted exactly
+	// once.
 	if (!dead && nv.state == NUD_STALE)
 		nv.stale_ok = count_stale(&k, nv.mac);
 	if (old) {
@@ -355,6 +339,46 @@ int BPF_PROG(tr_create_raw, struct neigh_table *tbl, struct net_device *dev, con
 	return 0;
 }
 
+// routed blames bypass traffic whose destination address has no entry of
+// its own (k holds the interface, family and that address) and went to
+// mac: a gateway's. The STALE entry with that MAC is named by user space
+// from its table, asked once an epoch (SRC_ROUTED), and checked against
+// the mirror at each packet: an entry that left STALE, or changed MAC,
+// is blamed for nothing, and the question is asked again.
+static __always_inline void routed(struct nkey *k, const __u8 *mac)
+{
+	struct mkey mk = {.ifindex = k->ifindex, .family = k->family};
+	__builtin_memcpy(mk.mac, mac, ETH_ALEN);
+	__builtin_memset(k->addr, 0, sizeof(k->addr));
+	struct via *v = bpf_map_lookup_elem(&via_macs, &mk);
+	if (!v) {
+		struct via ask = {.epoch = epoch, .state = VIA_ASKED};
+		if (!bpf_map_update_elem(&via_macs, &mk, &ask, BPF_NOEXIST)) {
+			stat_inc(ST_ROUTED_ASKS);
+			announce(k, SRC_ROUTED, mac);
+		}
+		return;
+	}
+	if (v->state == VIA_STALE) {
+		__builtin_memcpy(k->addr, v->addr, 16);
+		struct nval *nv = bpf_map_lookup_elem(&neigh_mirror, k);
+		if (nv && nv->state == NUD_STALE && mac_eq(nv->mac, mac)) {
+			count_hit(k);
+			return;
+		}
+		__builtin_memset(k->addr, 0, sizeof(k->addr));
+		v->state = VIA_ASKED;
+		v->epoch = epoch;
+	} else if (v->state == VIA_ASKED ? v->epoch != epoch : epoch - v->epoch >= VIA_NONE_EPOCHS) {
+		v->state = VIA_ASKED;
+		v->epoch = epoch;
+	} else {
+		return;
+	}
+	stat_inc(ST_ROUTED_ASKS);
+	announce(k, SRC_ROUTED, mac);
+}
+
 // net_dev_start_xmit rather than net_dev_queue: it fires in xmit_one()
 // right before the driver's ndo_start_xmit, once per packet actually handed
 // to the device (after the qdisc, so nothing it dropped is counted), it is
@@ -366,9 +390,10 @@ int BPF_PROG(tr_create_raw, struct neigh_table *tbl, struct net_device *dev, con
 // array), does its bucket hold any STALE entry (a global counter), is the
 // device in our namespace (two plain loads), then read the Ethernet header
 // and ask the counting filter whether (interface, MAC, family) may be
-// STALE; only then look it up. xmit_filter exists to measure what each
-// filter buys (BENCHMARKS.md): 3 = all (the default), 2 = no MAC filter,
-// 1 = watched check only, 0 = none (the naive hook).
+// STALE; only then read the destination address and look it up in the
+// mirror. xmit_filter exists to measure what each filter buys
+// (BENCHMARKS.md): 3 = all (the default), 2 = no MAC filter, 1 = watched
+// check only, 0 = none (the naive hook).
 volatile const __u32 xmit_filter = 3;
 
 SEC("tp_btf/net_dev_start_xmit")
@@ -396,29 +421,22 @@ int BPF_PROG(tr_xmit, const struct sk_buff *skb, const struct net_device *dev)
 		return 0;
 	if (xmit_filter >= 3 && mac_bloom[bloom_slot(ifindex, eth.h_dest, k.family)] == 0)
 		return 0;
-	struct mkey mk = {.ifindex = ifindex, .family = k.family};
-	__builtin_memcpy(mk.mac, eth.h_dest, ETH_ALEN);
 	stat_inc(k.family == AF_INET ? ST_XMIT_LOOKUPS : ST_XMIT_LOOKUPS6);
-	struct mval *mv = bpf_map_lookup_elem(&stale_macs, &mk);
-	if (!mv)
-		return 0;
 
 	// On-link traffic: the destination IP is the neighbour, and it counts
-	// only if that entry is the STALE one. Routed traffic (no entry for the
-	// destination): the MAC is the gateway's, blame the STALE entry of
-	// that family with this MAC.
+	// only if that entry is STALE at this MAC. Routed traffic (no entry
+	// for the destination): the MAC is the gateway's.
 	if (k.family == AF_INET)
 		bpf_probe_read_kernel(k.addr, 4, data + sizeof(struct ethhdr) + offsetof(struct iphdr, daddr));
 	else
 		bpf_probe_read_kernel(k.addr, 16, data + sizeof(struct ethhdr) + offsetof(struct ipv6hdr, daddr));
 	struct nval *nv = bpf_map_lookup_elem(&neigh_mirror, &k);
 	if (nv && !nv->c.gone) {
-		if (nv->state == NUD_STALE && mac_eq(nv->mac, mk.mac))
+		if (nv->state == NUD_STALE && mac_eq(nv->mac, eth.h_dest))
 			count_hit(&k);
 		return 0;
 	}
-	__builtin_memcpy(k.addr, mv->addr, 16);
-	count_hit(&k);
+	routed(&k, eth.h_dest);
 	return 0;
 }
 

@@ -95,15 +95,12 @@ struct cand {
 struct nval {
 	__u8 state;
 	__u8 mac[6];
-	__u8 stale_ok; /* STALE, and counted in stale_macs, mac_bloom and stale_on_if */
+	__u8 stale_ok; /* STALE, and counted in mac_bloom and stale_on_if */
 	struct cand c; /* where tr_candidates writes candidates (6.0 on) */
 };
 
-/* A STALE MAC on an interface, per family: how many STALE entries of that
- * family use it, and the address of one of them (the one to blame for
- * routed traffic: the gateway; its interface and family are the key's).
- * The family matters: a host's IPv6 link-local entry may be STALE while
- * its IPv4 entry, same MAC, is fine. */
+/* A MAC on an interface, per family. The family matters: a host's IPv6
+ * link-local entry may be STALE while its IPv4 entry, same MAC, is fine. */
 struct mkey {
 	__u32 ifindex;
 	__u8 mac[6];
@@ -111,13 +108,26 @@ struct mkey {
 	__u8 pad;
 };
 
-/* 20 bytes: an element (the kernel's 56-byte header, the key and the
- * value, each padded to 8) of 96 bytes, not of 104, which the kernel
- * allocates from its 128-byte size class (BENCHMARKS.md, issue 41). */
-struct mval {
-	__u32 count;
-	__u8 addr[16];
+/* What the transmit hook knows of a MAC bypass traffic was routed to (its
+ * destination address had no entry): the STALE entry to blame, the
+ * gateway, which user space names from its table when the hook asks
+ * (SRC_ROUTED), or that none was STALE. */
+enum via_state {
+	VIA_ASKED = 0, /* announced; no answer yet (asked again each epoch) */
+	VIA_STALE = 1, /* addr is a STALE entry with the MAC: blame it */
+	VIA_NONE = 2,  /* no STALE entry had it at epoch (asked again later) */
 };
+
+struct via {
+	__u8 addr[16];
+	__u32 epoch;
+	__u8 state;
+	__u8 pad[3];
+};
+
+/* An answer of VIA_NONE stands this many epochs, unless an entry with the
+ * MAC turns STALE first (count_stale drops it). */
+#define VIA_NONE_EPOCHS 6
 
 /* A silent transition for user space. */
 struct tp_event {
@@ -140,8 +150,9 @@ enum tp_source {
 	 * that its work per interval follows what changed. */
 	SRC_HIT = 5,	     /* an entry got bypass packets (once per epoch per CPU) */
 	SRC_SIGHTING = 6,    /* a candidate's address came from another MAC (once per epoch) */
-	SRC_UNMIRRORED = 7,  /* an entry did not fit in the mirror or the STALE-MAC map */
+	SRC_UNMIRRORED = 7,  /* an entry did not fit in the mirror */
 	SRC_OWN = 8,	     /* a candidate seen at another MAC sent from its own (once per epoch) */
+	SRC_ROUTED = 9,	     /* bypass traffic routed to a MAC: which STALE entry has it? (key: interface, family) */
 };
 
 /* Counters in tr_stats. */
@@ -149,16 +160,18 @@ enum tr_stat {
 	ST_HITS_DROPPED = 0,	/* hit not recorded: the hits map was full */
 	ST_MIRROR_DROPPED,	/* entry not mirrored: the mirror was full */
 	ST_EVENTS_DROPPED,	/* ring buffer full */
-	ST_XMIT_LOOKUPS,	/* IPv4 packets that reached the STALE-MAC lookup */
+	ST_XMIT_LOOKUPS,	/* IPv4 packets that passed the MAC filter to the mirror lookup */
 	ST_XMIT_LOOKUPS6,	/* IPv6 packets that did */
 	ST_SOURCE_LOOKUPS,	/* received packets that passed the candidate filter */
-	ST_STALE_MACS_DROPPED,	/* STALE entry not counted: the STALE-MAC map was full */
+	ST_ROUTED_ASKS,		/* MACs of routed bypass traffic user space was asked to name */
 	ST_MAX,
 };
 
 /* Keep the types in BTF for bpf2go -type (Go decodes with them). */
 const struct tp_event *unused_tp_event __attribute__((unused));
 const struct cand *unused_cand __attribute__((unused));
+const struct via *unused_via __attribute__((unused));
+const enum via_state *unused_via_state __attribute__((unused));
 const enum tp_source *unused_tp_source __attribute__((unused));
 const enum tr_stat *unused_tr_stat __attribute__((unused));
 
@@ -197,8 +210,7 @@ struct {
 } watched_big SEC(".maps");
 
 /* Plain hashes, not LRU: an entry evicted behind the tracer's back would
- * leave its STALE accounting (stale_macs, mac_bloom, stale_on_if) counted
- * forever. When one is full, inserts fail and are counted in tr_stats.
+ * leave its STALE accounting (mac_bloom, stale_on_if) counted forever. When one is full, inserts fail and are counted in tr_stats.
  * User space may set max_entries at load. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -208,13 +220,14 @@ struct {
 	__type(value, struct nval);
 } neigh_mirror SEC(".maps");
 
+/* A few elements, one for each MAC routed bypass traffic went to: an LRU,
+ * as an element evicted costs one more question, never a wrong count. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* usually few STALE MACs: allocate on demand */
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
 	__type(key, struct mkey);
-	__type(value, struct mval);
-} stale_macs SEC(".maps");
+	__type(value, struct via);
+} via_macs SEC(".maps");
 
 /* Bypass packets per STALE entry, per CPU; the epoch each CPU last
  * announced it in. The mirror's hooks delete the key when the entry

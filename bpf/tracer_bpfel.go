@@ -52,12 +52,6 @@ type tracerMkey struct {
 	Pad     uint8
 }
 
-type tracerMval struct {
-	_     structs.HostLayout
-	Count uint32
-	Addr  [16]uint8
-}
-
 type tracerNkey struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -116,19 +110,36 @@ const (
 	tracerTpSourceSRC_SIGHTING   tracerTpSource = 6
 	tracerTpSourceSRC_UNMIRRORED tracerTpSource = 7
 	tracerTpSourceSRC_OWN        tracerTpSource = 8
+	tracerTpSourceSRC_ROUTED     tracerTpSource = 9
 )
 
 type tracerTrStat uint32
 
 const (
-	tracerTrStatST_HITS_DROPPED       tracerTrStat = 0
-	tracerTrStatST_MIRROR_DROPPED     tracerTrStat = 1
-	tracerTrStatST_EVENTS_DROPPED     tracerTrStat = 2
-	tracerTrStatST_XMIT_LOOKUPS       tracerTrStat = 3
-	tracerTrStatST_XMIT_LOOKUPS6      tracerTrStat = 4
-	tracerTrStatST_SOURCE_LOOKUPS     tracerTrStat = 5
-	tracerTrStatST_STALE_MACS_DROPPED tracerTrStat = 6
-	tracerTrStatST_MAX                tracerTrStat = 7
+	tracerTrStatST_HITS_DROPPED   tracerTrStat = 0
+	tracerTrStatST_MIRROR_DROPPED tracerTrStat = 1
+	tracerTrStatST_EVENTS_DROPPED tracerTrStat = 2
+	tracerTrStatST_XMIT_LOOKUPS   tracerTrStat = 3
+	tracerTrStatST_XMIT_LOOKUPS6  tracerTrStat = 4
+	tracerTrStatST_SOURCE_LOOKUPS tracerTrStat = 5
+	tracerTrStatST_ROUTED_ASKS    tracerTrStat = 6
+	tracerTrStatST_MAX            tracerTrStat = 7
+)
+
+type tracerVia struct {
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Epoch uint32
+	State uint8
+	Pad   [3]uint8
+}
+
+type tracerViaState uint32
+
+const (
+	tracerViaStateVIA_ASKED tracerViaState = 0
+	tracerViaStateVIA_STALE tracerViaState = 1
+	tracerViaStateVIA_NONE  tracerViaState = 2
 )
 
 // Names of all BPF objects in the ELF.
@@ -139,9 +150,9 @@ const (
 	tracerMapNeighMirror         = "neigh_mirror"
 	tracerMapSeedBatch           = "seed_batch"
 	tracerMapSourceCandidates    = "source_candidates"
-	tracerMapStaleMacs           = "stale_macs"
 	tracerMapTpEvents            = "tp_events"
 	tracerMapTrStats             = "tr_stats"
+	tracerMapViaMacs             = "via_macs"
 	tracerMapWatchedBig          = "watched_big"
 	tracerProgTrCandidates       = "tr_candidates"
 	tracerProgTrCleanup          = "tr_cleanup"
@@ -168,6 +179,8 @@ const (
 	tracerVarUnusedTpEvent       = "unused_tp_event"
 	tracerVarUnusedTpSource      = "unused_tp_source"
 	tracerVarUnusedTrStat        = "unused_tr_stat"
+	tracerVarUnusedVia           = "unused_via"
+	tracerVarUnusedViaState      = "unused_via_state"
 	tracerVarWatchAll            = "watch_all"
 	tracerVarWatchedBits         = "watched_bits"
 	tracerVarXmitFilter          = "xmit_filter"
@@ -239,9 +252,9 @@ type tracerMapSpecs struct {
 	NeighMirror      *ebpf.MapSpec `ebpf:"neigh_mirror"`
 	SeedBatch        *ebpf.MapSpec `ebpf:"seed_batch"`
 	SourceCandidates *ebpf.MapSpec `ebpf:"source_candidates"`
-	StaleMacs        *ebpf.MapSpec `ebpf:"stale_macs"`
 	TpEvents         *ebpf.MapSpec `ebpf:"tp_events"`
 	TrStats          *ebpf.MapSpec `ebpf:"tr_stats"`
+	ViaMacs          *ebpf.MapSpec `ebpf:"via_macs"`
 	WatchedBig       *ebpf.MapSpec `ebpf:"watched_big"`
 }
 
@@ -260,6 +273,8 @@ type tracerVariableSpecs struct {
 	UnusedTpEvent    *ebpf.VariableSpec `ebpf:"unused_tp_event"`
 	UnusedTpSource   *ebpf.VariableSpec `ebpf:"unused_tp_source"`
 	UnusedTrStat     *ebpf.VariableSpec `ebpf:"unused_tr_stat"`
+	UnusedVia        *ebpf.VariableSpec `ebpf:"unused_via"`
+	UnusedViaState   *ebpf.VariableSpec `ebpf:"unused_via_state"`
 	WatchAll         *ebpf.VariableSpec `ebpf:"watch_all"`
 	WatchedBits      *ebpf.VariableSpec `ebpf:"watched_bits"`
 	XmitFilter       *ebpf.VariableSpec `ebpf:"xmit_filter"`
@@ -289,9 +304,9 @@ type tracerMaps struct {
 	NeighMirror      *ebpf.Map `ebpf:"neigh_mirror"`
 	SeedBatch        *ebpf.Map `ebpf:"seed_batch"`
 	SourceCandidates *ebpf.Map `ebpf:"source_candidates"`
-	StaleMacs        *ebpf.Map `ebpf:"stale_macs"`
 	TpEvents         *ebpf.Map `ebpf:"tp_events"`
 	TrStats          *ebpf.Map `ebpf:"tr_stats"`
+	ViaMacs          *ebpf.Map `ebpf:"via_macs"`
 	WatchedBig       *ebpf.Map `ebpf:"watched_big"`
 }
 
@@ -301,9 +316,9 @@ func (m *tracerMaps) Close() error {
 		m.NeighMirror,
 		m.SeedBatch,
 		m.SourceCandidates,
-		m.StaleMacs,
 		m.TpEvents,
 		m.TrStats,
+		m.ViaMacs,
 		m.WatchedBig,
 	)
 }
@@ -323,6 +338,8 @@ type tracerVariables struct {
 	UnusedTpEvent    *ebpf.Variable `ebpf:"unused_tp_event"`
 	UnusedTpSource   *ebpf.Variable `ebpf:"unused_tp_source"`
 	UnusedTrStat     *ebpf.Variable `ebpf:"unused_tr_stat"`
+	UnusedVia        *ebpf.Variable `ebpf:"unused_via"`
+	UnusedViaState   *ebpf.Variable `ebpf:"unused_via_state"`
 	WatchAll         *ebpf.Variable `ebpf:"watch_all"`
 	WatchedBits      *ebpf.Variable `ebpf:"watched_bits"`
 	XmitFilter       *ebpf.Variable `ebpf:"xmit_filter"`

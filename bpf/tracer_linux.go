@@ -124,12 +124,12 @@ type TracerOptions struct {
 	// its option).
 	Refuse    []string
 	RefuseWhy string
-	// MirrorSize, StaleMACsSize, HitsSize and CandidatesSize set the
-	// capacity of the in-kernel mirror, the STALE-MAC map, the bypass hit
-	// counters and the source-MAC candidates (0: 262,144, 65,536, 65,536,
-	// 65,536). MapSize sets all four, for what the node can hold
+	// MirrorSize, HitsSize and CandidatesSize set the capacity of the
+	// in-kernel mirror, the bypass hit counters and the source-MAC
+	// candidates where they have a map of their own (0: 262,144, 65,536,
+	// 65,536); the caller sizes them for what the node holds
 	// (MapSizeFor).
-	MirrorSize, StaleMACsSize, HitsSize, CandidatesSize int
+	MirrorSize, HitsSize, CandidatesSize int
 	// InNetNS runs fn inside the network namespace whose interfaces the
 	// tracer attaches to (the NetNSIno one); nil runs it where it is.
 	InNetNS func(fn func() error) error
@@ -234,7 +234,7 @@ func tracerSpec(opts TracerOptions) (*ebpf.CollectionSpec, error) {
 			return nil, err
 		}
 	}
-	for name, n := range map[string]int{"neigh_mirror": opts.MirrorSize, "stale_macs": opts.StaleMACsSize, "hits": opts.HitsSize, "source_candidates": opts.CandidatesSize} {
+	for name, n := range map[string]int{"neigh_mirror": opts.MirrorSize, "hits": opts.HitsSize, "source_candidates": opts.CandidatesSize} {
 		if n > 0 {
 			spec.Maps[name].MaxEntries = uint32(n)
 		}

@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -76,10 +77,8 @@ func TestTracerWatchesLargeIfindex(t *testing.T) {
 	lab.WaitFor(t, 2*time.Second, "the entry in the mirror", func() bool {
 		return tr.objs.NeighMirror.Lookup(k, &v) == nil && v.State == unix.NUD_STALE
 	})
-	mk := tracerMkey{Ifindex: idx, Family: k.Family, Mac: [6]byte{2, 0, 0, 0, 7, 1}}
-	var mv tracerMval
-	if err := tr.objs.StaleMacs.Lookup(mk, &mv); err != nil || mv.Count != 1 {
-		t.Fatalf("STALE MAC not recorded for ifindex %d: %v %+v", idx, err, mv)
+	if n, err := tr.StaleCounted(); err != nil || n != 1 || v.StaleOk != 1 {
+		t.Fatalf("STALE entry of ifindex %d not counted: %d (%v), %+v", idx, n, err, v)
 	}
 	// Unwatched again: new entries there are not mirrored.
 	if err := tr.SetWatched(nil, false); err != nil {
@@ -95,9 +94,8 @@ func TestTracerWatchesLargeIfindex(t *testing.T) {
 // TestTracerPastCapacity: with a mirror of 16 entries and 40 STALE entries
 // on one interface, the entries that do not fit are counted as dropped and
 // never counted as STALE; once all are deleted no STALE accounting is left
-// (no MAC in stale_macs, the interface's bucket and the MAC filter back to
-// zero), so no packet can later be blamed on an entry the mirror never
-// held. An LRU mirror, which evicts behind the tracer's back, fails this.
+// (the interface's bucket and the MAC filter back to zero), so no packet
+// can later be blamed on an entry the mirror never held. An LRU mirror, which evicts behind the tracer's back, fails this.
 func TestTracerPastCapacity(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
@@ -132,27 +130,7 @@ func TestTracerPastCapacity(t *testing.T) {
 		st, err := tr.Stats()
 		return err == nil && st.MirrorDropped >= n-capacity
 	})
-	staleMACs := func() int {
-		var k tracerMkey
-		var v tracerMval
-		c := 0
-		for it := tr.objs.StaleMacs.Iterate(); it.Next(&k, &v); {
-			c++
-		}
-		return c
-	}
-	bucket := func() uint32 {
-		var b [4096]uint32
-		if err := tr.objs.StaleOnIf.Get(&b); err != nil {
-			t.Fatal(err)
-		}
-		return b[idx%len(b)]
-	}
-	if m, b, held := staleMACs(), bucket(), countKeys(tr.objs.NeighMirror); m != held || int(b) != held || held > capacity {
-		t.Fatalf("%d entries in the mirror (capacity %d), %d STALE MACs, bucket %d: accounting does not match the mirror", held, capacity, m, b)
-	}
-	ns.MustIP(t, "neigh", "flush", "dev", "cap0")
-	lab.WaitFor(t, 10*time.Second, "every STALE count to go back to zero", func() bool {
+	bloomSum := func() uint32 {
 		var bloom [16384]uint32
 		if err := tr.objs.MacBloom.Get(&bloom); err != nil {
 			t.Fatal(err)
@@ -161,7 +139,21 @@ func TestTracerPastCapacity(t *testing.T) {
 		for _, v := range bloom {
 			sum += v
 		}
-		return staleMACs() == 0 && bucket() == 0 && sum == 0 && countKeys(tr.objs.NeighMirror) == 0
+		return sum
+	}
+	bucket := func() uint32 {
+		var b [4096]uint32
+		if err := tr.objs.StaleOnIf.Get(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b[idx%len(b)]
+	}
+	if m, b, held := bloomSum(), bucket(), countKeys(tr.objs.NeighMirror); int(m) != held || int(b) != held || held > capacity {
+		t.Fatalf("%d entries in the mirror (capacity %d), MAC filter %d, bucket %d: accounting does not match the mirror", held, capacity, m, b)
+	}
+	ns.MustIP(t, "neigh", "flush", "dev", "cap0")
+	lab.WaitFor(t, 10*time.Second, "every STALE count to go back to zero", func() bool {
+		return bucket() == 0 && bloomSum() == 0 && countKeys(tr.objs.NeighMirror) == 0
 	})
 	st, _ := tr.Stats()
 	t.Logf("%d entries against a mirror of %d: %d mirror updates dropped, nothing left counted after the flush", n, capacity, st.MirrorDropped)
@@ -242,5 +234,157 @@ func TestDeletedCandidateStaysUntilRemoved(t *testing.T) {
 	}
 	if err := tr.objs.NeighMirror.Lookup(k, &v); err == nil {
 		t.Fatalf("the removed candidate's value is still in the mirror: %+v", v)
+	}
+}
+
+// TestRoutedTrafficAsksForItsGateway: frames leave an interface for a
+// STALE entry's MAC with a destination address that has no entry: routed
+// through that entry, the gateway. The transmit hook asks user space once
+// an epoch which STALE entry has the MAC, and counts nothing until it is
+// told; then it counts every frame for the gateway; it stops, and asks
+// again, once the gateway leaves STALE; after an answer of "none" it asks
+// again only some epochs later, or as soon as an entry with the MAC turns
+// STALE.
+func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	ns := lab.NewNS(t, "via")
+	ns.MustIP(t, "link", "add", "via0", "type", "veth", "peer", "name", "via1")
+	ns.MustIP(t, "link", "set", "via1", "up")
+	ns.MustIP(t, "link", "set", "via0", "up")
+	idx, err := ns.Ifindex("via0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino, err := NetNSInode("/run/netns/" + ns.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, NetNSIno: ino})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.SetWatched([]int{idx}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.SetPerPacket(true); err != nil {
+		t.Fatal(err)
+	}
+	mac := net.HardwareAddr{2, 0, 0, 0, 9, 1}
+	gw, other, third := netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2"), netip.MustParseAddr("10.9.0.3")
+	stale := func(a netip.Addr) {
+		ns.MustIP(t, "neigh", "replace", a.String(), "lladdr", mac.String(), "dev", "via0", "nud", "stale")
+		var v tracerNval
+		lab.WaitFor(t, 5*time.Second, a.String()+" STALE in the mirror", func() bool {
+			return tr.objs.NeighMirror.Lookup(nkeyOf(idx, a), &v) == nil && v.State == unix.NUD_STALE
+		})
+	}
+	// Two STALE entries share the MAC, so that the MAC filter still
+	// passes its frames once the gateway leaves STALE.
+	stale(gw)
+	stale(other)
+
+	// Raw frames from a packet socket: dst the MAC, IPv4 to 10.9.9.9,
+	// which has no entry.
+	var fd int
+	if err := ns.Do(func() (err error) {
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	frame := make([]byte, 14+20+8)
+	copy(frame, mac)
+	copy(frame[6:], []byte{2, 0, 0, 0, 9, 0xee})
+	frame[12], frame[13] = 0x08, 0x00
+	frame[14], frame[22], frame[23] = 0x45, 64, 17
+	copy(frame[26:], []byte{10, 9, 0, 254})
+	copy(frame[30:], []byte{10, 9, 9, 9})
+	to := &unix.SockaddrLinklayer{Ifindex: idx, Halen: 6}
+	copy(to.Addr[:], mac)
+	stats := func() TracerStats {
+		st, err := tr.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	// send hands n frames to the interface and waits for the hook to
+	// have looked every one up, so that what follows sees their effect.
+	send := func(n int) {
+		t.Helper()
+		before := stats().XmitLookups
+		for range n {
+			if err := unix.Sendto(fd, frame, 0, to); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lab.WaitFor(t, 5*time.Second, "the transmit hook to look the frames up", func() bool { return stats().XmitLookups >= before+uint64(n) })
+	}
+	hits := func() uint64 {
+		var per []tracerHitv
+		if err := tr.objs.Hits.Lookup(nkeyOf(idx, gw), &per); err != nil {
+			return 0
+		}
+		return sumHits(per)
+	}
+
+	send(5)
+	if a, h := stats().RoutedAsks, hits(); a != 1 || h != 0 {
+		t.Fatalf("5 routed frames, nobody named: %d asks, %d hits on the gateway; want 1 and 0", a, h)
+	}
+	if err := tr.NameGateway(idx, gw, mac, gw); err != nil {
+		t.Fatal(err)
+	}
+	send(5)
+	if a, h := stats().RoutedAsks, hits(); a != 1 || h != 5 {
+		t.Fatalf("5 routed frames, the gateway named: %d asks, %d hits; want 1 and 5", a, h)
+	}
+
+	// The gateway leaves STALE: blamed for nothing, and asked again.
+	ns.MustIP(t, "neigh", "replace", gw.String(), "lladdr", mac.String(), "dev", "via0", "nud", "reachable")
+	var v tracerNval
+	lab.WaitFor(t, 5*time.Second, "the gateway REACHABLE in the mirror", func() bool {
+		return tr.objs.NeighMirror.Lookup(nkeyOf(idx, gw), &v) == nil && v.State == unix.NUD_REACHABLE
+	})
+	send(3)
+	if a, h := stats().RoutedAsks, hits(); a != 2 || h != 0 {
+		t.Fatalf("3 routed frames, the named gateway REACHABLE: %d asks, %d hits; want 2 and 0", a, h)
+	}
+
+	// None has it (as far as user space knows): not asked again for
+	// some epochs...
+	if err := tr.NameGateway(idx, gw, mac, netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	send(3)
+	for range 2 {
+		if err := tr.BumpEpoch(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(3)
+	if a := stats().RoutedAsks; a != 2 {
+		t.Fatalf("answered none, 2 epochs on: %d asks, want 2", a)
+	}
+	// ... unless an entry with the MAC turns STALE.
+	stale(third)
+	send(3)
+	if a := stats().RoutedAsks; a != 3 {
+		t.Fatalf("answered none, then an entry with the MAC turned STALE: %d asks, want 3", a)
+	}
+	if err := tr.NameGateway(idx, gw, mac, netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		if err := tr.BumpEpoch(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(3)
+	if a := stats().RoutedAsks; a != 4 {
+		t.Fatalf("answered none, 6 epochs on: %d asks, want 4", a)
 	}
 }

@@ -143,7 +143,7 @@ func (t *tracerCore) fentryLoader(opts TracerOptions, kernelBTF *btf.Cache) (*pr
 	// of counters, and no second copy of the ring buffer.
 	shared := map[string]*ebpf.Map{
 		"neigh_mirror": t.objs.NeighMirror, "hits": t.objs.Hits, "tr_stats": t.objs.TrStats,
-		"stale_macs": t.objs.StaleMacs, "tp_events": t.objs.TpEvents, "watched_big": t.objs.WatchedBig,
+		"via_macs": t.objs.ViaMacs, "tp_events": t.objs.TpEvents, "watched_big": t.objs.WatchedBig,
 		"source_candidates": t.objs.SourceCandidates,
 	}
 	// The tracer's maps were sized at load (MapSizeFor); a replacement

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"reflect"
 
@@ -109,12 +110,12 @@ func sumHits(per []tracerHitv) uint64 {
 func (t Reader) Stats() (TracerStats, error) {
 	var s TracerStats
 	for stat, dst := range map[tracerTrStat]*uint64{
-		tracerTrStatST_HITS_DROPPED:       &s.HitsDropped,
-		tracerTrStatST_MIRROR_DROPPED:     &s.MirrorDropped,
-		tracerTrStatST_EVENTS_DROPPED:     &s.EventsDropped,
-		tracerTrStatST_XMIT_LOOKUPS:       &s.XmitLookups,
-		tracerTrStatST_XMIT_LOOKUPS6:      &s.XmitLookups6,
-		tracerTrStatST_STALE_MACS_DROPPED: &s.StaleMACsDropped,
+		tracerTrStatST_HITS_DROPPED:   &s.HitsDropped,
+		tracerTrStatST_MIRROR_DROPPED: &s.MirrorDropped,
+		tracerTrStatST_EVENTS_DROPPED: &s.EventsDropped,
+		tracerTrStatST_XMIT_LOOKUPS:   &s.XmitLookups,
+		tracerTrStatST_XMIT_LOOKUPS6:  &s.XmitLookups6,
+		tracerTrStatST_ROUTED_ASKS:    &s.RoutedAsks,
 	} {
 		v, err := perCPUCounter(t.objs.TrStats, uint32(stat))
 		if err != nil {
@@ -124,7 +125,6 @@ func (t Reader) Stats() (TracerStats, error) {
 	}
 	s.XmitLookups += s.XmitLookups6
 	s.HitCapacity = int(t.objs.Hits.MaxEntries())
-	s.StaleMACsCapacity = int(t.objs.StaleMacs.MaxEntries())
 	s.MirrorCapacity = int(t.objs.NeighMirror.MaxEntries())
 	s.HitEntries = int(t.hitEntries.Load())
 	s.MirrorEntries = int(t.mirrorEntries.Load())
@@ -166,6 +166,7 @@ var sources = map[tracerTpSource]string{
 	tracerTpSourceSRC_SIGHTING:   SourceSighting,
 	tracerTpSourceSRC_UNMIRRORED: SourceUnmirrored,
 	tracerTpSourceSRC_OWN:        SourceOwn,
+	tracerTpSourceSRC_ROUTED:     SourceRouted,
 }
 
 // ReadTransitions calls fn for each silent transition the tracepoints
@@ -244,4 +245,30 @@ func (t Reader) MapMemory() (map[string]uint64, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// NameGateway answers the transmit hook's question (SourceRouted): bypass
+// traffic on ifindex, of the family of family, was routed to mac, and addr
+// is the STALE entry of that interface and family with that MAC, the
+// gateway, or the zero Addr when none is (the hook asks again some
+// epochs later, or as soon as an entry with the MAC turns STALE). The
+// hook checks the answer against the mirror at every packet. A question
+// the hook dropped meanwhile is not answered: it asks again.
+func (t Reader) NameGateway(ifindex int, family netip.Addr, mac net.HardwareAddr, addr netip.Addr) error {
+	if len(mac) != 6 {
+		return fmt.Errorf("gateway MAC %v: not Ethernet", mac)
+	}
+	k := tracerMkey{Ifindex: uint32(ifindex), Family: nkeyOf(ifindex, family).Family, Mac: [6]byte(mac)}
+	v := tracerVia{State: uint8(tracerViaStateVIA_NONE)}
+	if addr.IsValid() {
+		v.State, v.Addr = uint8(tracerViaStateVIA_STALE), nkeyOf(ifindex, addr).Addr
+	}
+	if err := t.objs.Epoch.Get(&v.Epoch); err != nil {
+		return fmt.Errorf("read the tracer's epoch: %w", err)
+	}
+	err := t.objs.ViaMacs.Update(raw(&k), raw(&v), ebpf.UpdateExist)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("name the gateway of %v on interface %d: %w", mac, ifindex, err)
+	}
+	return nil
 }

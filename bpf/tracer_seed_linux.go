@@ -69,10 +69,9 @@ func (k tracerNkey) hitKey() HitKey {
 // reported yet. The tracepoints are attached first, so an entry they have
 // already recorded is newer and is left alone: the insert does not
 // replace (BPF_NOEXIST), and a STALE entry counted before an insert that
-// found one is uncounted. A STALE entry is counted in the STALE-MAC map
-// first and in the filters only if it fits, as the tracepoints do. What
-// does not fit is returned, not lost: the caller counts it and tries
-// again.
+// found one is uncounted. A STALE entry is counted in the filters, as the
+// tracepoints do. What does not fit is returned, not lost: the caller
+// counts it and tries again.
 //
 // Where the kernel took tr_seed (6.0 on), the kernel does this, a batch
 // of 1,024 entries a syscall (seedInKernel); else user space does it
@@ -234,9 +233,7 @@ func (t Seeder) seedInKernel(entries []SeedEntry) (n int, unmirrored []HitKey, o
 // seedEach seeds entry by entry with map syscalls. The per-interface
 // counters and the MAC filter are read once, updated in memory and
 // written back once; a tracepoint that changes them in between loses that
-// change. A new entry costs one map syscall, two if STALE (its MAC's
-// count and the insert), four if that MAC is already counted (the count's
-// insert refused, read and written).
+// change. An entry costs one map syscall.
 func (t Seeder) seedEach(entries []SeedEntry) (n int, unmirrored []HitKey, err error) {
 	// On the heap, as in StaleCounted: 80 KiB on the stack would stay
 	// with the caller's goroutine until collections shrink it.
@@ -251,26 +248,17 @@ func (t Seeder) seedEach(entries []SeedEntry) (n int, unmirrored []HitKey, err e
 	// What the syscalls read, declared once: handed over as pointers,
 	// they live on the heap.
 	var (
-		k  tracerNkey
-		v  tracerNval
-		mk tracerMkey
-		mv tracerMval
+		k tracerNkey
+		v tracerNval
 	)
 	for _, e := range entries {
 		k = nkeyOf(e.Ifindex, e.Addr)
 		v = tracerNval{State: e.State}
 		copy(v.Mac[:], e.MAC)
 		if e.State == unix.NUD_STALE && len(e.MAC) >= 6 {
-			mk = tracerMkey{Ifindex: uint32(e.Ifindex), Family: k.Family}
-			copy(mk.Mac[:], e.MAC)
-			if t.countStale(&mk, k, &mv) {
-				v.StaleOk = 1
-			}
+			v.StaleOk = 1 // counted in the filters below, once mirrored
 		}
 		if err := t.objs.NeighMirror.Update(raw(&k), raw(&v), ebpf.UpdateNoExist); err != nil {
-			if v.StaleOk == 1 {
-				t.uncountStale(mk)
-			}
 			if errors.Is(err, ebpf.ErrKeyExist) {
 				continue // a tracepoint got there first
 			}
@@ -296,39 +284,9 @@ func (t Seeder) seedEach(entries []SeedEntry) (n int, unmirrored []HitKey, err e
 	return n, unmirrored, t.objs.MacBloom.Set(bloom)
 }
 
-// countStale adds one entry to a STALE MAC's count, as count_stale does;
-// false when the map is full. A MAC not counted yet, the common case,
-// takes one syscall. mv is scratch space.
-func (t *tracerCore) countStale(mk *tracerMkey, k tracerNkey, mv *tracerMval) bool {
-	*mv = tracerMval{Count: 1, Addr: k.Addr}
-	err := t.objs.StaleMacs.Update(raw(mk), raw(mv), ebpf.UpdateNoExist)
-	if !errors.Is(err, ebpf.ErrKeyExist) {
-		return err == nil
-	}
-	if t.objs.StaleMacs.Lookup(raw(mk), raw(mv)) != nil {
-		return false
-	}
-	mv.Count++
-	mv.Addr = k.Addr
-	return t.objs.StaleMacs.Put(raw(mk), raw(mv)) == nil
-}
-
-func (t *tracerCore) uncountStale(mk tracerMkey) {
-	var mv tracerMval
-	if t.objs.StaleMacs.Lookup(mk, &mv) != nil {
-		return
-	}
-	if mv.Count <= 1 {
-		_ = t.objs.StaleMacs.Delete(mk)
-		return
-	}
-	mv.Count--
-	_ = t.objs.StaleMacs.Put(mk, mv)
-}
-
 // StaleCounted returns how many STALE entries the in-kernel maps count
-// (mirrored, in the STALE-MAC map and the filters): with the entries
-// reported unmirrored, every STALE entry the tracer watches.
+// (mirrored, and in the filters): with the entries reported unmirrored,
+// every STALE entry the tracer watches.
 func (t Seeder) StaleCounted() (uint64, error) {
 	// 16 KiB on the heap: on the stack they would grow the scrape's
 	// connection goroutine, which a keep-alive holds between scrapes.
@@ -344,7 +302,7 @@ func (t Seeder) StaleCounted() (uint64, error) {
 }
 
 // Mirrored reports whether an entry is in the in-kernel mirror and, when
-// STALE, counted in the STALE-MAC map.
+// STALE, counted in the filters.
 func (t Seeder) Mirrored(k HitKey) bool {
 	var v tracerNval
 	if t.objs.NeighMirror.Lookup(nkeyOf(k.Ifindex, k.Addr), &v) != nil {
@@ -395,6 +353,6 @@ func countKeysOneByOne(m *ebpf.Map) int {
 // so the per-entry paths (seeding, candidates) skip cilium/ebpf's
 // reflection on every call. The generated types match their maps' layout
 // byte for byte (TestRawLayouts).
-func raw[T tracerNkey | tracerNval | tracerMkey | tracerMval | tracerCand](v *T) unsafe.Pointer {
+func raw[T tracerNkey | tracerNval | tracerMkey | tracerVia | tracerCand](v *T) unsafe.Pointer {
 	return unsafe.Pointer(v)
 }

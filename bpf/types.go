@@ -135,12 +135,11 @@ type RedirectCounts map[Helper]struct{ Stale, Other uint64 }
 // TracerStats are the tracer's own counters.
 type TracerStats struct {
 	HitsDropped, MirrorDropped, EventsDropped uint64
-	StaleMACsDropped                          uint64 // STALE entries the STALE-MAC map could not count
+	RoutedAsks                                uint64 // MACs of routed bypass traffic user space was asked to name
 	XmitLookups                               uint64 // IPv4 and IPv6 together
 	XmitLookups6                              uint64 // the IPv6 part of XmitLookups
 	HitEntries, HitCapacity                   int
 	MirrorEntries, MirrorCapacity             int
-	StaleMACsCapacity                         int
 }
 
 // HitKey names a neighbour entry in the tracer's maps.
@@ -167,6 +166,7 @@ const (
 	SourceSighting   = "sighting"
 	SourceUnmirrored = "unmirrored"
 	SourceOwn        = "own"
+	SourceRouted     = "routed"
 )
 
 // SilentTransition is a transition the tracepoints saw and netlink never

@@ -54,7 +54,8 @@ func NewTracerCollector(running RunningTracer, names func(ifindex int32) string,
 		mapCapacity = s.gauge("tracer_map_capacity", "Capacity of the tracer's maps.", "map")
 		mapBytes    = s.gauge("tracer_map_bytes", "Kernel memory of each of the tracer's maps, as the kernel reports it (memlock); kernels since 5.11 charge it to the agent's memory cgroup, beside the process's RSS.", "map")
 		dropped     = s.counter("tracer_dropped_total", "Tracer records lost: hits (map full), mirror updates, ring buffer events.", "kind")
-		lookups     = s.counter("tracer_xmit_lookups_total", "Transmitted packets that passed the cheap filters and needed a STALE-MAC lookup.")
+		lookups     = s.counter("tracer_xmit_lookups_total", "Transmitted packets that passed the cheap filters and needed a lookup of their destination in the mirror.")
+		routedAsks  = s.counter("tracer_routed_asks_total", "MACs that routed bypass traffic went to, whose STALE entry (the gateway) the transmit hook asked the agent to name; at most once a tracer interval each.")
 		transitions = s.counter("tracer_transitions_total", "Silent transitions from the tracepoints: applied to the table, or already overtaken by netlink.", "result")
 		hitsUnknown = s.counter("tracer_hits_unattributed_total", "Bypass packets counted for entries the table does not hold.")
 		redirects   = s.counter("tracer_redirects_total", "fentry mode: redirect helper calls by helper and the state of the neighbour the FIB lookup before them resolved.", "helper", "nexthop")
@@ -122,12 +123,11 @@ func NewTracerCollector(running RunningTracer, names func(ifindex int32) string,
 			ch <- mapCapacity.with(float64(st.HitCapacity), "hits")
 			ch <- mapEntries.with(float64(st.MirrorEntries), "mirror")
 			ch <- mapCapacity.with(float64(st.MirrorCapacity), "mirror")
-			ch <- mapCapacity.with(float64(st.StaleMACsCapacity), "stale_macs")
-			ch <- dropped.with(float64(st.StaleMACsDropped), "stale_macs")
 			ch <- dropped.with(float64(st.HitsDropped), "hits")
 			ch <- dropped.with(float64(st.MirrorDropped), "mirror")
 			ch <- dropped.with(float64(st.EventsDropped), "events")
 			ch <- lookups.with(float64(st.XmitLookups))
+			ch <- routedAsks.with(float64(st.RoutedAsks))
 		}
 		if mb, err := src.MapMemory(); err != nil {
 			errs = append(errs, err)

@@ -1,5 +1,7 @@
 package table
 
+import "net/netip"
+
 // Candidates calls fn, under the table's lock, for up to max of the
 // STALE entries and entries neighwatch manages, with their lladdr (raw
 // bytes), from the cursor from on, and returns the cursor of the next
@@ -73,3 +75,26 @@ func (t CandidateSet) CandidateChanges(fn func(k Key, lladdr string)) bool {
 // minCandDirty is the least number of changed candidates the table keeps
 // for CandidateChanges; it keeps as many as it holds entries, if more.
 const minCandDirty = 65536
+
+// StaleWithMAC returns the address of a STALE entry of interface ifindex
+// and family f whose lladdr is mac (raw bytes): the gateway that routed
+// traffic to mac went through, which the tracer asks for by its MAC
+// alone. It walks the interface's STALE entries of that family, under
+// the table's lock; the tracer asks at most once an epoch for each MAC
+// bypass traffic was routed to. ok is false when no STALE entry has it.
+func (t CandidateSet) StaleWithMAC(ifindex int32, f Family, mac string) (addr netip.Addr, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.ifaces[ifindex]
+	if s == nil {
+		return netip.Addr{}, false
+	}
+	for _, h := range []staleHeap{s.long[f.idx()], s.pending[f.idx()]} {
+		for _, slot := range h {
+			if r := t.st.at(slot); r.live() && r.state == StateStale && t.st.lladdrView(slot, r) == mac {
+				return r.ip(), true
+			}
+		}
+	}
+	return netip.Addr{}, false
+}

@@ -16,6 +16,7 @@ type Counters struct {
 	OwnHeard          uint64 // intervals a candidate seen at another MAC sent from its own
 	Candidates        int    // stale-long entries watched for source-MAC evidence
 	Created           uint64 // creations seen by the tracepoints, looked up
+	GatewaysNamed     uint64 // answers to the transmit hook's routed-traffic questions (a gateway or none)
 	// Attached says whether the per-packet hooks are attached now, and
 	// AttachedTime for how long in all.
 	Attached     bool
@@ -25,7 +26,7 @@ type Counters struct {
 type counters struct {
 	transitions, transitionsStale, transitionsBroken atomic.Uint64
 	hitsApplied, hitsUnknown, sourcePackets          atomic.Uint64
-	created, ownHeard                                atomic.Uint64
+	created, ownHeard, gatewaysNamed                 atomic.Uint64
 	candidates                                       atomic.Int64
 }
 
@@ -35,5 +36,6 @@ func (c *counters) snapshot() Counters {
 		TransitionsBroken: c.transitionsBroken.Load(),
 		HitsApplied:       c.hitsApplied.Load(), HitsUnknown: c.hitsUnknown.Load(),
 		SourcePackets: c.sourcePackets.Load(), OwnHeard: c.ownHeard.Load(), Candidates: int(c.candidates.Load()), Created: c.created.Load(),
+		GatewaysNamed: c.gatewaysNamed.Load(),
 	}
 }

@@ -400,6 +400,10 @@ const candBatch = 4096
 
 func (f *Feed) applyTransition(tr bpf.SilentTransition) {
 	k := table.Key{Ifindex: int32(tr.Key.Ifindex), Addr: tr.Key.Addr}
+	if tr.Source == bpf.SourceRouted {
+		f.nameGateway(tr)
+		return
+	}
 	switch tr.Source {
 	case bpf.SourceHit, bpf.SourceSighting, bpf.SourceUnmirrored, bpf.SourceOwn:
 		f.mu.Lock()
@@ -432,6 +436,24 @@ func (f *Feed) applyTransition(tr bpf.SilentTransition) {
 	} else {
 		f.c.transitionsStale.Add(1)
 	}
+}
+
+// nameGateway answers the transmit hook at once: bypass traffic on an
+// interface was routed to a MAC, and the table names the STALE entry of
+// that interface and family with it (the gateway), or that none is. The
+// hook asks at most once an epoch for each such MAC, so the walk of the
+// interface's STALE entries this takes is rare.
+func (f *Feed) nameGateway(tr bpf.SilentTransition) {
+	fam := table.FamilyInet
+	if tr.Key.Addr.Is6() {
+		fam = table.FamilyInet6
+	}
+	gw, _ := f.table.StaleWithMAC(int32(tr.Key.Ifindex), fam, string(tr.MAC))
+	if err := f.tracer.NameGateway(tr.Key.Ifindex, tr.Key.Addr, tr.MAC, gw); err != nil {
+		f.log.Warn("tracer: naming the gateway of routed traffic failed", "err", err)
+		return
+	}
+	f.c.gatewaysNamed.Add(1)
 }
 
 // createdDelay lets the kernel finish creating an entry (the tracepoint

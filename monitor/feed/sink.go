@@ -2,6 +2,7 @@ package feed
 
 import (
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/neighwatch/neighwatch/table"
@@ -18,6 +19,7 @@ type Sink interface {
 	Candidates(from uint32, max int, fn func(k table.Key, lladdr string)) uint32
 	CandidateChanges(fn func(k table.Key, lladdr string)) bool
 	IsCandidate(k table.Key) bool
+	StaleWithMAC(ifindex int32, f table.Family, mac string) (netip.Addr, bool)
 	CountClass(min table.Class) int
 	CountOwned() int
 	Range(from uint32, max int, fn func(e *table.Entry)) uint32
