@@ -27,13 +27,14 @@ const (
 type tracerCost struct{ entry, slot int64 }
 
 var (
-	// Before 6.0 the source-MAC candidates have a map of their own:
-	// three elements an entry (the mirror, the STALE MAC, the candidate:
-	// 104 + 104 + 136 bytes charged) and four maps' slots.
-	costOwnCandidates = tracerCost{entry: 370, slot: 64}
-	// From 6.0 they live in the mirror's values: two elements (136 +
-	// 104) and three maps' slots.
-	costCandidatesInMirror = tracerCost{entry: 250, slot: 48}
+	// Before 6.0 the source-MAC candidates have a map of their own: two
+	// elements an entry (the mirror, the candidate: 136 + 136 bytes
+	// charged) and three maps' slots (the mirror, the candidates, the
+	// hit counters).
+	costOwnCandidates = tracerCost{entry: 290, slot: 48}
+	// From 6.0 they live in the mirror's values: one element (136) and
+	// two maps' slots.
+	costCandidatesInMirror = tracerCost{entry: 150, slot: 32}
 )
 
 // memNeed is the memory the agent needs for a node whose neighbour
