@@ -14,6 +14,7 @@ import (
 
 	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/internal/dev/lab/fwd"
+	"github.com/neighwatch/neighwatch/internal/kver"
 	"golang.org/x/sys/unix"
 )
 
@@ -111,7 +112,7 @@ func tracerLoads(t *testing.T, opts TracerOptions) {
 	}
 	// The agent's memory plan goes by the release, the loader by what
 	// loads: they must agree on where the source-MAC candidates live.
-	if planned, rel, err := KernelAtLeast(CandidatesInMirrorFrom[0], CandidatesInMirrorFrom[1]); err != nil || planned != tr.candInMirror || (tr.seed.cand != nil) != tr.candInMirror {
+	if planned, rel, err := kver.AtLeast(CandidatesInMirrorFrom[0], CandidatesInMirrorFrom[1]); err != nil || planned != tr.candInMirror || (tr.seed.cand != nil) != tr.candInMirror {
 		t.Errorf("kernel %s: candidates in the mirror's values: planned %v, loaded %v (tr_candidates loaded %v; %v)", rel, planned, tr.candInMirror, tr.seed.cand != nil, err)
 	}
 	for _, f := range []Feature{FeatureStates, FeatureCreated, FeatureBypass, FeatureSourceMAC} {

@@ -335,3 +335,11 @@ func bloomSlot(ifindex uint32, mac net.HardwareAddr, family uint8) uint32 {
 	x *= 0x9E3779B97F4A7C15
 	return uint32(x>>50) & (16384 - 1)
 }
+
+// CandidatesInMirrorFrom is the first release whose kernel takes
+// tr_candidates (a syscall program that loops over maps allocated on
+// demand, which sleepable programs may use from 6.0), so that the
+// source-MAC candidates live in the mirror's values rather than in a map
+// of their own: what the tracer's maps cost per entry depends on it. The
+// loader tries the program itself; this is for planning before it loads.
+var CandidatesInMirrorFrom = [2]int{6, 0}

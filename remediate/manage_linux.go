@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/internal/kver"
 	"github.com/neighwatch/neighwatch/table"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -16,8 +16,10 @@ import (
 // neighbours (NTF_EXT_MANAGED, Linux 5.16). Older kernels ignore the
 // attribute without an error, so the version is the only test.
 func ManagedSupported() (bool, string) {
-	ok, rel, err := bpf.KernelAtLeast(5, 16)
+	ok, rel, err := kver.AtLeast(5, 16)
 	switch {
+	case err != nil && rel == "":
+		return false, "uname: " + err.Error()
 	case err != nil:
 		return false, err.Error()
 	case !ok:

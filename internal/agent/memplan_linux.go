@@ -1,6 +1,9 @@
 package agent
 
-import "github.com/neighwatch/neighwatch/bpf"
+import (
+	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/internal/kver"
+)
 
 // cgroupMemoryLimit returns the memory limit of the cgroup the agent
 // runs in, in bytes, or 0 when there is none (or it cannot be read): the
@@ -12,7 +15,7 @@ func cgroupMemoryLimit() int64 {
 
 // kernelTracerCost is the tracer maps' cost on the running kernel.
 func kernelTracerCost() tracerCost {
-	if ok, _, err := bpf.KernelAtLeast(bpf.CandidatesInMirrorFrom[0], bpf.CandidatesInMirrorFrom[1]); err == nil && ok {
+	if ok, _, err := kver.AtLeast(bpf.CandidatesInMirrorFrom[0], bpf.CandidatesInMirrorFrom[1]); err == nil && ok {
 		return costCandidatesInMirror
 	}
 	return costOwnCandidates

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/neighwatch/neighwatch/internal/kver"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -113,16 +114,11 @@ func Patience(d time.Duration) time.Duration {
 // major.minor, and the release, from uname(2): for tests that must know
 // what the kernel gives independently of what the agent says.
 func KernelAtLeast(major, minor int) (bool, string) {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
+	ok, rel, err := kver.AtLeast(major, minor)
+	if err != nil && rel == "" {
 		return false, "unknown: " + err.Error()
 	}
-	rel := unix.ByteSliceToString(u.Release[:])
-	var ma, mi int
-	if _, err := fmt.Sscanf(rel, "%d.%d", &ma, &mi); err != nil {
-		return false, rel
-	}
-	return ma > major || (ma == major && mi >= minor), rel
+	return ok, rel
 }
 
 // Unique returns prefix plus a random suffix, for names that must not
