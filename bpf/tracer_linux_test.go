@@ -99,26 +99,8 @@ func TestTracerWatchesLargeIfindex(t *testing.T) {
 func TestTracerPastCapacity(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
-	ns := lab.NewNS(t, "cap")
-	ns.MustIP(t, "link", "add", "cap0", "type", "veth", "peer", "name", "cap1")
-	ns.MustIP(t, "link", "set", "cap0", "up")
-	idx, err := ns.Ifindex("cap0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ino, err := NetNSInode("/run/netns/" + ns.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const capacity, n = 16, 40
-	tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, NetNSIno: ino, MirrorSize: capacity})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if err := tr.SetWatched([]int{idx}, false); err != nil {
-		t.Fatal(err)
-	}
+	ns, idx, tr := watchedVeth(t, "cap", TracerOptions{MirrorSize: capacity})
 	var lines []string
 	for i := range n {
 		lines = append(lines, "neigh add "+lab.HostIP(8, i).String()+" lladdr "+lab.HostMAC(i, 8).String()+" dev cap0 nud stale")
@@ -169,25 +151,7 @@ func TestTracerPastCapacity(t *testing.T) {
 func TestDeletedCandidateStaysUntilRemoved(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
-	ns := lab.NewNS(t, "gone")
-	ns.MustIP(t, "link", "add", "gone0", "type", "veth", "peer", "name", "gone1")
-	ns.MustIP(t, "link", "set", "gone0", "up")
-	idx, err := ns.Ifindex("gone0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ino, err := NetNSInode("/run/netns/" + ns.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, NetNSIno: ino})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if err := tr.SetWatched([]int{idx}, false); err != nil {
-		t.Fatal(err)
-	}
+	ns, idx, tr := watchedVeth(t, "gone", TracerOptions{})
 	addr, mac := netip.MustParseAddr("10.7.1.1"), [6]byte{2, 0, 0, 0, 7, 0x11}
 	k := nkeyOf(idx, addr)
 	ns.MustIP(t, "neigh", "add", addr.String(), "lladdr", "02:00:00:00:07:11", "dev", "gone0", "nud", "stale")
@@ -248,26 +212,7 @@ func TestDeletedCandidateStaysUntilRemoved(t *testing.T) {
 func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
-	ns := lab.NewNS(t, "via")
-	ns.MustIP(t, "link", "add", "via0", "type", "veth", "peer", "name", "via1")
-	ns.MustIP(t, "link", "set", "via1", "up")
-	ns.MustIP(t, "link", "set", "via0", "up")
-	idx, err := ns.Ifindex("via0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ino, err := NetNSInode("/run/netns/" + ns.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, NetNSIno: ino})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if err := tr.SetWatched([]int{idx}, false); err != nil {
-		t.Fatal(err)
-	}
+	ns, idx, tr := watchedVeth(t, "via", TracerOptions{})
 	if err := tr.SetPerPacket(true); err != nil {
 		t.Fatal(err)
 	}
@@ -387,4 +332,33 @@ func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 	if a := stats().RoutedAsks; a != 4 {
 		t.Fatalf("answered none, 6 epochs on: %d asks, want 4", a)
 	}
+}
+
+// watchedVeth makes a namespace with a veth pair, prefix0 and prefix1,
+// both up, and loads an xmit tracer for that namespace (opts give the
+// sizes) watching prefix0; the tracer is closed when the test ends.
+func watchedVeth(t *testing.T, prefix string, opts TracerOptions) (lab.NS, int, *Tracer) {
+	t.Helper()
+	ns := lab.NewNS(t, prefix)
+	dev, peer := prefix+"0", prefix+"1"
+	ns.MustIP(t, "link", "add", dev, "type", "veth", "peer", "name", peer)
+	ns.MustIP(t, "link", "set", peer, "up")
+	ns.MustIP(t, "link", "set", dev, "up")
+	idx, err := ns.Ifindex(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.NetNSIno, err = NetNSInode("/run/netns/" + ns.Name); err != nil {
+		t.Fatal(err)
+	}
+	opts.Mode = TracerXmit
+	tr, err := LoadTracer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	if err := tr.SetWatched([]int{idx}, false); err != nil {
+		t.Fatal(err)
+	}
+	return ns, idx, tr
 }
