@@ -11,5 +11,5 @@
 package bpf
 
 //go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror -I./include" -target bpfel -go-package bpf -type dp_decision datapath datapath.c
-//go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror -I./include" -target bpfel -go-package bpf -type tp_event -type tp_source -type tr_stat -type cand -type seed_result -type cand_result -type via_state tracer tracer.c
+//go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror -I./include" -target bpfel -go-package bpf -type tp_event -type tp_source -type tr_stat -type cand -type scand -type seed_result -type cand_result -type via_state tracer tracer.c
 //go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror -I./include" -target bpfel -go-package bpf -type fe_helper -type fe_nexthop fentry fentry.c

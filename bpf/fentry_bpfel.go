@@ -13,18 +13,6 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type fentryCand struct {
-	_        structs.HostLayout
-	Mac      [6]uint8
-	Seen     [6]uint8
-	Epoch    uint32
-	OwnEpoch uint32
-	On       uint8
-	Gone     uint8
-	Pad      [2]uint8
-	Packets  uint64
-}
-
 type fentryFeHelper uint32
 
 const (
@@ -78,9 +66,30 @@ type fentryNkey struct {
 type fentryNval struct {
 	_       structs.HostLayout
 	State   uint8
-	Mac     [6]uint8
 	StaleOk uint8
-	C       fentryCand
+	Mac     [6]uint8
+	C       struct {
+		_        structs.HostLayout
+		On       uint8
+		Gone     uint8
+		Epoch    uint8
+		OwnEpoch uint8
+		Packets  uint32
+	}
+}
+
+type fentryScand struct {
+	_   structs.HostLayout
+	Mac [6]uint8
+	Pad [2]uint8
+	C   struct {
+		_        structs.HostLayout
+		On       uint8
+		Gone     uint8
+		Epoch    uint8
+		OwnEpoch uint8
+		Packets  uint32
+	}
 }
 
 type fentryVia struct {
@@ -121,6 +130,7 @@ const (
 	fentryVarUnusedCand            = "unused_cand"
 	fentryVarUnusedFeHelper        = "unused_fe_helper"
 	fentryVarUnusedFeNexthop       = "unused_fe_nexthop"
+	fentryVarUnusedScand           = "unused_scand"
 	fentryVarUnusedTpEvent         = "unused_tp_event"
 	fentryVarUnusedTpSource        = "unused_tp_source"
 	fentryVarUnusedTrStat          = "unused_tr_stat"
@@ -210,6 +220,7 @@ type fentryVariableSpecs struct {
 	UnusedCand      *ebpf.VariableSpec `ebpf:"unused_cand"`
 	UnusedFeHelper  *ebpf.VariableSpec `ebpf:"unused_fe_helper"`
 	UnusedFeNexthop *ebpf.VariableSpec `ebpf:"unused_fe_nexthop"`
+	UnusedScand     *ebpf.VariableSpec `ebpf:"unused_scand"`
 	UnusedTpEvent   *ebpf.VariableSpec `ebpf:"unused_tp_event"`
 	UnusedTpSource  *ebpf.VariableSpec `ebpf:"unused_tp_source"`
 	UnusedTrStat    *ebpf.VariableSpec `ebpf:"unused_tr_stat"`
@@ -276,6 +287,7 @@ type fentryVariables struct {
 	UnusedCand      *ebpf.Variable `ebpf:"unused_cand"`
 	UnusedFeHelper  *ebpf.Variable `ebpf:"unused_fe_helper"`
 	UnusedFeNexthop *ebpf.Variable `ebpf:"unused_fe_nexthop"`
+	UnusedScand     *ebpf.Variable `ebpf:"unused_scand"`
 	UnusedTpEvent   *ebpf.Variable `ebpf:"unused_tp_event"`
 	UnusedTpSource  *ebpf.Variable `ebpf:"unused_tp_source"`
 	UnusedTrStat    *ebpf.Variable `ebpf:"unused_tr_stat"`

@@ -24,7 +24,7 @@ func TestRawLayouts(t *testing.T) {
 	}{
 		{tracerMapNeighMirror, unsafe.Sizeof(tracerNkey{}), unsafe.Sizeof(tracerNval{})},
 		{tracerMapViaMacs, unsafe.Sizeof(tracerMkey{}), unsafe.Sizeof(tracerVia{})},
-		{tracerMapSourceCandidates, unsafe.Sizeof(tracerNkey{}), unsafe.Sizeof(tracerCand{})},
+		{tracerMapSourceCandidates, unsafe.Sizeof(tracerNkey{}), unsafe.Sizeof(tracerScand{})},
 		// Mapped into memory as an array of Go values: the stride must match.
 		{tracerMapSeedBatch, 4, unsafe.Sizeof(tracerSeedEntry{})},
 	} {

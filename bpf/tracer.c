@@ -106,8 +106,8 @@ static long seed_one(__u32 i, void *unused)
 
 enum cand_result {
 	CAND_ADDED = 1,   /* a new candidate */
-	CAND_KEPT = 2,    /* already a candidate with this MAC: what was seen of it stays */
-	CAND_CHANGED = 3, /* already a candidate, now with this MAC: seen from zero */
+	CAND_KEPT = 2,    /* already a candidate: what was seen of it stays */
+	CAND_CHANGED = 3, /* the same, now with this MAC (one by one, before 6.0) */
 	CAND_FULL = 4,    /* not watched: the map is full */
 	CAND_REMOVED = 5, /* has_mac 0: no longer a candidate */
 	CAND_ABSENT = 6,  /* has_mac 0, and it was none */
@@ -146,14 +146,16 @@ static long cand_one(__u32 i, void *unused)
 		e->result = CAND_FULL; // not mirrored: the mirror is full
 		return 0;
 	}
-	if (nv->c.on && mac_eq(nv->c.mac, e->mac)) {
+	// The candidate's MAC is the entry's own, which the hooks keep
+	// current: one already watched stays as it is, whatever MAC user
+	// space last knew.
+	if (nv->c.on) {
 		e->result = CAND_KEPT;
 		return 0;
 	}
-	e->result = nv->c.on ? CAND_CHANGED : CAND_ADDED;
+	e->result = CAND_ADDED;
 	__u8 gone = nv->c.gone;
 	__builtin_memset(&nv->c, 0, sizeof(nv->c));
-	__builtin_memcpy(nv->c.mac, e->mac, 6);
 	nv->c.on = 1;
 	nv->c.gone = gone;
 	return 0;

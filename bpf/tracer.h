@@ -74,29 +74,35 @@ struct nkey {
 
 /* A source-MAC candidate: an entry whose own packets the tracer watches
  * for (STALE, or managed by neighwatch), and what was seen of its address
- * arriving from another MAC than the entry's. */
+ * arriving from another MAC than the entry's. The other MAC itself is
+ * not kept: the sighting's announcement carries it (SRC_SIGHTING). */
 struct cand {
-	__u8 mac[6];	 /* the entry's lladdr, written by user space */
-	__u8 seen[6];	 /* the last other source MAC seen */
-	__u32 epoch;	 /* the epoch the sighting was last announced in */
-	__u32 own_epoch; /* the epoch its own MAC was last announced in */
-	__u8 on;	 /* a candidate (in the mirror's value; the map's are all on) */
-	__u8 gone;	 /* the kernel deleted the entry: its mirror value stays,
-			  * for tr_candidates to delete, while it is a candidate */
-	__u8 pad[2];
-	__u64 packets; /* packets from the address at another MAC */
+	__u8 on;	/* a candidate (in the mirror's value; the map's are all on) */
+	__u8 gone;	/* the kernel deleted the entry: its mirror value stays,
+			 * for tr_candidates to delete, while it is a candidate */
+	__u8 epoch;	/* the epoch's low byte when the sighting was last announced */
+	__u8 own_epoch; /* the same, for its own MAC (SRC_OWN) */
+	__u32 packets;	/* packets from the address at another MAC (wraps) */
 };
 
-/* 40 bytes: an element of 120 (the kernel's 56-byte header, the 24-byte
- * key, the value), which the kernel takes from its 128-byte size class, as
- * it took the separate candidate map's 112-byte elements: the candidate
- * costs an entry nothing more than it did, and no second element and slot
- * (BENCHMARKS.md, issue 41). */
+/* 16 bytes: with the kernel's 48-byte element header and the 24-byte key,
+ * an element of 88, 96 with the allocator's 8-byte link: the kernel's
+ * 96-byte size class, where a 40-byte value took the 128-byte one
+ * (BENCHMARKS.md, issue 41). The candidate part is compared with the
+ * entry's own MAC, the mirror's. */
 struct nval {
 	__u8 state;
-	__u8 mac[6];
 	__u8 stale_ok; /* STALE, and counted in mac_bloom and stale_on_if */
+	__u8 mac[6];
 	struct cand c; /* where tr_candidates writes candidates (6.0 on) */
+};
+
+/* A candidate in source_candidates (before 6.0): user space writes its
+ * MAC, as the mirror's value holds no candidate there. */
+struct scand {
+	__u8 mac[6];
+	__u8 pad[2];
+	struct cand c;
 };
 
 /* A MAC on an interface, per family. The family matters: a host's IPv6
@@ -170,6 +176,7 @@ enum tr_stat {
 /* Keep the types in BTF for bpf2go -type (Go decodes with them). */
 const struct tp_event *unused_tp_event __attribute__((unused));
 const struct cand *unused_cand __attribute__((unused));
+const struct scand *unused_scand __attribute__((unused));
 const struct via *unused_via __attribute__((unused));
 const enum via_state *unused_via_state __attribute__((unused));
 const enum tp_source *unused_tp_source __attribute__((unused));
@@ -187,8 +194,10 @@ volatile const __u32 netns_ino = 0;
 /* Written by user space. */
 volatile __u32 watch_all = 0;
 /* Bumped by user space every interval: hits and sightings are announced
- * once per epoch. */
-volatile __u32 epoch = 0;
+ * once per epoch. Candidates keep its low byte, which is never 0 (user
+ * space skips those epochs), so a new candidate's first sighting is
+ * announced at once. */
+volatile __u32 epoch = 1;
 __u64 watched_bits[WATCH_BITS_WORDS];
 /* Per interface bucket: STALE entries mirrored there. Zero means no packet
  * on that interface can hit, and the hook returns before any lookup. */
@@ -254,7 +263,7 @@ struct {
 	__uint(max_entries, 65536);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct nkey);
-	__type(value, struct cand);
+	__type(value, struct scand);
 } source_candidates SEC(".maps");
 
 struct {
@@ -339,24 +348,24 @@ static __always_inline void announce(const struct nkey *k, __u8 source, const __
 }
 
 /* sighted records a packet from candidate c's address (k: the interface
- * it arrived on and its source) sent from src: a suspicion when src is
- * not the candidate's MAC, announced once per epoch. From its own MAC it
- * is news only once the address was seen at another (the suspicion's
- * answer: a host that sends from two MACs), also once per epoch: an
- * address never seen elsewhere costs a lookup and nothing more. */
-static __always_inline void sighted(const struct nkey *k, struct cand *c, const __u8 *src)
+ * it arrived on and its source), whose MAC is own, sent from src: a
+ * suspicion when src is not own, announced once per epoch with src. From
+ * its own MAC it is news only once the address was seen at another (the
+ * suspicion's answer: a host that sends from two MACs), also once per
+ * epoch: an address never seen elsewhere costs a lookup and nothing more. */
+static __always_inline void sighted(const struct nkey *k, struct cand *c, const __u8 *own, const __u8 *src)
 {
-	if (mac_eq(c->mac, src)) {
-		if (c->packets && c->own_epoch != epoch) {
-			c->own_epoch = epoch;
+	__u8 now = epoch;
+	if (mac_eq(own, src)) {
+		if (c->packets && c->own_epoch != now) {
+			c->own_epoch = now;
 			announce(k, SRC_OWN, src);
 		}
 		return;
 	}
-	__builtin_memcpy(c->seen, src, ETH_ALEN);
 	__sync_fetch_and_add(&c->packets, 1);
-	if (c->epoch != epoch) {
-		c->epoch = epoch;
+	if (c->epoch != now) {
+		c->epoch = now;
 		announce(k, SRC_SIGHTING, src);
 	}
 }
@@ -370,12 +379,12 @@ static __always_inline void sight(const struct nkey *k, const __u8 *src)
 	stat_inc(ST_SOURCE_LOOKUPS);
 	struct nval *nv = bpf_map_lookup_elem(&neigh_mirror, k);
 	if (nv && nv->c.on) {
-		sighted(k, &nv->c, src);
+		sighted(k, &nv->c, nv->mac, src);
 		return;
 	}
-	struct cand *c = bpf_map_lookup_elem(&source_candidates, k);
+	struct scand *c = bpf_map_lookup_elem(&source_candidates, k);
 	if (c)
-		sighted(k, c, src);
+		sighted(k, &c->c, c->mac, src);
 }
 
 static __always_inline void count_hit(struct nkey *k)

@@ -15,14 +15,11 @@ import (
 
 type tracerCand struct {
 	_        structs.HostLayout
-	Mac      [6]uint8
-	Seen     [6]uint8
-	Epoch    uint32
-	OwnEpoch uint32
 	On       uint8
 	Gone     uint8
-	Pad      [2]uint8
-	Packets  uint64
+	Epoch    uint8
+	OwnEpoch uint8
+	Packets  uint32
 }
 
 type tracerCandResult uint32
@@ -63,9 +60,16 @@ type tracerNkey struct {
 type tracerNval struct {
 	_       structs.HostLayout
 	State   uint8
-	Mac     [6]uint8
 	StaleOk uint8
+	Mac     [6]uint8
 	C       tracerCand
+}
+
+type tracerScand struct {
+	_   structs.HostLayout
+	Mac [6]uint8
+	Pad [2]uint8
+	C   tracerCand
 }
 
 type tracerSeedEntry struct {
@@ -175,6 +179,7 @@ const (
 	tracerVarStaleOnIf           = "stale_on_if"
 	tracerVarUnusedCand          = "unused_cand"
 	tracerVarUnusedCandResult    = "unused_cand_result"
+	tracerVarUnusedScand         = "unused_scand"
 	tracerVarUnusedSeedResult    = "unused_seed_result"
 	tracerVarUnusedTpEvent       = "unused_tp_event"
 	tracerVarUnusedTpSource      = "unused_tp_source"
@@ -269,6 +274,7 @@ type tracerVariableSpecs struct {
 	StaleOnIf        *ebpf.VariableSpec `ebpf:"stale_on_if"`
 	UnusedCand       *ebpf.VariableSpec `ebpf:"unused_cand"`
 	UnusedCandResult *ebpf.VariableSpec `ebpf:"unused_cand_result"`
+	UnusedScand      *ebpf.VariableSpec `ebpf:"unused_scand"`
 	UnusedSeedResult *ebpf.VariableSpec `ebpf:"unused_seed_result"`
 	UnusedTpEvent    *ebpf.VariableSpec `ebpf:"unused_tp_event"`
 	UnusedTpSource   *ebpf.VariableSpec `ebpf:"unused_tp_source"`
@@ -334,6 +340,7 @@ type tracerVariables struct {
 	StaleOnIf        *ebpf.Variable `ebpf:"stale_on_if"`
 	UnusedCand       *ebpf.Variable `ebpf:"unused_cand"`
 	UnusedCandResult *ebpf.Variable `ebpf:"unused_cand_result"`
+	UnusedScand      *ebpf.Variable `ebpf:"unused_scand"`
 	UnusedSeedResult *ebpf.Variable `ebpf:"unused_seed_result"`
 	UnusedTpEvent    *ebpf.Variable `ebpf:"unused_tp_event"`
 	UnusedTpSource   *ebpf.Variable `ebpf:"unused_tp_source"`

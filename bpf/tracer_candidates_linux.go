@@ -64,10 +64,10 @@ func (t *tracerCore) eachCandidate(fn func(k tracerNkey, c *tracerCand)) error {
 			return err
 		}
 	}
-	var v tracerCand
+	var v tracerScand
 	it := t.objs.SourceCandidates.Iterate()
 	for it.Next(&k, &v) {
-		fn(k, &v)
+		fn(k, &v.C)
 	}
 	return it.Err()
 }
@@ -85,8 +85,10 @@ func (t *tracerCore) lookupCandidate(k tracerNkey, c *tracerCand) (ok bool, err 
 			return false, err
 		}
 	}
-	switch err := t.objs.SourceCandidates.Lookup(raw(&k), raw(c)); {
+	var v tracerScand
+	switch err := t.objs.SourceCandidates.Lookup(raw(&k), raw(&v)); {
 	case err == nil:
+		*c = v.C
 		return true, nil
 	case errors.Is(err, ebpf.ErrKeyNotExist):
 		return false, nil
@@ -117,8 +119,9 @@ func (t CandidateFilter) PruneCandidates(keep func(ifindex int, addr netip.Addr)
 
 // UpdateCandidates adds, changes or removes source-MAC candidates: one
 // with a MAC is watched for packets from its address at another MAC, one
-// without is no longer watched. A candidate that stays with the same MAC
-// keeps what was seen of it. Where the kernel took tr_candidates, a batch
+// without is no longer watched. A candidate already watched keeps what
+// was seen of it; its MAC is its entry's (in the mirror), or the one
+// given (one by one). Where the kernel took tr_candidates, a batch
 // of 1,024 costs one syscall; else a new or removed candidate costs one
 // map syscall, one already watched two or three. It reports how many
 // candidates did not fit in the map.
@@ -137,8 +140,6 @@ func (t CandidateFilter) UpdateCandidates(cs []Candidate) (notWatched int, err e
 			delete(t.sightings, k) // counts from zero again
 			slots = t.candSlot(k, d) || slots
 			ifaces = t.candIface(int(k.Ifindex), int(d)) || ifaces
-		case tracerCandResultCAND_CHANGED:
-			delete(t.sightings, k)
 		case tracerCandResultCAND_FULL:
 			notWatched++
 		case tracerCandResultCAND_FAILED:
@@ -210,7 +211,7 @@ func (t CandidateFilter) candidatesInKernel(cs []Candidate, note func(tracerNkey
 // candidatesEach updates the candidates one by one with map syscalls.
 func (t CandidateFilter) candidatesEach(cs []Candidate, note func(tracerNkey, tracerCandResult, error)) {
 	var k tracerNkey // declared once: handed over as a pointer, it lives on the heap
-	var v, old tracerCand
+	var v, old tracerScand
 	for _, c := range cs {
 		k = nkeyOf(c.Ifindex, c.Addr)
 		if len(c.MAC) != 6 {
@@ -224,7 +225,7 @@ func (t CandidateFilter) candidatesEach(cs []Candidate, note func(tracerNkey, tr
 			}
 			continue
 		}
-		v = tracerCand{Mac: [6]byte(c.MAC)}
+		v = tracerScand{Mac: [6]byte(c.MAC)}
 		err := t.objs.SourceCandidates.Update(raw(&k), raw(&v), ebpf.UpdateNoExist)
 		if err == nil {
 			note(k, tracerCandResultCAND_ADDED, nil)
@@ -234,9 +235,16 @@ func (t CandidateFilter) candidatesEach(cs []Candidate, note func(tracerNkey, tr
 			note(k, tracerCandResultCAND_FULL, nil)
 			continue
 		}
-		if t.objs.SourceCandidates.Lookup(raw(&k), raw(&old)) == nil && old.Mac == v.Mac {
-			note(k, tracerCandResultCAND_KEPT, nil)
-			continue
+		if t.objs.SourceCandidates.Lookup(raw(&k), raw(&old)) == nil {
+			if old.Mac == v.Mac {
+				note(k, tracerCandResultCAND_KEPT, nil)
+				continue
+			}
+			// A new MAC, and what was seen stays, as in the mirror,
+			// whose candidates follow their entry's MAC. The hooks'
+			// increments between the read and the write are lost.
+			old.Mac = v.Mac
+			v = old
 		}
 		if t.objs.SourceCandidates.Put(raw(&k), raw(&v)) != nil {
 			note(k, tracerCandResultCAND_FULL, nil)
@@ -311,18 +319,30 @@ func sourceSlot(k tracerNkey) uint32 {
 }
 
 // BumpEpoch starts a new epoch: the programs announce each entry's hits
-// and each candidate's sightings again, once, from now on.
+// and each candidate's sightings again, once, from now on. A candidate
+// keeps the epoch's low byte, which a new one starts at 0: epochs whose
+// low byte is 0 are skipped.
 func (t CandidateFilter) BumpEpoch() error {
 	var e uint32
 	if err := t.objs.Epoch.Get(&e); err != nil {
 		return err
 	}
+	e = nextEpoch(e)
 	if t.feEpoch != nil {
-		if err := t.feEpoch.Set(e + 1); err != nil {
+		if err := t.feEpoch.Set(e); err != nil {
 			return err
 		}
 	}
-	return t.objs.Epoch.Set(e + 1)
+	return t.objs.Epoch.Set(e)
+}
+
+// nextEpoch is the epoch after e whose low byte is not 0.
+func nextEpoch(e uint32) uint32 {
+	e++
+	if uint8(e) == 0 {
+		e++
+	}
+	return e
 }
 
 // bloomSlot is bloom_slot() of tracer.h.

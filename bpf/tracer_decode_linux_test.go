@@ -98,3 +98,14 @@ func FuzzDecodeTransition(f *testing.F) {
 		}
 	})
 }
+
+// TestNextEpochSkipsLowByteZero: candidates keep the epoch's low byte and
+// start at 0, so no epoch may have 0 there, or a new candidate's first
+// sighting in it would go unannounced.
+func TestNextEpochSkipsLowByteZero(t *testing.T) {
+	for e, want := range map[uint32]uint32{1: 2, 254: 255, 255: 257, 0x1ff: 0x201, 0xffffffff: 1} {
+		if got := nextEpoch(e); got != want {
+			t.Errorf("nextEpoch(%#x) = %#x, want %#x", e, got, want)
+		}
+	}
+}

@@ -102,7 +102,7 @@ type tracerCore struct {
 	candSlots  [16384]int32
 	bloom      []uint8 // the source filter as last written (sourceBloom)
 	candIfaces map[int]int
-	sightings  map[tracerNkey]uint64 // packets already returned by Sightings
+	sightings  map[tracerNkey]uint32 // packets already returned by SightingsOf (the count wraps)
 }
 
 // TracerOptions configure LoadTracer.
@@ -160,7 +160,7 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	}
 	c := &tracerCore{watched: make(map[int]bool), inNetNS: opts.InNetNS, sourceIfaces: map[int]bool{},
 		sourceLinks: map[int]ingress{}, sourceFailed: map[int]string{}, candIfaces: map[int]int{},
-		sightings: map[tracerNkey]uint64{}, features: map[Feature]FeatureStatus{}, mode: TracerOff}
+		sightings: map[tracerNkey]uint32{}, features: map[Feature]FeatureStatus{}, mode: TracerOff}
 	t := &Tracer{tracerCore: c, Loader: Loader{c}, Hooks: Hooks{c}, CandidateFilter: CandidateFilter{c}, Seeder: Seeder{c}, Reader: Reader{c}}
 	if t.inNetNS == nil {
 		t.inNetNS = func(fn func() error) error { return fn() }

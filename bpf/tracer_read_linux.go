@@ -17,44 +17,33 @@ import (
 )
 
 // Sighting is what the source-MAC program saw of a candidate: packets from
-// its address at another MAC, and the last such MAC.
+// its address at another MAC, and that MAC as it was announced.
 type Sighting struct {
 	MAC     net.HardwareAddr
-	Packets uint64 // since the last call of Sightings
+	Packets uint64 // since the last call of SightingsOf
 }
 
-// Sightings returns the candidates whose address was seen at another MAC
-// since the last call, walking every candidate (tests; the feed asks for
-// those the program announced, SightingsOf).
-func (t Reader) Sightings() (map[HitKey]Sighting, error) {
-	var keys []HitKey
-	t.mu.Lock()
-	err := t.eachCandidate(func(k tracerNkey, _ *tracerCand) { keys = append(keys, k.hitKey()) })
-	t.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[HitKey]Sighting)
-	return out, t.SightingsOf(keys, out)
-}
-
-// SightingsOf returns, of some candidates, those whose address was seen
-// at another MAC since the last call, with the packets since then.
-func (t Reader) SightingsOf(keys []HitKey, out map[HitKey]Sighting) error {
+// SightingsOf returns, of the candidates the programs announced (keys,
+// with the MAC each announcement named), those whose address was seen at
+// another MAC since the last call, with the packets since then.
+func (t Reader) SightingsOf(keys map[HitKey]net.HardwareAddr, out map[HitKey]Sighting) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	clear(out)
 	var v tracerCand
-	for _, hk := range keys {
+	for hk, mac := range keys {
 		k := nkeyOf(hk.Ifindex, hk.Addr)
 		if ok, err := t.lookupCandidate(k, &v); err != nil {
 			return fmt.Errorf("read source-MAC candidates: %w", err)
 		} else if !ok {
 			continue
 		}
-		if d := v.Packets - t.sightings[k]; v.Packets > t.sightings[k] {
+		// The kernel's count is 32 bits and wraps: the difference
+		// does too, and is right while fewer than 2^32 packets come
+		// between two reads.
+		if d := v.Packets - t.sightings[k]; d > 0 {
 			t.sightings[k] = v.Packets
-			out[hk] = Sighting{MAC: bytes.Clone(v.Seen[:]), Packets: d}
+			out[hk] = Sighting{MAC: mac, Packets: uint64(d)}
 		}
 	}
 	return nil

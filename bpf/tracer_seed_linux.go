@@ -353,6 +353,6 @@ func countKeysOneByOne(m *ebpf.Map) int {
 // so the per-entry paths (seeding, candidates) skip cilium/ebpf's
 // reflection on every call. The generated types match their maps' layout
 // byte for byte (TestRawLayouts).
-func raw[T tracerNkey | tracerNval | tracerMkey | tracerVia | tracerCand](v *T) unsafe.Pointer {
+func raw[T tracerNkey | tracerNval | tracerMkey | tracerVia | tracerScand](v *T) unsafe.Pointer {
 	return unsafe.Pointer(v)
 }

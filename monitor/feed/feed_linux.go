@@ -58,8 +58,11 @@ type Feed struct {
 	// createdSoon asks for the created entries to be looked up shortly.
 	createdSoon chan struct{}
 
-	// Announced by the programs since the last interval (under mu).
-	hitKeys, sightKeys map[bpf.HitKey]struct{}
+	// Announced by the programs since the last interval (under mu):
+	// entries with bypass hits, and candidates seen at another MAC
+	// (the MAC the announcement named; the kernel keeps none).
+	hitKeys   map[bpf.HitKey]struct{}
+	sightMACs map[bpf.HitKey]net.HardwareAddr
 	// ownMACs: candidates seen at another MAC that sent from their own
 	// (the MAC), since the last interval (under mu).
 	ownMACs map[bpf.HitKey]net.HardwareAddr
@@ -104,7 +107,7 @@ func New(tr *bpf.Tracer, t Sink, links Links, cfg Config) *Feed {
 	}
 	return &Feed{tracer: tr, table: t, links: links, cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), created: map[table.Key]bool{},
 		flush: make(chan struct{}, 1), createdSoon: make(chan struct{}, 1),
-		hitKeys: map[bpf.HitKey]struct{}{}, sightKeys: map[bpf.HitKey]struct{}{}, unmirrored: map[bpf.HitKey]struct{}{},
+		hitKeys: map[bpf.HitKey]struct{}{}, sightMACs: map[bpf.HitKey]net.HardwareAddr{}, unmirrored: map[bpf.HitKey]struct{}{},
 		ownMACs: map[bpf.HitKey]net.HardwareAddr{},
 		last:    map[bpf.HitKey]lastHit{}, totals: map[bpf.HitKey]uint64{}, sights: map[bpf.HitKey]bpf.Sighting{},
 		lastSizes: time.Now(), lastRetry: time.Now()} // the first count a while in, not during start-up
@@ -218,7 +221,11 @@ func (f *Feed) interval() {
 	f.mu.Unlock()
 	f.applyHits(hits)
 	f.mu.Lock()
-	sights := f.takeKeys(f.sightKeys)
+	var sights map[bpf.HitKey]net.HardwareAddr
+	if len(f.sightMACs) > 0 {
+		sights = f.sightMACs
+		f.sightMACs = make(map[bpf.HitKey]net.HardwareAddr, len(sights))
+	}
 	f.mu.Unlock()
 	f.applySightings(sights)
 	// After the sightings: a host seen at both MACs within one interval
@@ -411,7 +418,7 @@ func (f *Feed) applyTransition(tr bpf.SilentTransition) {
 		case bpf.SourceHit:
 			f.hitKeys[tr.Key] = struct{}{}
 		case bpf.SourceSighting:
-			f.sightKeys[tr.Key] = struct{}{}
+			f.sightMACs[tr.Key] = tr.MAC
 		case bpf.SourceOwn:
 			f.ownMACs[tr.Key] = tr.MAC
 		default:
@@ -630,8 +637,9 @@ func (f *Feed) applyOwn() {
 }
 
 // applySightings turns what the source-MAC program announced seeing
-// since the last read into evidence.
-func (f *Feed) applySightings(keys []bpf.HitKey) {
+// since the last read into evidence: the packets counted, at the MAC the
+// last announcement named.
+func (f *Feed) applySightings(keys map[bpf.HitKey]net.HardwareAddr) {
 	if len(keys) == 0 {
 		return
 	}
