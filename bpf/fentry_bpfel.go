@@ -122,6 +122,7 @@ const (
 	fentryProgFeXdpFib             = "fe_xdp_fib"
 	fentryProgFeXdpRedirect        = "fe_xdp_redirect"
 	fentryProgFeXdpRedirectMap     = "fe_xdp_redirect_map"
+	fentryVarCandsInMirror         = "cands_in_mirror"
 	fentryVarEpoch                 = "epoch"
 	fentryVarMacBloom              = "mac_bloom"
 	fentryVarNetnsIno              = "netns_ino"
@@ -212,6 +213,7 @@ type fentryMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fentryVariableSpecs struct {
+	CandsInMirror   *ebpf.VariableSpec `ebpf:"cands_in_mirror"`
 	Epoch           *ebpf.VariableSpec `ebpf:"epoch"`
 	MacBloom        *ebpf.VariableSpec `ebpf:"mac_bloom"`
 	NetnsIno        *ebpf.VariableSpec `ebpf:"netns_ino"`
@@ -279,6 +281,7 @@ func (m *fentryMaps) Close() error {
 //
 // It can be passed to loadFentryObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fentryVariables struct {
+	CandsInMirror   *ebpf.Variable `ebpf:"cands_in_mirror"`
 	Epoch           *ebpf.Variable `ebpf:"epoch"`
 	MacBloom        *ebpf.Variable `ebpf:"mac_bloom"`
 	NetnsIno        *ebpf.Variable `ebpf:"netns_ino"`

@@ -190,6 +190,9 @@ const enum tr_stat *unused_tr_stat __attribute__((unused));
 /* The network namespace (inode number) whose neighbours are mirrored:
  * ifindexes are only unique inside one. Set at load; 0 means any. */
 volatile const __u32 netns_ino = 0;
+/* Set at load where the candidates live in the mirror's values (6.0 on):
+ * source_candidates then has one slot, always empty, and is not looked at. */
+volatile const __u32 cands_in_mirror = 0;
 
 /* Written by user space. */
 volatile __u32 watch_all = 0;
@@ -382,6 +385,8 @@ static __always_inline void sight(const struct nkey *k, const __u8 *src)
 		sighted(k, &nv->c, nv->mac, src);
 		return;
 	}
+	if (cands_in_mirror)
+		return;
 	struct scand *c = bpf_map_lookup_elem(&source_candidates, k);
 	if (c)
 		sighted(k, &c->c, c->mac, src);

@@ -172,6 +172,7 @@ const (
 	tracerProgTrUpdateDone       = "tr_update_done"
 	tracerProgTrUpdateDoneRaw    = "tr_update_done_raw"
 	tracerProgTrXmit             = "tr_xmit"
+	tracerVarCandsInMirror       = "cands_in_mirror"
 	tracerVarEpoch               = "epoch"
 	tracerVarMacBloom            = "mac_bloom"
 	tracerVarNetnsIno            = "netns_ino"
@@ -267,6 +268,7 @@ type tracerMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tracerVariableSpecs struct {
+	CandsInMirror    *ebpf.VariableSpec `ebpf:"cands_in_mirror"`
 	Epoch            *ebpf.VariableSpec `ebpf:"epoch"`
 	MacBloom         *ebpf.VariableSpec `ebpf:"mac_bloom"`
 	NetnsIno         *ebpf.VariableSpec `ebpf:"netns_ino"`
@@ -333,6 +335,7 @@ func (m *tracerMaps) Close() error {
 //
 // It can be passed to loadTracerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tracerVariables struct {
+	CandsInMirror    *ebpf.Variable `ebpf:"cands_in_mirror"`
 	Epoch            *ebpf.Variable `ebpf:"epoch"`
 	MacBloom         *ebpf.Variable `ebpf:"mac_bloom"`
 	NetnsIno         *ebpf.Variable `ebpf:"netns_ino"`

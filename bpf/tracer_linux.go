@@ -180,6 +180,9 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	// values, and their own map is left with one slot.
 	if c.candInMirror = candidatesInMirror(spec, opts.Refuse, kernelBTF); c.candInMirror {
 		spec.Maps["source_candidates"].MaxEntries = 1
+		if err := spec.Variables["cands_in_mirror"].Set(uint32(1)); err != nil {
+			return nil, err
+		}
 	}
 	l, err := newProgLoader(spec, nil, opts.Refuse, opts.RefuseWhy, kernelBTF)
 	if err != nil {

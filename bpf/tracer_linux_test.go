@@ -352,6 +352,9 @@ func watchedVeth(t *testing.T, prefix string, opts TracerOptions) (lab.NS, int, 
 		t.Fatal(err)
 	}
 	opts.Mode = TracerXmit
+	if opts.InNetNS == nil {
+		opts.InNetNS = ns.Do // the source-MAC program attaches there
+	}
 	tr, err := LoadTracer(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -361,4 +364,97 @@ func watchedVeth(t *testing.T, prefix string, opts TracerOptions) (lab.NS, int, 
 		t.Fatal(err)
 	}
 	return ns, idx, tr
+}
+
+// TestSightingsInEitherPath sends frames into an interface from a
+// source-MAC candidate's address, at another MAC and at its own, with the
+// candidate where the kernel keeps it: in the mirror's value (6.0 on) and
+// in source_candidates (tr_candidates refused). Each frame from the other
+// MAC is counted, none from its own, and SightingsOf returns the count
+// with the MAC the announcement named.
+func TestSightingsInEitherPath(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	for i, refuse := range [][]string{nil, {"tr_candidates"}} {
+		prefix := "sgt" + string(rune('a'+i))
+		ns, idx, tr := watchedVeth(t, prefix, TracerOptions{Refuse: refuse})
+		if refuse != nil && tr.candInMirror {
+			t.Fatalf("tr_candidates refused, and the candidates in the mirror")
+		}
+		addr := netip.MustParseAddr("10.7.2.1")
+		own, other := net.HardwareAddr{2, 0, 0, 0, 7, 0x21}, net.HardwareAddr{2, 0, 0, 0, 7, 0xbb}
+		ns.MustIP(t, "neigh", "add", addr.String(), "lladdr", own.String(), "dev", prefix+"0", "nud", "stale")
+		var v tracerNval
+		lab.WaitFor(t, 5*time.Second, "the entry in the mirror", func() bool {
+			return tr.objs.NeighMirror.Lookup(nkeyOf(idx, addr), &v) == nil && v.State == unix.NUD_STALE
+		})
+		if n, err := tr.UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr, MAC: own}}); n != 0 || err != nil {
+			t.Fatalf("refused %v: candidate not watched (%d): %v", refuse, n, err)
+		}
+		if err := tr.SetPerPacket(true); err != nil {
+			t.Fatal(err)
+		}
+		peerIdx, err := ns.Ifindex(prefix + "1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fd int
+		if err := ns.Do(func() (err error) {
+			fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		// send hands n IPv4 frames from addr at src to the peer, which
+		// delivers them to the watched interface, and waits for the
+		// source hook to have looked each up.
+		send := func(src net.HardwareAddr, n int) {
+			t.Helper()
+			frame := make([]byte, 14+20+8)
+			copy(frame, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+			copy(frame[6:], src)
+			frame[12], frame[13] = 0x08, 0x00
+			frame[14], frame[22], frame[23] = 0x45, 64, 17
+			copy(frame[26:], addr.AsSlice())
+			copy(frame[30:], []byte{10, 7, 2, 254})
+			to := &unix.SockaddrLinklayer{Ifindex: peerIdx, Halen: 6}
+			copy(to.Addr[:], frame[:6])
+			before, err := perCPUCounter(tr.objs.TrStats, uint32(tracerTrStatST_SOURCE_LOOKUPS))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range n {
+				if err := unix.Sendto(fd, frame, 0, to); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lab.WaitFor(t, 5*time.Second, "the source hook to look the frames up", func() bool {
+				after, err := perCPUCounter(tr.objs.TrStats, uint32(tracerTrStatST_SOURCE_LOOKUPS))
+				return err == nil && after >= before+uint64(n)
+			})
+		}
+		hk := HitKey{Ifindex: idx, Addr: addr}
+		sightings := func() Sighting {
+			out := map[HitKey]Sighting{}
+			if err := tr.SightingsOf(map[HitKey]net.HardwareAddr{hk: other}, out); err != nil {
+				t.Fatal(err)
+			}
+			return out[hk]
+		}
+
+		send(own, 2)
+		if s := sightings(); s.Packets != 0 {
+			t.Fatalf("refused %v: 2 frames from the candidate's own MAC counted as %d from another", refuse, s.Packets)
+		}
+		send(other, 3)
+		if s := sightings(); s.Packets != 3 || s.MAC.String() != other.String() {
+			t.Fatalf("refused %v: 3 frames from %v: sighting %+v, want 3 packets at %v", refuse, other, s, other)
+		}
+		send(own, 2)
+		send(other, 1)
+		if s := sightings(); s.Packets != 1 {
+			t.Fatalf("refused %v: then 2 frames from its own MAC and 1 from %v: %d packets since, want 1", refuse, other, s.Packets)
+		}
+	}
 }

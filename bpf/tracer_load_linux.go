@@ -139,6 +139,11 @@ func (t *tracerCore) fentryLoader(opts TracerOptions, kernelBTF *btf.Cache) (*pr
 			return nil, err
 		}
 	}
+	if v := spec.Variables["cands_in_mirror"]; v != nil && t.candInMirror {
+		if err := v.Set(uint32(1)); err != nil {
+			return nil, err
+		}
+	}
 	// Share every map the two objects have in common: one mirror, one set
 	// of counters, and no second copy of the ring buffer.
 	shared := map[string]*ebpf.Map{
