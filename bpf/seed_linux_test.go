@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"errors"
 	"maps"
 	"net"
 	"net/netip"
@@ -299,6 +300,49 @@ func TestSeedAfterClose(t *testing.T) {
 		}
 		if n, err := tr.UpdateCandidates([]Candidate{{Ifindex: 1, Addr: e.Addr, MAC: e.MAC}}); err == nil && n != 1 {
 			t.Errorf("refused %v: candidates into a closed tracer: %d not watched, no error", refuse, n)
+		}
+	}
+}
+
+// TestSeedDropsUnansweredVias: an answer that no STALE entry had a MAC
+// (via_macs, "none", or a question not yet answered) is dropped when an
+// entry with that MAC is seeded STALE on that interface and family, in
+// the kernel (count_stale) and entry by entry alike, so the next routed
+// packet to it asks again at once; answers for other MACs or the other
+// family stay.
+func TestSeedDropsUnansweredVias(t *testing.T) {
+	lab.Require(t)
+	for _, refuse := range [][]string{nil, {"tr_seed", "tr_candidates"}} {
+		tr, err := LoadTracer(TracerOptions{Mode: TracerXmit, MirrorSize: 64, Refuse: refuse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		if refuse != nil && tr.SeedsInKernel() {
+			t.Fatalf("tr_seed refused, and seeding in the kernel")
+		}
+		mac, other := [6]byte{2, 0, 0, 0, 8, 0x31}, [6]byte{2, 0, 0, 0, 8, 0x32}
+		keys := map[string]tracerMkey{
+			"seeded":       {Ifindex: 5, Mac: mac, Family: unix.AF_INET},
+			"another MAC":  {Ifindex: 5, Mac: other, Family: unix.AF_INET},
+			"other family": {Ifindex: 5, Mac: mac, Family: unix.AF_INET6},
+		}
+		for _, k := range keys {
+			v := tracerVia{State: uint8(tracerViaStateVIA_NONE), Epoch: 1}
+			if err := tr.objs.ViaMacs.Update(raw(&k), raw(&v), ebpf.UpdateAny); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e := SeedEntry{Ifindex: 5, Addr: netip.MustParseAddr("10.8.1.1"), State: unix.NUD_STALE, MAC: mac[:]}
+		if n, missed, err := tr.Seed([]SeedEntry{e}); n != 1 || len(missed) != 0 || err != nil {
+			t.Fatalf("refused %v: seeded %d, %d unmirrored: %v", refuse, n, len(missed), err)
+		}
+		for name, k := range keys {
+			var v tracerVia
+			err := tr.objs.ViaMacs.Lookup(raw(&k), raw(&v))
+			if gone := errors.Is(err, ebpf.ErrKeyNotExist); gone != (name == "seeded") {
+				t.Errorf("refused %v: the answer for the %s: dropped %v (%v), want %v", refuse, name, gone, err, name == "seeded")
+			}
 		}
 	}
 }

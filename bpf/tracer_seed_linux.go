@@ -245,11 +245,17 @@ func (t Seeder) seedEach(entries []SeedEntry) (n int, unmirrored []HitKey, err e
 		return 0, nil, err
 	}
 	stale := 0
+	// An answer that no STALE entry had a MAC (via_macs) is wrong once an
+	// entry with it is seeded STALE; count_stale drops it in the kernel,
+	// and here the unanswered MACs, at most the LRU's 4,096, are read
+	// once and dropped as such entries come.
+	asked := t.unansweredVias()
 	// What the syscalls read, declared once: handed over as pointers,
 	// they live on the heap.
 	var (
-		k tracerNkey
-		v tracerNval
+		k  tracerNkey
+		v  tracerNval
+		mk tracerMkey
 	)
 	for _, e := range entries {
 		k = nkeyOf(e.Ifindex, e.Addr)
@@ -273,6 +279,13 @@ func (t Seeder) seedEach(entries []SeedEntry) (n int, unmirrored []HitKey, err e
 			buckets[e.Ifindex%len(buckets)]++
 			bloom[bloomSlot(uint32(e.Ifindex), e.MAC, k.Family)]++
 			stale++
+			mk = tracerMkey{Ifindex: k.Ifindex, Mac: v.Mac, Family: k.Family}
+			if asked[mk] {
+				// Gone already (an eviction, or the kernel's own drop)
+				// is as good: the next routed packet asks again.
+				_ = t.objs.ViaMacs.Delete(raw(&mk))
+				delete(asked, mk)
+			}
 		}
 	}
 	if stale == 0 {
@@ -282,6 +295,25 @@ func (t Seeder) seedEach(entries []SeedEntry) (n int, unmirrored []HitKey, err e
 		return n, unmirrored, err
 	}
 	return n, unmirrored, t.objs.MacBloom.Set(bloom)
+}
+
+// unansweredVias returns the MACs of routed bypass traffic whose
+// question no STALE entry answers (asked, or answered "none").
+func (t Seeder) unansweredVias() map[tracerMkey]bool {
+	out := map[tracerMkey]bool{}
+	var (
+		k tracerMkey
+		v tracerVia
+	)
+	it := t.objs.ViaMacs.Iterate()
+	for it.Next(&k, &v) {
+		if v.State != uint8(tracerViaStateVIA_STALE) {
+			out[k] = true
+		}
+	}
+	// A walk cut short leaves some answers standing their epochs, as
+	// before this pass existed.
+	return out
 }
 
 // StaleCounted returns how many STALE entries the in-kernel maps count
