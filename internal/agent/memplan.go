@@ -12,12 +12,17 @@ import (
 // What the agent costs the node's memory accounting (the cgroup a pod's
 // limit applies to), measured with nwbench idle at 1,000, 100,000 and
 // 1,000,000 STALE entries (BENCHMARKS.md, The pod's memory): a base; per
-// entry the table's record and index and the Go heap's share; with the
-// tracer, what its kernel maps take (tracerCost). The README's formula
-// and the chart's comment on its memory limit are these.
+// entry the table's record and index and the Go heap's share (the
+// cgroup's peak less its kernel memory: 18.7 MiB at 100,000, 80.8 at
+// 1,000,000, 2026-12-05: 76 bytes an entry and 11 MiB besides, which
+// the base rounds up to leave room for a worse run); with the tracer,
+// what its kernel maps take (tracerCost). The binary's pages (about 15 MiB of the RSS) are page
+// cache the kernel reclaims under the limit rather than kill the agent,
+// and are not in it. The README's formula and the chart's comment on its
+// memory limit are these.
 const (
-	memBaseBytes  = 32 << 20
-	memEntryBytes = 88
+	memBaseBytes  = 20 << 20
+	memEntryBytes = 76
 )
 
 // tracerCost is what the tracer's kernel maps take: per entry, the
@@ -28,13 +33,13 @@ type tracerCost struct{ entry, slot int64 }
 
 var (
 	// Before 6.0 the source-MAC candidates have a map of their own: two
-	// elements an entry (the mirror, the candidate: 136 + 136 bytes
+	// elements an entry (the mirror, the candidate: 104 + 104 bytes
 	// charged) and three maps' slots (the mirror, the candidates, the
 	// hit counters).
-	costOwnCandidates = tracerCost{entry: 290, slot: 48}
-	// From 6.0 they live in the mirror's values: one element (136) and
-	// two maps' slots.
-	costCandidatesInMirror = tracerCost{entry: 150, slot: 32}
+	costOwnCandidates = tracerCost{entry: 208, slot: 48}
+	// From 6.0 they live in the mirror's values: one element (96 bytes,
+	// charged 104) and two maps' slots.
+	costCandidatesInMirror = tracerCost{entry: 104, slot: 32}
 )
 
 // memNeed is the memory the agent needs for a node whose neighbour
