@@ -75,6 +75,7 @@ func idle(args []string) error {
 	duration := fs.Duration("duration", 10*time.Minute, "how long to hold them after ready")
 	sample := fs.Duration("sample", 10*time.Second, "sampling interval")
 	profiles := fs.String("profiles", "", "directory for each agent's heap profile at the end (agents whose control socket serves /debug/pprof/)")
+	cpuProfiles := fs.String("cpu-profiles", "", "directory for each agent's CPU profiles of its first minute after ready, three of 20 s (agents whose control socket serves /debug/pprof/)")
 	thresh := fs.Int("gc-thresh3", 0, "set gc_thresh1..3 of IPv4 and IPv6 to at least this (as an operator who raised them would), not only above the tables")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -131,6 +132,22 @@ func idle(args []string) error {
 	}
 	fmt.Printf("# %d agents ready; holding them %v, sampling every %v\n", len(agents), *duration, *sample)
 	start := time.Now()
+	var profiling sync.WaitGroup
+	if *cpuProfiles != "" {
+		for _, a := range agents {
+			profiling.Add(1)
+			go func() {
+				defer profiling.Done()
+				for i := range 3 {
+					if err := a.profile(*cpuProfiles, fmt.Sprintf("cpu%d", i), "profile?seconds=20"); err != nil {
+						fmt.Printf("# %s at %d: CPU profile: %v\n", a.bin, a.entries, err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	defer profiling.Wait()
 	for done := false; !done; {
 		done = time.Since(start) >= *duration
 		var wg sync.WaitGroup
@@ -146,7 +163,7 @@ func idle(args []string) error {
 	for _, a := range agents {
 		a.report(*duration)
 		if *profiles != "" {
-			if err := a.heapProfile(*profiles); err != nil {
+			if err := a.profile(*profiles, "heap", "heap?gc=1"); err != nil {
 				fmt.Printf("  heap profile: %v\n", err)
 			}
 		}
@@ -154,13 +171,14 @@ func idle(args []string) error {
 	return nil
 }
 
-// heapProfile saves the agent's heap profile, taken after a collection,
-// from its control socket.
-func (a *idleAgent) heapProfile(dir string) error {
+// profile saves one of the agent's profiles (what: the pprof path and
+// query, as "heap?gc=1", a heap profile after a collection) from its
+// control socket, under dir as kind-entries-binary.pb.gz.
+func (a *idleAgent) profile(dir, kind, what string) error {
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", a.sock)
 	}}}
-	resp, err := hc.Get("http://neighwatch/debug/pprof/heap?gc=1")
+	resp, err := hc.Get("http://neighwatch/debug/pprof/" + what)
 	if err != nil {
 		return err
 	}
@@ -168,14 +186,14 @@ func (a *idleAgent) heapProfile(dir string) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s", resp.Status)
 	}
-	name := filepath.Join(dir, fmt.Sprintf("heap-%d-%s.pb.gz", a.entries, strings.NewReplacer("/", "_", "@", "_", " ", "_", "=", "_").Replace(a.bin)))
+	name := filepath.Join(dir, fmt.Sprintf("%s-%d-%s.pb.gz", kind, a.entries, strings.NewReplacer("/", "_", "@", "_", " ", "_", "=", "_").Replace(a.bin)))
 	f, err := os.Create(name)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	_, err = io.Copy(f, resp.Body)
-	fmt.Printf("  heap profile: %s\n", name)
+	fmt.Printf("  %s profile: %s\n", kind, name)
 	return err
 }
 
