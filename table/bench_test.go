@@ -112,3 +112,29 @@ func BenchmarkResync(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPromotionStorm measures the advance in which a table filled
+// at once crosses the stale threshold together: n STALE entries whose
+// states began over the same 30 s (as a table the kernel filled in a
+// burst, reported with its ages), all promoted in one advance.
+func BenchmarkPromotionStorm(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			us := benchUpdates(n, StateStale)
+			for i := range us {
+				us[i].UpdatedAge = time.Duration(i*7919%30_000) * time.Millisecond // in no order, as a dump gives them
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				tb, c := newTestTable(time.Minute)
+				tb.Apply(CauseNetlink, us...)
+				c.advance(2 * time.Minute)
+				b.StartTimer()
+				if got := tb.Advance(); got != n {
+					b.Fatalf("%d promoted, want %d", got, n)
+				}
+			}
+		})
+	}
+}

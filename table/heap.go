@@ -44,9 +44,44 @@ func (h *staleHeap) remove(st *store, slot uint32) {
 			h.up(st, i)
 		}
 	}
+	h.shrink()
+}
+
+// shrink gives back what a storm grew, once the heap is down to a
+// quarter of it.
+func (h *staleHeap) shrink() {
 	if cap(*h) > 1024 && len(*h) < cap(*h)/4 {
-		*h = append(staleHeap(nil), *h...) // give back what a storm grew
+		*h = append(staleHeap(nil), *h...)
 	}
+}
+
+// split takes every slot for which out reports true out of the heap at
+// once, and returns them in no order. They stay in the heap's backing
+// array past its new length, so the result is good until the heap next
+// grows; the caller shrinks it after. For a storm (a table filled at
+// once crossing the threshold together) this is one pass and one
+// heapify, where taking each from the top costs a sift through log n
+// records in no order in memory (BENCHMARKS.md).
+func (h *staleHeap) split(st *store, out func(r *rec) bool) []uint32 {
+	a := *h
+	k := 0
+	for i, slot := range a {
+		if !out(st.at(slot)) {
+			a[k], a[i] = slot, a[k]
+			k++
+		}
+	}
+	for _, slot := range a[k:] {
+		st.at(slot).heapIdx = -1
+	}
+	*h = a[:k]
+	for i, slot := range *h {
+		st.at(slot).heapIdx = int32(i)
+	}
+	for i := k/2 - 1; i >= 0; i-- {
+		h.down(st, i)
+	}
+	return a[k:]
 }
 
 func (h staleHeap) up(st *store, j int) {

@@ -598,6 +598,74 @@ func TestPromotionStormGrowsOnce(t *testing.T) {
 	}
 }
 
+// TestPromotionStormKeepsTheRest: a storm's advance takes the entries
+// past the threshold out of the young heap at once, and leaves the rest a
+// valid heap (each below its parent, each record knowing its place),
+// whose entries cross later, in order, as the clock reaches each.
+func TestPromotionStormKeepsTheRest(t *testing.T) {
+	tb, c := newTestTable(time.Minute)
+	const n = 40_000 // on 4 interfaces: 2,000 a heap cross 20 s on, 1,000 each 10 s after
+	us := benchUpdates(n, StateStale)
+	for i := range us {
+		// Ages from 0 to 99 s in no order: those over 40 s cross 20 s on.
+		us[i].UpdatedAge = time.Duration(i*7919%100) * time.Second
+	}
+	tb.Apply(CauseNetlink, us...)
+	crossedBy := func(d time.Duration) int {
+		k := 0
+		for _, u := range us {
+			if u.UpdatedAge+d >= time.Minute {
+				k++
+			}
+		}
+		return k
+	}
+	valid := func() int {
+		t.Helper()
+		left := 0
+		for _, s := range tb.ifaces {
+			for f := range s.pending {
+				h := s.pending[f]
+				left += len(h)
+				for i, slot := range h {
+					if got := tb.st.at(slot).heapIdx; got != int32(i) {
+						t.Fatalf("slot %d at %d of the young heap thinks it is at %d", slot, i, got)
+					}
+					if i > 0 && h.less(tb.st, i, (i-1)/2) {
+						t.Fatalf("the young heap is out of order at %d", i)
+					}
+				}
+			}
+		}
+		return left
+	}
+	// Those already past the minute are stale-long as they come.
+	if got, want := tb.Advance(), 0; got != want {
+		t.Fatalf("%d promoted at once, want %d", got, want)
+	}
+	c.advance(20 * time.Second)
+	if got, want := crossedBy(0)+tb.Advance(), crossedBy(20*time.Second); got != want || (want-crossedBy(0))/4 < promotionStorm {
+		t.Fatalf("%d past the threshold by 20 s, want %d (a storm of at least %d)", got, want, promotionStorm)
+	}
+	if left, want := valid(), n-crossedBy(20*time.Second); left != want {
+		t.Fatalf("%d left young, want %d", left, want)
+	}
+	promoted := crossedBy(20 * time.Second) // stale-long so far, as checked above
+	for elapsed := 30 * time.Second; elapsed <= time.Minute; elapsed += 10 * time.Second {
+		c.advance(10 * time.Second)
+		promoted += tb.Advance()
+		if want := crossedBy(elapsed); promoted != want {
+			t.Fatalf("%d promoted by %v, want %d", promoted, elapsed, want)
+		}
+		if left, want := valid(), n-crossedBy(elapsed); left != want {
+			t.Fatalf("%d left young at %v, want %d", left, elapsed, want)
+		}
+	}
+	if got := tb.CountClass(ClassStaleLong); got != n {
+		t.Errorf("%d stale-long at the end, want %d", got, n)
+	}
+}
+
 // TestAdvanceCountsWhatReadersPromoted: a scrape or a lookup that
 // advances the table first does not hide a burst from Advance, whose
 // caller returns the burst's memory; each promotion is counted once.
