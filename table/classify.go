@@ -162,6 +162,12 @@ func (t *core) reattach(e ent, now int64, cause Cause) {
 	}
 }
 
+// pastThreshold reports whether r's state began at least the stale
+// threshold before now: a STALE entry then is stale-long.
+func (t *core) pastThreshold(r *rec, now int64) bool {
+	return now-t.st.clk.csNS(r.since) >= t.threshold
+}
+
 // promotionStorm is how many entries crossing the threshold in one
 // advance make it a storm, for which the long heap grows at once.
 const promotionStorm = 1024
@@ -200,7 +206,7 @@ func (t *core) advance(now int64) {
 					break
 				}
 				e := t.st.ent(slot)
-				if now-t.st.clk.csNS(e.since) < t.threshold {
+				if !t.pastThreshold(e.rec, now) {
 					break
 				}
 				if n == promotionStorm {
@@ -212,7 +218,7 @@ func (t *core) advance(now int64) {
 					s.long[f] = slices.Grow(s.long[f], len(s.pending[f]))
 					// And the rest leave the heap in one pass, not one
 					// sift each (BenchmarkPromotionStorm).
-					crossed := s.pending[f].split(t.st, func(r *rec) bool { return now-t.st.clk.csNS(r.since) >= t.threshold })
+					crossed := s.pending[f].split(t.st, func(r *rec) bool { return t.pastThreshold(r, now) })
 					for _, slot := range crossed {
 						t.reattach(t.st.ent(slot), now, CauseClassify)
 						t.promoted++

@@ -270,7 +270,7 @@ func (t *core) attach(e ent, now int64) {
 	e.setClass(ClassOK)
 	e.setBit(recLong, false)
 	if e.state == StateStale {
-		if now-t.st.clk.csNS(e.since) >= t.threshold {
+		if t.pastThreshold(e.rec, now) {
 			e.setBit(recLong, true)
 			s.long[f].push(t.st, e.slot)
 			s.staleLong[f]++
