@@ -138,3 +138,38 @@ func BenchmarkPromotionStorm(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGradualCrossing measures a table crossing the threshold as
+// the agent saw it at 1,000,000 entries: on one interface, states that
+// began over 5 s (a table seeded as the kernel filled it), advanced every
+// 100 ms, so that each advance promotes a fiftieth of the table. A pass
+// over the whole young heap for each of those (as e00f5ff took) is a
+// storm's cost paid 50 times.
+func BenchmarkGradualCrossing(b *testing.B) {
+	const spread, step = 5 * time.Second, 100 * time.Millisecond
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			us := benchUpdates(n, StateStale)
+			for i := range us {
+				us[i].UpdatedAge = time.Duration(i*7919) % spread // in no order, as a dump gives them
+				us[i].Ifindex = 1
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				tb, c := newTestTable(time.Minute)
+				tb.Apply(CauseNetlink, us...)
+				c.advance(time.Minute - spread)
+				b.StartTimer()
+				got := 0
+				for range spread / step {
+					c.advance(step)
+					got += tb.Advance()
+				}
+				if got != n {
+					b.Fatalf("%d promoted, want %d", got, n)
+				}
+			}
+		})
+	}
+}

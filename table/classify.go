@@ -169,7 +169,14 @@ func (t *core) pastThreshold(r *rec, now int64) bool {
 }
 
 // promotionStorm is how many entries crossing the threshold in one
-// advance make it a storm, for which the long heap grows at once.
+// advance make it a storm, for which the long heap grows at once. The
+// rest of a storm leave the young heap in one pass (staleHeap.split)
+// once those taken one at a time are an eighth of what is left: the
+// pass reads the whole heap, so it pays only when much of it crosses.
+// A table seeded over a few seconds crosses over as many, a few
+// thousand an advance, and a pass of a million for each of those cost
+// the agent 14 % of a core for its first minute at 1,000,000 entries
+// (BenchmarkGradualCrossing).
 const promotionStorm = 1024
 
 // advance promotes the entries past the threshold and adds them to
@@ -216,8 +223,11 @@ func (t *core) advance(now int64) {
 					// quarter steps: 100,000 allocated about five times
 					// the heap's final 0.4 MB (TestPromotionStormGrowsOnce).
 					s.long[f] = slices.Grow(s.long[f], len(s.pending[f]))
-					// And the rest leave the heap in one pass, not one
-					// sift each (BenchmarkPromotionStorm).
+				}
+				if n >= promotionStorm && 8*n >= len(s.pending[f]) {
+					// And when much of the heap crosses, the rest leave
+					// it in one pass, not one sift each
+					// (BenchmarkPromotionStorm).
 					crossed := s.pending[f].split(t.st, func(r *rec) bool { return t.pastThreshold(r, now) })
 					for _, slot := range crossed {
 						t.reattach(t.st.ent(slot), now, CauseClassify)
