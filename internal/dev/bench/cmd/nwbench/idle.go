@@ -45,7 +45,10 @@ type idleAgent struct {
 	gcMu   sync.Mutex
 	gcLive []int
 	forced int
-	err    error
+	// paced: the agent's lines saying a periodic job waits longer than its
+	// interval for its cost, with what the job last cost.
+	paced []string
+	err   error
 	// ready is how long the agent took from start to ready (/readyz/tracer,
 	// /readyz with the tracer off), readyz to /readyz alone (the table
 	// synced, evidence, metrics and control up); cg is the
@@ -274,6 +277,11 @@ func (a *idleAgent) readGCTrace(r io.Reader) {
 	for sc.Scan() {
 		m := gcLine.FindStringSubmatch(sc.Text())
 		if m == nil {
+			if strings.Contains(sc.Text(), "paced by its cost") {
+				a.gcMu.Lock()
+				a.paced = append(a.paced, sc.Text())
+				a.gcMu.Unlock()
+			}
 			continue
 		}
 		live, _ := strconv.Atoi(m[3])
@@ -372,6 +380,11 @@ func (a *idleAgent) report(d time.Duration) {
 		}
 	}
 	fmt.Printf("  ready %.1f s after start (/readyz %.1f s)\n", a.ready.Seconds(), a.readyz.Seconds())
+	a.gcMu.Lock()
+	for _, l := range a.paced {
+		fmt.Printf("  the agent: %s\n", l)
+	}
+	a.gcMu.Unlock()
 	fmt.Printf("  RSS MiB: %s; min %.1f max %.1f\n", strings.Join(marks, ", "), minf(rss), maxf(rss))
 	if hwm, _ := procMem(a.cmd.Process.Pid); hwm > 0 {
 		fmt.Printf("  RSS peak (VmHWM) %.1f MiB\n", float64(hwm)/1024)
