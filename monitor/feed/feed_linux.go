@@ -239,10 +239,10 @@ func (f *Feed) interval() {
 		f.lastRetry = time.Now()
 	}
 	if time.Since(f.lastSizes) >= pace.Wait(sizesEvery, f.sizesTook) {
-		began := time.Now()
+		cost := pace.Start()
 		f.tracer.RefreshMirrorSize()
 		f.lastSizes = time.Now()
-		f.sizesTook = f.lastSizes.Sub(began)
+		f.sizesTook = cost.Took()
 	}
 }
 

@@ -7,12 +7,13 @@ package pace
 
 import "time"
 
-// Factor is how many times its last run a job waits before the next:
-// 1,000, at most 0.1 % of a core each.
+// Factor is how many times its last run's cost (a Meter's: wall time or
+// CPU time, the longer) a job waits before the next: 1,000, at most 0.1
+// % of a core each.
 const Factor = 1000
 
 // Wait returns how long a job waits before it runs again: at least
-// every, and at least Factor times what its last run took.
+// every, and at least Factor times what its last run cost.
 func Wait(every, took time.Duration) time.Duration {
 	return max(every, Factor*took)
 }
