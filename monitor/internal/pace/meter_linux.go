@@ -11,9 +11,9 @@ import (
 // table's in another goroutine at the same time: at 1,000,000 entries,
 // two agents side by side, one resync took 1.6 s of wall time and
 // another cost 2.2 s measured this way, so paced by wall time alone it
-// cost more than the 0.1 % of a core Factor promises (BENCHMARKS.md). Whatever
-// else the process does meanwhile is counted too, which only makes the
-// wait longer.
+// cost more than the 0.1 % of a core Factor promises (BENCHMARKS.md).
+// Whatever else the process does meanwhile is counted too, which only
+// makes the wait longer.
 type Meter struct {
 	began time.Time
 	cpu   time.Duration
