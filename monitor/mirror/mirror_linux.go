@@ -338,8 +338,7 @@ type dumpState struct {
 	sock            *nlSocket
 	seq             uint32
 	dumping, redump bool
-	began           time.Time
-	cost            pace.Meter // what the dump costs, for the periodic resync's pace
+	cost            pace.Meter // since the dump began: its wall time, and its cost for the periodic resync's pace
 	initial         bool       // the first dump of the agent's life
 }
 
@@ -349,7 +348,6 @@ func (s *dumpState) start() error {
 	m := s.m
 	s.seq++
 	s.dumping = true
-	s.began = time.Now()
 	s.cost = pace.Start()
 	m.table.BeginSync(s.initial)
 	if err := s.sock.requestDump(s.seq); err != nil {
@@ -367,7 +365,7 @@ func (s *dumpState) ended() error {
 	m.c.dumps.Add(1)
 	if s.initial {
 		s.initial = false
-		m.log.Info("neighbour table loaded", "entries", m.table.Len(), "took", time.Since(s.began), "rcvbuf", s.sock.rcvbuf)
+		m.log.Info("neighbour table loaded", "entries", m.table.Len(), "took", s.cost.Wall(), "rcvbuf", s.sock.rcvbuf)
 	} else {
 		took := s.cost.Took()
 		m.lastResync.Store(int64(took))

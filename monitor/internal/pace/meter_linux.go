@@ -24,8 +24,11 @@ func Start() Meter { return Meter{began: now(), cpu: cpuTime()} }
 
 // Took returns what the job has cost since Start.
 func (m Meter) Took() time.Duration {
-	return max(now().Sub(m.began), cpuTime()-m.cpu)
+	return max(m.Wall(), cpuTime()-m.cpu)
 }
+
+// Wall returns the wall time since Start alone.
+func (m Meter) Wall() time.Duration { return now().Sub(m.began) }
 
 // now and cpuTime are the clocks a Meter reads; tests replace them.
 var (
