@@ -81,6 +81,17 @@ func (e *Engine) queueConfirmations(pol Policy, sweep uint32) {
 	}
 }
 
+// confirmable returns the entry of k as the table has it now, and
+// whether it may get a confirmation under the mode and configuration in
+// force now.
+func (e *Engine) confirmable(k table.Key) (table.Entry, bool) {
+	if e.conf().NoConfirm {
+		return table.Entry{}, false
+	}
+	en, ok := e.table.Lookup(k)
+	return en, ok && Confirmable(&en, e.table.LinkName(k.Ifindex), e.policy(e.Mode()))
+}
+
 // confirm sends up to ConfirmProbes unicast requests to a suspect
 // entry's MAC and tells the table whether it answered.
 func (e *Engine) confirm(ctx context.Context, k table.Key) {
@@ -91,8 +102,8 @@ func (e *Engine) confirm(ctx context.Context, k table.Key) {
 		}
 		e.mu.Unlock()
 	}()
-	en, ok := e.table.Lookup(k)
-	if !ok || !Confirmable(&en, e.table.LinkName(k.Ifindex), e.policy(e.Mode())) {
+	en, ok := e.confirmable(k)
+	if !ok {
 		return
 	}
 	e.mu.Lock()
@@ -103,6 +114,12 @@ func (e *Engine) confirm(ctx context.Context, k table.Key) {
 		return
 	}
 	if err := e.limits.wait(ctx, k.Ifindex); err != nil {
+		return
+	}
+	// Asked again after the wait for a token, which may be long: off
+	// (or --remediation.confirm=false) sends nothing, even for a
+	// confirmation that was waiting when it was switched.
+	if cur, ok := e.confirmable(k); !ok || cur.LLAddr != en.LLAddr {
 		return
 	}
 	// Whoever answers a request sent to the entry's MAC received it there

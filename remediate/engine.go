@@ -159,12 +159,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				case mc := <-e.moveQ:
 					e.checkMove(ctx, mc)
 				case k := <-e.queue:
-					e.handle(ctx, k)
-					e.mu.Lock()
-					if c := e.cands[k]; c != nil {
-						c.pending = false
-					}
-					e.mu.Unlock()
+					e.handleQueued(ctx, k)
 				}
 			}
 		}()
@@ -192,6 +187,17 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.sweep()
 		}
 	}
+}
+
+// handleQueued acts on a candidate a sweep queued, and lets the next
+// sweeps see it again.
+func (e *Engine) handleQueued(ctx context.Context, k table.Key) {
+	e.handle(ctx, k)
+	e.mu.Lock()
+	if c := e.cands[k]; c != nil {
+		c.pending = false
+	}
+	e.mu.Unlock()
 }
 
 // sweep queues the candidates that fit in the queue. It walks the table in

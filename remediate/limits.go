@@ -17,6 +17,10 @@ type limits struct {
 	// waited counts the waits that had to sleep for a token.
 	waited *atomic.Uint64
 
+	// sleep waits d for a token, or for ctx: a timer, which a test
+	// replaces to hold a waiter where it wants it.
+	sleep func(ctx context.Context, d time.Duration) error
+
 	mu    sync.Mutex
 	perIf map[int32]*rate.Limiter
 	rate  rate.Limit // per interface
@@ -25,8 +29,20 @@ type limits struct {
 
 func newLimits(c *Config, waited *atomic.Uint64) *limits {
 	return &limits{
-		global: rate.NewLimiter(rate.Limit(c.Rate), c.Burst), waited: waited,
+		global: rate.NewLimiter(rate.Limit(c.Rate), c.Burst), waited: waited, sleep: sleepFor,
 		perIf: make(map[int32]*rate.Limiter), rate: rate.Limit(c.PerInterfaceRate), burst: c.Burst,
+	}
+}
+
+// sleepFor waits d, or until ctx ends.
+func sleepFor(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -62,13 +78,9 @@ func (l *limits) wait(ctx context.Context, ifindex int32) error {
 		}
 		if d := r.Delay(); d > 0 {
 			waited = true
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if err := l.sleep(ctx, d); err != nil {
 				r.Cancel()
-				return ctx.Err()
-			case <-t.C:
+				return err
 			}
 		}
 	}

@@ -91,13 +91,21 @@ func (e *Engine) watchMoves(ctx context.Context) {
 	}
 }
 
-// checkMove asks a moved entry's old MAC whether it still holds the IP.
-func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
+// moveCheckable returns the moved entry as the table has it now, and
+// whether its old MAC may be asked under the mode and configuration in
+// force now: it still points at the MAC it moved to.
+func (e *Engine) moveCheckable(mc moveCheck) (table.Entry, bool) {
 	if e.actor == nil || e.conf().NoConfirm {
-		return
+		return table.Entry{}, false
 	}
 	en, ok := e.table.Lookup(mc.key)
-	if !ok || en.LLAddr != mc.now || !MoveCheckable(&en, e.table.LinkName(mc.key.Ifindex), e.policy(e.Mode())) {
+	return en, ok && en.LLAddr == mc.now && MoveCheckable(&en, e.table.LinkName(mc.key.Ifindex), e.policy(e.Mode()))
+}
+
+// checkMove asks a moved entry's old MAC whether it still holds the IP.
+func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
+	en, ok := e.moveCheckable(mc)
+	if !ok {
 		return
 	}
 	for _, h := range en.OtherMACs() {
@@ -106,6 +114,11 @@ func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
 		}
 	}
 	if err := e.limits.wait(ctx, mc.key.Ifindex); err != nil {
+		return
+	}
+	// Asked again after the wait for a token: off sends nothing, even
+	// for a check that was waiting when it was switched.
+	if en, ok = e.moveCheckable(mc); !ok {
 		return
 	}
 	ifname := e.table.LinkName(mc.key.Ifindex)
