@@ -389,6 +389,10 @@ func (s *dumpState) ended() error {
 // whether the kernel flagged the dump as interrupted (inconsistent).
 func (m *Mirror) processDatagram(b []byte, seq uint32, dumping bool, batch *[]table.Update) (done, interrupted bool, err error) {
 	*batch = (*batch)[:0]
+	// A datagram holds either replies to the dump (its sequence number)
+	// or notifications (sequence 0). What a dump finds different was
+	// missed by the notifications: the table records it as a resync's.
+	cause := table.CauseNetlink
 	perr := rtnl.ParseDatagram(b, func(msg rtnl.Message) error {
 		h := msg.Header
 		switch h.Type {
@@ -411,6 +415,9 @@ func (m *Mirror) processDatagram(b []byte, seq uint32, dumping bool, batch *[]ta
 		if h.Flags&unix.NLM_F_DUMP_INTR != 0 {
 			interrupted = true
 		}
+		if dumping && h.Seq == seq {
+			cause = table.CauseResync
+		}
 		u, derr := DecodeNeigh(h.Type, msg.Body)
 		if derr != nil {
 			m.c.errDecode.Add(1)
@@ -425,14 +432,15 @@ func (m *Mirror) processDatagram(b []byte, seq uint32, dumping bool, batch *[]ta
 	if err != nil {
 		return false, false, err
 	}
-	m.applyBatch(*batch)
+	m.applyBatch(cause, *batch)
 	return done, interrupted, nil
 }
 
 // applyBatch filters one datagram's updates and applies them under a
-// single lock. Dump replies and notifications are applied alike: each
-// carries the entry's full state.
-func (m *Mirror) applyBatch(batch []table.Update) {
+// single lock, with the cause of the datagram (netlink, or resync for
+// a dump's replies). Dump replies and notifications are applied alike:
+// each carries the entry's full state.
+func (m *Mirror) applyBatch(cause table.Cause, batch []table.Update) {
 	if len(batch) == 0 {
 		return
 	}
@@ -446,7 +454,7 @@ func (m *Mirror) applyBatch(batch []table.Update) {
 		}
 		kept = append(kept, u)
 	}
-	m.table.Apply(table.CauseNetlink, kept...)
+	m.table.Apply(cause, kept...)
 	m.c.messages.Add(uint64(len(kept)))
 }
 
