@@ -18,19 +18,18 @@ func (t CandidateSet) Candidates(from uint32, max int, fn func(k Key, lladdr str
 		t.candLost = false
 	}
 	var v Entry
-	for slot := from; slot < t.st.top; slot++ {
-		r := t.st.at(slot)
-		if !r.live() || !r.candidate() {
-			continue
+	return t.st.walk(from, func(slot uint32, r *rec) bool {
+		switch {
+		case !r.candidate():
+		case max == 0:
+			return false
+		default:
+			max--
+			t.st.view(&v, slot, r)
+			fn(v.Key, v.LLAddr)
 		}
-		if max == 0 {
-			return slot
-		}
-		max--
-		t.st.view(&v, slot, r)
-		fn(v.Key, v.LLAddr)
-	}
-	return 0
+		return true
+	})
 }
 
 // IsCandidate reports whether k is a STALE entry or one neighwatch

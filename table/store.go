@@ -261,12 +261,21 @@ func (s *store) shrink() {
 
 // each calls fn for every live slot, in slot order, until fn returns
 // false. fn may remove the slot it is given, no other.
-func (s *store) each(fn func(slot uint32, r *rec) bool) {
-	for slot := uint32(0); slot < s.top; slot++ {
+func (s *store) each(fn func(slot uint32, r *rec) bool) { s.walk(0, fn) }
+
+// walk calls fn for every live slot from from on, in slot order, until
+// fn returns false, and returns the slot fn stopped at (0 when it walked
+// to the end). Every scan of the slabs goes through it, so their bound,
+// the top, is kept in one place: past it there may be no slab at all
+// (a table that never held an entry, or a full one at a slab's edge).
+// fn may remove the slot it is given, no other.
+func (s *store) walk(from uint32, fn func(slot uint32, r *rec) bool) uint32 {
+	for slot := from; slot < s.top; slot++ {
 		if r := s.at(slot); r.live() && !fn(slot, r) {
-			return
+			return slot
 		}
 	}
+	return 0
 }
 
 // lladdr returns a record's lladdr as raw bytes in a string.

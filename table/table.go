@@ -206,17 +206,13 @@ func (t Reader) Range(from uint32, max int, fn func(e *Entry)) uint32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var e Entry
-	for slot := from; slot < t.st.top; slot++ {
-		r := t.st.at(slot)
-		if !r.live() {
-			continue
-		}
+	return t.st.walk(from, func(slot uint32, r *rec) bool {
 		if max == 0 {
-			return slot
+			return false
 		}
 		max--
 		t.st.view(&e, slot, r)
 		fn(&e)
-	}
-	return 0
+		return true
+	})
 }
