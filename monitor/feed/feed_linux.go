@@ -190,13 +190,6 @@ func (f *Feed) syncWatched() {
 	f.watched = slices.Clone(idx)
 }
 
-// lastHit is an entry's bypass counter total at the last read, in the
-// STALE period that began at since (the counters start afresh with each).
-type lastHit struct {
-	packets uint64
-	since   int64
-}
-
 // sizesEvery and retryEvery pace the work that walks whole maps or sets.
 // The mirror's count waits longer when it costs more (pace.Wait): 5
 // minutes up to about 300,000 entries.
@@ -226,11 +219,12 @@ func (f *Feed) interval() {
 		sights = f.sightMACs
 		f.sightMACs = make(map[bpf.HitKey]net.HardwareAddr, len(sights))
 	}
+	own := f.ownMACs
+	if len(own) > 0 {
+		f.ownMACs = make(map[bpf.HitKey]net.HardwareAddr, len(own))
+	}
 	f.mu.Unlock()
-	f.applySightings(sights)
-	// After the sightings: a host seen at both MACs within one interval
-	// sends from both, whichever came first.
-	f.applyOwn()
+	f.applySources(sights, own)
 	f.lookupCreated()
 	f.syncCandidates(false)
 	if time.Since(f.lastRetry) >= retryEvery {
@@ -528,19 +522,15 @@ func (f *Feed) applyHits(keys []bpf.HitKey) {
 			delete(f.last, k)
 			continue
 		}
-		l := f.last[k]
-		if l.since != e.Since || total < l.packets {
-			// A new STALE period: its counters started from zero.
-			l = lastHit{since: e.Since}
-		}
-		if d := total - l.packets; d > 0 {
+		var d uint64
+		d, f.last[k] = f.last[k].counted(total, e.Since)
+		if d > 0 {
 			if f.table.AddBypass(tk, d, now) {
 				f.c.hitsApplied.Add(d)
 			} else {
 				f.c.hitsUnknown.Add(d)
 			}
 		}
-		f.last[k] = lastHit{packets: total, since: e.Since}
 	}
 }
 
@@ -616,40 +606,21 @@ func (f *Feed) Unmirrored() map[int32]int {
 	return out
 }
 
-// applyOwn tells the table which candidates sent from their own MAC
-// since the last interval, as the programs announced: those seen at
-// another MAC before, whose suspicion this answers.
-func (f *Feed) applyOwn() {
-	f.mu.Lock()
-	if len(f.ownMACs) == 0 {
-		f.mu.Unlock()
-		return
-	}
-	own := f.ownMACs
-	f.ownMACs = make(map[bpf.HitKey]net.HardwareAddr, len(own))
-	f.mu.Unlock()
-	now := time.Now()
-	for k, mac := range own {
-		if f.table.Heard(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}, mac, now) {
-			f.c.ownHeard.Add(1)
+// applySources turns what the source-MAC program announced since the
+// last read into evidence (observeSources): the packets counted from
+// other MACs, at the MAC the last announcement named, and the entries'
+// own MACs heard.
+func (f *Feed) applySources(sights, own map[bpf.HitKey]net.HardwareAddr) {
+	if len(sights) > 0 {
+		if err := f.tracer.SightingsOf(sights, f.sights); err != nil {
+			f.log.Warn("tracer: reading source-MAC sightings failed", "err", err)
+			clear(f.sights)
 		}
+	} else {
+		clear(f.sights)
 	}
-}
-
-// applySightings turns what the source-MAC program announced seeing
-// since the last read into evidence: the packets counted, at the MAC the
-// last announcement named.
-func (f *Feed) applySightings(keys map[bpf.HitKey]net.HardwareAddr) {
-	if len(keys) == 0 {
-		return
-	}
-	if err := f.tracer.SightingsOf(keys, f.sights); err != nil {
-		f.log.Warn("tracer: reading source-MAC sightings failed", "err", err)
-		return
-	}
-	now := time.Now()
-	for k, s := range f.sights {
+	for _, s := range f.sights {
 		f.c.sourcePackets.Add(s.Packets)
-		f.table.ObserveSourceMAC(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}, s.MAC, s.Packets, now)
 	}
+	f.c.ownHeard.Add(observeSources(f.table, f.sights, own, time.Now()))
 }

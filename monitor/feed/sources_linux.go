@@ -1,0 +1,49 @@
+package feed
+
+import (
+	"net"
+	"time"
+
+	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/table"
+)
+
+// The decisions of a tracer interval, apart from the reads that feed
+// them, so their rules are table-tested without a kernel.
+
+// lastHit is an entry's bypass counter total at the last read, in the
+// STALE period that began at since.
+type lastHit struct {
+	packets uint64
+	since   int64
+}
+
+// counted returns how many of total, the bypass counter of an entry
+// whose STALE period began at since, are new since l, and what to keep
+// for the next read. The programs start an entry's counter from zero in
+// each STALE period: a total of a new period is all new, whatever the
+// last period's reached.
+func (l lastHit) counted(total uint64, since int64) (uint64, lastHit) {
+	if l.since != since || total < l.packets {
+		l = lastHit{since: since}
+	}
+	return total - l.packets, lastHit{packets: total, since: since}
+}
+
+// observeSources hands the table what one interval saw of the
+// candidates' own packets: first the sightings at other MACs, then the
+// entries' own MACs heard. A host seen at both within one interval sends
+// from both (a bond's slaves, ARP flux), whichever came first: heard
+// last, its own MAC explains the other, and it is no suspect. It returns
+// how many own MACs the table took.
+func observeSources(t Sink, sights map[bpf.HitKey]bpf.Sighting, own map[bpf.HitKey]net.HardwareAddr, now time.Time) (heard uint64) {
+	for k, s := range sights {
+		t.ObserveSourceMAC(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}, s.MAC, s.Packets, now)
+	}
+	for k, mac := range own {
+		if t.Heard(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}, mac, now) {
+			heard++
+		}
+	}
+	return heard
+}
