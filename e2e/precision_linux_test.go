@@ -473,6 +473,11 @@ func moved(t *testing.T, name string, r *precisionRun, w *probeWatch, fl *flow, 
 	if took > bound {
 		t.Errorf("%s: stuck %v after the host left its MAC, want within %v", name, took.Round(10*time.Millisecond), bound)
 	}
+	if took <= 0 {
+		// Stuck before the host left is not finding a move: a healthy
+		// host was paged.
+		t.Errorf("%s: stuck %v before the host left its MAC", name, (-took).Round(10*time.Millisecond))
+	}
 	if e.Class != "stuck" {
 		t.Errorf("%s: class %s after the stuck event, with nothing repaired", name, e.Class)
 	}

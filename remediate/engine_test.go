@@ -23,6 +23,7 @@ type fakeActor struct {
 	answerAt int // probe phase the host answers (-1: never)
 	moveTo   net.HardwareAddr
 	kickFix  bool
+	kickErr  error // the kernel refuses the kick
 	// spoofer answers broadcast probes, and unicast ones when the entry
 	// has its MAC (unless unicastOnly: then only those).
 	spoofer     net.HardwareAddr
@@ -37,6 +38,9 @@ type fakeActor struct {
 	// manageIgnored: the kernel takes the manage request and never
 	// marks the entry managed.
 	manageIgnored bool
+	// answersIgnored: the kernel takes no answer to a probe (they came
+	// within its locktime): the entry stays as it was.
+	answersIgnored bool
 }
 
 func (f *fakeActor) log(s string) {
@@ -64,6 +68,9 @@ func (f *fakeActor) Probe(_ context.Context, e *table.Entry, phase int, listen t
 	if len(who) == 0 {
 		return nil, nil
 	}
+	if f.answersIgnored {
+		return who, nil
+	}
 	if f.confirmOld && listen > 0 {
 		f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyOf(e.Addr), Addr: e.Addr, State: table.StateReachable,
 			LLAddr: []byte(e.LLAddr), FlagsExt: e.FlagsExt, Protocol: e.Protocol})
@@ -81,6 +88,9 @@ func (f *fakeActor) Probe(_ context.Context, e *table.Entry, phase int, listen t
 
 func (f *fakeActor) Kick(e *table.Entry) error {
 	f.log("kick " + e.Addr.String())
+	if f.kickErr != nil {
+		return f.kickErr
+	}
 	if f.kickFix {
 		go f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyInet, Addr: e.Addr, State: table.StateReachable, LLAddr: []byte(e.LLAddr)})
 	}
@@ -272,10 +282,11 @@ func TestEngineSpooferIsConflict(t *testing.T) {
 				fa.answerAt = 1
 			}
 			e := New(fastConfig(ModeOn, StrategyProbe, StrategyKick, StrategyFlush), tb, fa, nil)
-			stop := runEngine(t, e)
-			defer stop()
-			lab.WaitFor(t, 5*time.Second, "a conflict", func() bool { en, _ := tb.Lookup(k); return en.Class() == table.ClassConflict })
-			time.Sleep(50 * time.Millisecond) // sweeps: nothing acts on a conflict
+			settle(e, 1)
+			if en, _ := tb.Lookup(k); en.Class() != table.ClassConflict {
+				t.Fatalf("class %v after the confirmation, want conflict", en.Class())
+			}
+			settle(e, 3) // more sweeps: nothing acts on a conflict
 			for _, s := range Strategies() {
 				for _, o := range []Outcome{OutcomeFixed, OutcomeMoved, OutcomeFlushed} {
 					if n := e.Stats().Actions[s][o]; n != 0 {
@@ -329,10 +340,11 @@ func TestConfirmation(t *testing.T) {
 				fa.unicastOnly = true
 			}
 			e := New(fastConfig(tc.mode, StrategyProbe, StrategyFlush), tb, fa, nil)
-			stop := runEngine(t, e)
-			lab.WaitFor(t, 5*time.Second, "a confirmation", func() bool { return e.Stats().Confirmations[tc.want] == 1 })
-			time.Sleep(50 * time.Millisecond) // more sweeps: one confirmation per suspicion
-			stop()
+			settle(e, 1)
+			if n := e.Stats().Confirmations[tc.want]; n != 1 {
+				t.Fatalf("%d confirmations %s, want 1", n, tc.want)
+			}
+			settle(e, 3) // more sweeps: one confirmation per suspicion
 			en, _ := tb.Lookup(k)
 			if en.Class() != tc.class {
 				t.Errorf("class %v, want %v", en.Class(), tc.class)
@@ -360,9 +372,7 @@ func TestConfirmation(t *testing.T) {
 	tb := suspectTable(1)
 	fa := &fakeActor{t: tb, answerAt: -1}
 	e := New(fastConfig(ModeOff, StrategyProbe), tb, fa, nil)
-	stop := runEngine(t, e)
-	time.Sleep(50 * time.Millisecond)
-	stop()
+	settle(e, 3)
 	if c := fa.Calls(); len(c) != 0 {
 		t.Errorf("off sent %v", c)
 	}
@@ -372,19 +382,23 @@ func TestEngineDryRunTouchesNothing(t *testing.T) {
 	tb := stuckTable(3)
 	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
 	e := New(fastConfig(ModeDryRun, StrategyProbe, StrategyFlush), tb, fa, nil)
-	stop := runEngine(t, e)
-	defer stop()
-	lab.WaitFor(t, 5*time.Second, "three dry-run decisions", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeDryRun] == 3 })
-	time.Sleep(50 * time.Millisecond) // several more sweeps: backoff keeps the count
+	settle(e, 1)
+	if n := e.Stats().Actions[StrategyProbe][OutcomeDryRun]; n != 3 {
+		t.Fatalf("dry-run counted %d, want 3", n)
+	}
+	settle(e, 3) // more sweeps: the back-off keeps the count
 	if n := e.Stats().Actions[StrategyProbe][OutcomeDryRun]; n != 3 {
 		t.Errorf("dry-run counted %d, want 3 (once per entry until its backoff ends)", n)
 	}
 	if c := fa.Calls(); len(c) != 0 {
 		t.Fatalf("dry-run called the actor: %v", c)
 	}
-	// Switching to on at runtime acts.
+	// Switching to on at runtime acts, at once.
 	e.SetMode(ModeOn)
-	lab.WaitFor(t, 5*time.Second, "repairs after switching on", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 3 })
+	settle(e, 1)
+	if n := e.Stats().Actions[StrategyProbe][OutcomeMoved]; n != 3 {
+		t.Errorf("%d repairs after switching on, want 3", n)
+	}
 }
 
 // TestEngineRateLimit: the global bucket and each interface's bucket
@@ -523,33 +537,36 @@ func TestEngineNeverTouchesOwnedEntries(t *testing.T) {
 	cfg := fastConfig(ModeOn, StrategyFlush)
 	cfg.Scope = ScopeAllStale
 	e := New(cfg, tb, fa, nil)
-	stop := runEngine(t, e)
-	defer stop()
-	lab.WaitFor(t, 5*time.Second, "the control entry flushed", func() bool { return e.Stats().Actions[StrategyFlush][OutcomeFlushed] == 1 })
-	time.Sleep(50 * time.Millisecond)
+	settle(e, 3)
+	if n := e.Stats().Actions[StrategyFlush][OutcomeFlushed]; n != 1 {
+		t.Errorf("%d flushed, want the control entry", n)
+	}
 	if c := fa.Calls(); len(c) != 1 || c[0] != "flush 10.0.0.5" {
 		t.Fatalf("actor calls = %v, want only flush 10.0.0.5", c)
 	}
 }
 
-// TestDryRunSwitchedOnWhileWaiting: an entry waiting for a token in
-// dry-run when remediation is switched on is acted on in the new mode,
-// not recorded as dry-run and backed off (30 s).
+// TestDryRunSwitchedOnWhileWaiting: an entry waiting for its token in
+// dry-run when remediation is switched on is not recorded as dry-run nor
+// backed off (30 s): the next sweep acts on it in the new mode.
 func TestDryRunSwitchedOnWhileWaiting(t *testing.T) {
-	tb := stuckTable(2)
+	tb := stuckTable(1)
 	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
-	cfg := fastConfig(ModeDryRun, StrategyProbe)
-	// One token every 4 s: the second entry waits for its token long
-	// after the first record, when the mode changes.
-	cfg.Rate, cfg.PerInterfaceRate = 0.25, 0.25
-	e := New(cfg, tb, fa, nil)
-	stop := runEngine(t, e)
-	defer stop()
-	lab.WaitFor(t, 5*time.Second, "one dry-run record", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeDryRun] == 1 })
-	e.SetMode(ModeOn) // the second is waiting for its token now
-	lab.WaitFor(t, 20*time.Second, "both entries repaired in mode on", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 2 })
-	if n := e.Stats().Actions[StrategyProbe][OutcomeDryRun]; n != 1 {
-		t.Errorf("%d dry-run records, want 1: the one waiting when the mode changed must not count", n)
+	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, fa, nil)
+	g := holdTokens(e)
+	e.sweep()
+	k := <-e.queue
+	done := inBackground(func() { e.handleQueued(context.Background(), k) })
+	g.waiter(t, done) // dry-run decides at the pace of on
+	e.SetMode(ModeOn)
+	close(g.open)
+	<-done
+	if n := e.Stats().Actions[StrategyProbe][OutcomeDryRun]; n != 0 {
+		t.Errorf("%d dry-run records, want none: the mode changed while it waited", n)
+	}
+	settle(e, 1)
+	if n := e.Stats().Actions[StrategyProbe][OutcomeMoved]; n != 1 {
+		t.Errorf("%d repairs in mode on at the next sweep, want 1 (no back-off from the dry-run)", n)
 	}
 }
 

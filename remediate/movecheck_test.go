@@ -1,6 +1,7 @@
 package remediate
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"slices"
@@ -74,20 +75,26 @@ func TestMoveCheck(t *testing.T) {
 			cfg := fastConfig(tc.mode, StrategyProbe)
 			cfg.NoConfirm = tc.noConfirm
 			e := New(cfg, tb, fa, nil)
-			stop := runEngine(t, e)
-			defer stop()
+			// The moves are watched as the engine does; their checks run
+			// here, one at a time, each to its end: what a check did not
+			// send, it never will.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go e.watchMoves(ctx)
 			<-e.movesWatched
 			// The kernel takes another MAC for the address.
 			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: macNew})
-			if tc.want == nil {
-				time.Sleep(100 * time.Millisecond) // a check would have gone out by now
-			} else {
-				lab.WaitFor(t, 5*time.Second, "the move checked", func() bool {
-					st := e.Stats().MoveChecks
-					return st[MoveAnswered] == tc.want[MoveAnswered] && st[MoveUnanswered] == tc.want[MoveUnanswered]
-				})
+			moves := 1
+			if tc.want[MoveAnswered] > 0 {
+				moves = 2 // and the kernel's move back at the hijack's answer
 			}
-			stop()
+			for range moves {
+				lab.WaitFor(t, 5*time.Second, "a move queued for its check", func() bool { return len(e.moveQ) > 0 })
+				e.checkMove(ctx, <-e.moveQ)
+			}
+			if n := len(e.moveQ); n != 0 {
+				t.Errorf("%d more moves queued, want %d in all", n, moves)
+			}
 			var probes int
 			for _, c := range fa.Calls() {
 				if c == "probe0 "+k.Addr.String() {

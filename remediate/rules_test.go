@@ -116,10 +116,11 @@ func TestOneConfirmationPerSuspicion(t *testing.T) {
 	tb, k := youngSuspect(t)
 	fa := &fakeActor{t: tb, answerAt: -1}
 	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, fa, nil)
-	stop := runEngine(t, e)
-	defer stop()
-	lab.WaitFor(t, 5*time.Second, "the confirmation", func() bool { return e.Stats().Confirmations[ConfirmUnanswered] == 1 })
-	time.Sleep(200 * time.Millisecond) // about 20 sweeps
+	settle(e, 1)
+	if n := e.Stats().Confirmations[ConfirmUnanswered]; n != 1 {
+		t.Fatalf("%d confirmations unanswered, want 1", n)
+	}
+	settle(e, 20)
 	if en, _ := tb.Lookup(k); !en.Suspect() || en.Class() == table.ClassStuck {
 		t.Fatalf("the entry is no longer a young suspect: %v", en.Class())
 	}
@@ -533,7 +534,16 @@ func TestRecoveryObserved(t *testing.T) {
 	tb.ObserveSourceMAC(mine, macNew, 1, time.Now())
 	reachable(mine, macNew)
 	lab.WaitFor(t, 5*time.Second, "the recovery observed", func() bool { return e.Stats().RecoveryCount >= 1 })
-	time.Sleep(50 * time.Millisecond) // anything else queued is handled
+	// The sentinel: the kernel doubts the entry again (DELAY), which the
+	// tracker reads after every event before it.
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine.Addr, State: table.StateDelay, LLAddr: macNew,
+		FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
+	lab.WaitFor(t, 5*time.Second, "the tracker to read the sentinel", func() bool {
+		e.managed.mu.Lock()
+		defer e.managed.mu.Unlock()
+		o := e.managed.owned[mine]
+		return o != nil && o.doubtedAt != 0
+	})
 	if st := e.Stats(); st.RecoveryCount != 1 || st.RecoverySum < 0 || st.RecoverySum > 60 {
 		t.Errorf("%d recoveries observed, %v s in all; want 1, of the seconds the test took", st.RecoveryCount, st.RecoverySum)
 	}
@@ -549,12 +559,18 @@ func TestManagedNotIdleBeforeItsTime(t *testing.T) {
 	cfg := manageConfig(10)
 	cfg.Manage.Idle = time.Hour
 	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
-	stop := runEngine(t, e)
-	defer stop()
-	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.managed.Len() == 1 })
-	time.Sleep(100 * time.Millisecond) // maintenance every 10 ms
+	e.managed.adopt()
+	for range 10 {
+		e.managed.maintain(ModeOn)
+	}
 	if n := e.Stats().Releases[ReleaseIdle]; n != 0 || e.managed.Len() != 1 {
-		t.Errorf("released as idle (%d) within 100 ms of an hour's idle limit", n)
+		t.Errorf("released as idle (%d) the moment it was adopted, with an hour's idle limit", n)
+	}
+	// The control: an hour after it was managed, with no traffic, it is.
+	e.managed.owned[table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}].since = time.Now().Add(-time.Hour).UnixNano()
+	e.managed.maintain(ModeOn)
+	if n := e.Stats().Releases[ReleaseIdle]; n != 1 {
+		t.Errorf("%d released as idle an hour after it was managed, want 1", n)
 	}
 }
 
@@ -566,12 +582,25 @@ func TestQueueRoomIsWhatIsFree(t *testing.T) {
 	cfg.QueueSize, cfg.MaxConcurrent = 2, 1
 	b := &blockingActor{release: make(chan struct{})}
 	e := New(cfg, tb, b, nil)
-	stop := runEngine(t, e)
-	// One in the worker, two queued: the other two dropped, and counted
-	// by each sweep that found room for fewer than were waiting.
-	lab.WaitFor(t, 5*time.Second, "five drops", func() bool { return e.Stats().Dropped >= 5 })
+	// No worker: the first sweep queues two and drops three, each
+	// counted once.
+	e.sweep()
+	if q, d := len(e.queue), e.Stats().Dropped; q != 2 || d != 3 {
+		t.Fatalf("after a sweep: %d queued, %d dropped; want 2 and 3", q, d)
+	}
+	// A full queue is nothing to sweep for: no more drops, no block.
+	e.sweep()
+	if q, d := len(e.queue), e.Stats().Dropped; q != 2 || d != 3 {
+		t.Errorf("after a sweep of a full queue: %d queued, %d dropped; want 2 and 3", q, d)
+	}
+	// One taken by a worker: the next sweep fills its place and drops
+	// the two left.
+	<-e.queue
+	e.sweep()
+	if q, d := len(e.queue), e.Stats().Dropped; q != 2 || d != 5 {
+		t.Errorf("a place freed: %d queued, %d dropped; want 2 and 5", q, d)
+	}
 	close(b.release)
-	stop()
 }
 
 // TestNoAnswerIsEvidence: a probe of a stale-long entry that nobody
@@ -660,10 +689,11 @@ func TestOwnedUndisputedLeftAlone(t *testing.T) {
 	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.7"), State: table.StateReachable,
 		LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	e := New(manageConfig(10), tb, &fakeActor{t: tb, answerAt: -1}, nil)
-	stop := runEngine(t, e)
-	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.managed.Len() == 1 })
-	time.Sleep(100 * time.Millisecond) // sweeps
-	stop()
+	e.managed.adopt()
+	settle(e, 3)
+	if e.sweeps != 3 || e.managed.Len() != 1 {
+		t.Fatalf("%d sweeps, %d managed: the sweeps did not run over the adopted entry", e.sweeps, e.managed.Len())
+	}
 	if n := e.Stats().Skipped[SkipManaged]; n != 0 {
 		t.Errorf("%d managed entries counted as skipped candidates", n)
 	}

@@ -86,6 +86,13 @@ func TestNDPFilter(t *testing.T) {
 	echo[14+40] = 128 // ICMPv6 echo request
 	udp := ndFrame(t, macA, host, 64, &ndp.NeighborSolicitation{TargetAddress: host})
 	udp[14+6] = 17
+	// The ICMPv6 types on either side of Neighbor Discovery's two: router
+	// solicitations and advertisements (133, 134), redirects (137).
+	icmp := func(typ byte) []byte {
+		f := ndFrame(t, macA, host, 255, &ndp.NeighborSolicitation{TargetAddress: host})
+		f[14+40] = typ
+		return f
+	}
 	for _, tc := range []struct {
 		name  string
 		frame []byte
@@ -94,6 +101,9 @@ func TestNDPFilter(t *testing.T) {
 		{"solicitation", ndFrame(t, macA, host, 255, &ndp.NeighborSolicitation{TargetAddress: host}), true},
 		{"advertisement", ndFrame(t, macB, host, 255, &ndp.NeighborAdvertisement{TargetAddress: host}), true},
 		{"echo request", echo, false},
+		{"router solicitation", icmp(133), false},
+		{"router advertisement", icmp(134), false},
+		{"redirect", icmp(137), false},
 		{"udp", udp, false},
 		{"arp", arpFrame(t, arp.OperationRequest, macA, "10.0.0.1", "10.0.0.9", macB), false},
 	} {

@@ -1,10 +1,12 @@
 package evidence
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ndp"
 	"github.com/neighwatch/neighwatch/table"
 )
@@ -121,5 +123,24 @@ func TestSetLinkRecordsWhatIsWanted(t *testing.T) {
 	w.SetLink(2, nil)
 	if _, ok := w.links[2]; ok {
 		t.Errorf("still wanted after SetLink(nil): %+v", w.links)
+	}
+}
+
+// TestOwnARPFramesIgnored: a frame the host itself sent says nothing of
+// its neighbours, whether its Ethernet source or its ARP sender is the
+// receiving interface's MAC (a bridge relaying the host's own request;
+// proxy ARP answered by the host for another address).
+func TestOwnARPFramesIgnored(t *testing.T) {
+	relayed := arpFrame(t, arp.OperationRequest, ownMAC, "10.0.0.5", "10.0.0.9", macB)
+	copy(relayed[6:12], macA) // another Ethernet source, the host's ARP sender
+	proxied := arpFrame(t, arp.OperationReply, macA, "10.0.0.7", "10.0.0.9", macB)
+	copy(proxied[6:12], ownMAC) // the host's Ethernet source, another ARP sender
+	for name, f := range map[string][]byte{"own ARP sender": relayed, "own Ethernet source": proxied} {
+		if _, err := ParseARP(f, ownMAC); !errors.Is(err, ErrOwnFrame) {
+			t.Errorf("%s: %v, want %v", name, err, ErrOwnFrame)
+		}
+	}
+	if o, err := ParseARP(arpFrame(t, arp.OperationReply, macA, "10.0.0.7", "10.0.0.9", macB), ownMAC); err != nil || o.SenderMAC.String() != macA.String() {
+		t.Errorf("another host's reply: %+v, %v; want it parsed", o, err)
 	}
 }
