@@ -42,7 +42,7 @@ ARM64_TESTS   := ./table/ ./monitor/evidence/ ./metrics/ ./internal/control/ ./r
 # need the kernel).
 ARM64_AGENT   := ^(TestConfig|TestOption|TestFlag|TestNewLogger|TestREADMEFlag|TestInert|TestDaemonSet)
 
-.PHONY: print-pkgs test-go fuzz chart-helm4 publish push mutation all deps build run test unit vet lint cross fmt-check generate check-generate \
+.PHONY: print-pkgs test-go fuzz chart-helm4 publish push mutation rules all deps build run test unit vet lint cross fmt-check generate check-generate \
         checkrules bench bench-root lab-up lab-down clean image manifests install demo test-kernels \
         chart arm64 release
 
@@ -171,6 +171,15 @@ fuzz:
 TARGETS ?=
 mutation:
 	$(GO) run ./internal/dev/mutation/cmd/nwmutants run --targets "$(TARGETS)"
+
+# The rule ledger (docs/rules.md): each rule's break applied alone (go
+# test -overlay), its tests run against it; fails when a break survives,
+# no longer applies or builds, or a named test does not run. make test
+# runs it (as root: some rules' tests are privileged). ONLY= a comma-
+# separated list of rule IDs to check fewer.
+ONLY ?=
+rules:
+	$(GO) run ./internal/dev/mutation/cmd/nwmutants rules --only "$(ONLY)"
 
 # The kernel-contract tests on Debian's 5.10, 6.1 and 6.12 and the newest
 # kernel of trixie-backports (fetched from the Debian archive this machine

@@ -4,7 +4,8 @@
 #   checks:  vet, staticcheck and unparam, the cross-OS builds, the arm64
 #            binary and tests, gofmt, the alert rules, the chart, then
 #            go test ./... (privileged tests included: run as root), then
-#            each fuzz target for 10 s, then the boot test of
+#            the rule ledger's breaks (make rules), then each fuzz target
+#            for 10 s, then the boot test of
 #            internal/dev/kernels
 #   kernels: the kernel matrix, one Debian kernel after another (the
 #            longest lane: it starts at once)
@@ -48,6 +49,8 @@ checks() {
 	# Every package's tests but the boot test, which runs last.
 	# shellcheck disable=SC2086 # PKGS is a list of patterns
 	phase checks "go test ./..." "$GO" test -count=1 -timeout "$GO_TEST_TIMEOUT" -skip '^TestBootFromAnyCheckout$' $PKGS
+	# Each rule of the ledger against its break (docs/rules.md).
+	phase checks rules "$MAKE" --no-print-directory rules
 	# Each fuzz target for a bounded time, on one CPU (the matrix's
 	# guest has the other).
 	phase checks fuzz "$MAKE" --no-print-directory fuzz

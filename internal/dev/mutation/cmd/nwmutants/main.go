@@ -5,10 +5,17 @@
 //	nwmutants uncovered [--targets ...] [--root DIR]
 //	nwmutants recheck [--targets ...]   (the survivors again, after tests were added)
 //	nwmutants report [--dir .mutation]
+//	nwmutants rules [--ledger docs/rules.md] [--only ID,...] [--jobs 2] [--whole] [--root DIR]
 //
 // run runs gremlins on each target, then runs itself the mutants gremlins
 // saw no coverage for (those in switch cases) and those it timed out
 // (uncovered), then reports.
+// rules applies each break of the rule ledger alone, runs the rule's
+// tests against it and exits 1 when one passes (the rule is not guarded),
+// a break does not apply or build, or a named test does not run (make
+// rules; make test runs it). --whole runs every test of the rule's
+// packages instead of the named ones, and --root another checkout: how
+// well an older tree's tests guarded the same rules.
 // report prints each target's score and every survivor that no test kills
 // and docs/mutants.md does not explain; it exits 1 when there is one.
 package main
@@ -35,7 +42,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: nwmutants run|report [flags]")
+		fmt.Fprintln(os.Stderr, "usage: nwmutants run|uncovered|recheck|report|rules [flags]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("nwmutants "+os.Args[1], flag.ExitOnError)
@@ -45,8 +52,27 @@ func main() {
 		workers = fs.Int("workers", 2, "mutants tested at once (the tests mostly wait on timers)")
 		eqFile  = fs.String("equivalent", "docs/mutants.md", "the survivors that change nothing, with why")
 		root    = fs.String("root", ".", "the module whose code is mutated")
+		ledger  = fs.String("ledger", "docs/rules.md", "rules: the rule ledger")
+		only    = fs.String("only", "", "rules: the rules to check, comma-separated IDs (default all)")
+		whole   = fs.Bool("whole", false, "rules: run every test of each rule's packages, not the named ones")
+		jobs    = fs.Int("jobs", 2, "rules: breaks checked at once")
+		timeout = fs.Duration("timeout", 3*time.Minute, "rules: go test -timeout of one package's tests on a break")
+		summary = fs.Bool("write-summary", false, "rules: rewrite the ledger's summary table and check nothing")
 	)
 	_ = fs.Parse(os.Args[2:])
+	if os.Args[1] == "rules" {
+		var err error
+		if *summary {
+			err = writeSummary(*ledger)
+		} else {
+			err = rules(ctx, *ledger, *only, mutation.CheckOptions{Root: *root, Whole: *whole, Timeout: *timeout}, *jobs)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "nwmutants:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	targets, err := pick(*names)
 	if err == nil {
 		switch os.Args[1] {
@@ -68,7 +94,7 @@ func main() {
 		case "report":
 			err = report(targets, *dir, *eqFile)
 		default:
-			err = fmt.Errorf("unknown command %q: want run or report", os.Args[1])
+			err = fmt.Errorf("unknown command %q: want run, uncovered, recheck, report or rules", os.Args[1])
 		}
 	}
 	if err != nil {
