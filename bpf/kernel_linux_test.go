@@ -462,6 +462,13 @@ func (h *helperLab) count(t *testing.T, hc helperCase, n int) string {
 	return fmt.Sprintf("hits %d; %s", hits, strings.Join(parts, ", "))
 }
 
+// olderGuest reports whether the test runs in a guest of the kernel
+// matrix other than the newest kernel's (nwkernels names the kernel).
+func olderGuest() bool {
+	k := os.Getenv("NEIGHWATCH_KERNEL")
+	return k != "" && k != "host" && k != "newest"
+}
+
 func calls(after, before RedirectCounts, h Helper) uint64 {
 	return after[h].Stale + after[h].Other - before[h].Stale - before[h].Other
 }
@@ -477,6 +484,13 @@ func TestTracerIgnoresOtherNamespaces(t *testing.T) {
 	modes := []TracerMode{TracerXmit}
 	if !lockedDown(t) {
 		modes = append(modes, TracerFentry)
+		if olderGuest() {
+			// The mode the agent runs here. Both modes filter by the
+			// same read of the device's namespace (in_netns); xmit's is
+			// held on the newest guest and the host. Two labs a mode
+			// cost an older guest about 50 s.
+			modes = []TracerMode{TracerFentry}
+		}
 	}
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {

@@ -283,16 +283,7 @@ func from(t *testing.T, src, addr string) net.Conn {
 // closed the connection instead.
 func get(t *testing.T, c net.Conn) int {
 	t.Helper()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
-		return 0
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
+	return getPath(t, c, "/")
 }
 
 const stalledRequest = "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
@@ -412,4 +403,53 @@ func (l *Listener) stillFull() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.full
+}
+
+// TestStalledBeforeAStrangersIdle: a full listener takes a stalled
+// connection's slot for a client answered with success before it takes
+// the older idle connection of a client never answered with success.
+func TestStalledBeforeAStrangersIdle(t *testing.T) {
+	l, addr := serveHTTP(t, 3, 50*time.Millisecond, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/nf" {
+			http.NotFound(w, r)
+		}
+	})
+	if code := get(t, from(t, "127.0.0.7", addr)); code != http.StatusOK { // its idle connection keeps its slot
+		t.Fatalf("first request: %d", code)
+	}
+	waitGood(t, l, "127.0.0.7")
+	stranger := from(t, "127.0.0.20", addr)
+	if code := getPath(t, stranger, "/nf"); code != http.StatusNotFound {
+		t.Fatalf("the stranger's request: %d", code)
+	}
+	stalled := from(t, "127.0.0.10", addr)
+	if _, err := stalled.Write([]byte(stalledRequest)); err != nil {
+		t.Fatal(err)
+	}
+	waitOpen(t, l, 3)
+	time.Sleep(100 * time.Millisecond) // the stalled one past the grace
+	if code := get(t, from(t, "127.0.0.7", addr)); code != http.StatusOK {
+		t.Fatalf("the successful client's newcomer got %d, want 200", code)
+	}
+	if code := getPath(t, stranger, "/nf"); code != http.StatusNotFound {
+		t.Errorf("the stranger's idle connection: %d, want still open (404): it was taken before the stalled one", code)
+	}
+	if s := l.Stats(); s.Evicted != 1 {
+		t.Errorf("stats %+v, want one connection evicted", s)
+	}
+}
+
+// getPath is get for a path.
+func getPath(t *testing.T, c net.Conn, path string) int {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		return 0
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -114,12 +114,16 @@ func check(ctx context.Context, r Rule, o CheckOptions) Result {
 
 // runTests runs one package's named tests (or all) with the overlay.
 func runTests(ctx context.Context, o CheckOptions, overlay string, ref TestRef) Result {
-	args := []string{"test", "-count=1", "-json", "-overlay", overlay, "-timeout", o.Timeout.String()}
+	args := []string{"test", "-count=1", "-json", "-timeout", o.Timeout.String()}
 	if !o.Whole {
 		args = append(args, "-run", "^("+strings.Join(ref.Names, "|")+")$")
 	}
 	cmd := exec.CommandContext(ctx, "go", append(args, ref.Pkg)...)
 	cmd.Dir = o.Root
+	// The overlay through GOFLAGS, not the flag: a test that runs the
+	// go command itself (go list for the layers, go build for a binary)
+	// sees the break too.
+	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+overlay))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, _ := cmd.Output()
@@ -127,10 +131,10 @@ func runTests(ctx context.Context, o CheckOptions, overlay string, ref TestRef) 
 		return Result{Verdict: NotBuilt, Detail: ctx.Err().Error()}
 	}
 	var (
-		ran, failed, skipped []string
-		running                      string
-		pkgFailed, buildFailed       bool
-		output                       strings.Builder
+		ran, failed, skipped   []string
+		running                string
+		pkgFailed, buildFailed bool
+		output                 strings.Builder
 	)
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
