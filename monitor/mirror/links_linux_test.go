@@ -43,7 +43,10 @@ func TestInterfaceFiltersAndRenames(t *testing.T) {
 	// The kernel flushed the entries when the link went down: add one back
 	// while out of scope, then rename into scope.
 	l.Node.MustIP(t, "neigh", "add", "10.0.2.71", "lladdr", mac.String(), "dev", "b1", "nud", "permanent")
-	time.Sleep(200 * time.Millisecond)
+	// The sentinel: an entry of an included interface, notified after it
+	// on the same socket.
+	l.Node.MustIP(t, "neigh", "add", "10.0.1.71", "lladdr", mac.String(), "dev", lab.NodeClientIf, "nud", "permanent")
+	lab.WaitFor(t, 5*time.Second, "the included interface's later entry", func() bool { return has(n0, "10.0.1.71") })
 	if has(n1, "10.0.2.71") {
 		t.Fatal("entry of an excluded interface mirrored")
 	}
