@@ -452,12 +452,13 @@ func healthy(t *testing.T, sp healthySpec, r *precisionRun, w *probeWatch, fl *f
 }
 
 // moved waits for an entry whose host left its MAC (old) for new to be
-// stuck, within the threshold plus one period plus the confirmation,
-// counted from from (the entry already stale-long) to the agent's stuck
-// event. It asserts the evidence that made it stuck (the host seen at
+// stuck after the host left its MAC (left), within the threshold plus
+// one period plus the confirmation, counted from from (the entry already
+// stale-long; later than left where the kernel held the entry REACHABLE
+// past it) to the agent's stuck event. It asserts the evidence that made it stuck (the host seen at
 // new, the probe to old unanswered, on the wire), that the replies
 // stopped, and what dry-run sent, and logs its row.
-func moved(t *testing.T, name string, r *precisionRun, w *probeWatch, fl *flow, old, new net.HardwareAddr, from time.Time) {
+func moved(t *testing.T, name string, r *precisionRun, w *probeWatch, fl *flow, old, new net.HardwareAddr, left, from time.Time) {
 	t.Helper()
 	// The promise is the sum; a guest under emulation, which shares the
 	// machine's CPUs with the host's suite, runs every timer of it late,
@@ -473,10 +474,10 @@ func moved(t *testing.T, name string, r *precisionRun, w *probeWatch, fl *flow, 
 	if took > bound {
 		t.Errorf("%s: stuck %v after the host left its MAC, want within %v", name, took.Round(10*time.Millisecond), bound)
 	}
-	if took <= 0 {
+	if before := left.Sub(r.stuck()); before >= 0 {
 		// Stuck before the host left is not finding a move: a healthy
 		// host was paged.
-		t.Errorf("%s: stuck %v before the host left its MAC", name, (-took).Round(10*time.Millisecond))
+		t.Errorf("%s: stuck %v before the host left its MAC", name, before.Round(10*time.Millisecond))
 	}
 	if e.Class != "stuck" {
 		t.Errorf("%s: class %s after the stuck event, with nothing repaired", name, e.Class)
@@ -665,7 +666,7 @@ func TestPrecisionMoved(t *testing.T) {
 	h.MustIP(t, "link", "set", "c0", "address", m2.String())
 	f.PinNode(t, h, "c0")
 	left := time.Now()
-	moved(t, "moved host", r, w, startFlow(t, h, lab.BackendIP), m1, m2, left)
+	moved(t, "moved host", r, w, startFlow(t, h, lab.BackendIP), m1, m2, left, left)
 }
 
 // TestPrecisionBlueGreen: the seed's own upgrade. A new VM (M2) takes the
@@ -740,7 +741,7 @@ func TestPrecisionBlueGreen(t *testing.T) {
 		}
 		return false
 	})
-	moved(t, "blue-green: old VM gone", r, w, fl, m1, m2, stale)
+	moved(t, "blue-green: old VM gone", r, w, fl, m1, m2, gone, stale)
 	t.Logf("old VM gone %v before its entry was STALE again", stale.Sub(gone).Round(10*time.Millisecond))
 }
 
@@ -883,7 +884,7 @@ func TestPrecisionVRRP(t *testing.T) {
 			route(b)
 			fl = startFlow(t, b, lab.BackendIP)
 			if !tc.failback {
-				moved(t, "VRRP failover, gratuitous ARP suppressed", r, w, fl, ma, mb, failover)
+				moved(t, "VRRP failover, gratuitous ARP suppressed", r, w, fl, ma, mb, failover, failover)
 				return
 			}
 			// Failback inside the conflict window: the first host comes

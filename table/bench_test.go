@@ -173,3 +173,40 @@ func BenchmarkGradualCrossing(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWalk measures the table's walks of a million entries, in the
+// batches their callers take: Range (4,096 at a time, as the seeding
+// does), Candidates (the same) and the store's each (a resync's sweep,
+// which deletes nothing here).
+func BenchmarkWalk(b *testing.B) {
+	tb := New(time.Minute, nil)
+	us := benchUpdates(1_000_000, StateStale)
+	tb.Apply(CauseNetlink, us...)
+	for _, w := range []struct {
+		name string
+		walk func(from uint32, fn func()) uint32
+	}{
+		{"range", func(from uint32, fn func()) uint32 { return tb.Range(from, 4096, func(*Entry) { fn() }) }},
+		{"candidates", func(from uint32, fn func()) uint32 { return tb.Candidates(from, 4096, func(Key, string) { fn() }) }},
+		{"each", func(_ uint32, fn func()) uint32 {
+			tb.st.each(func(uint32, *rec) bool { fn(); return true })
+			return 0
+		}},
+	} {
+		b.Run(w.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				n := 0
+				for from := uint32(0); ; {
+					if from = w.walk(from, func() { n++ }); from == 0 {
+						break
+					}
+				}
+				if n != len(us) {
+					b.Fatalf("walked %d of %d", n, len(us))
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(us)), "ns/entry")
+		})
+	}
+}
