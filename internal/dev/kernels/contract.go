@@ -44,8 +44,10 @@ func (s Suite) Name() string {
 // Contract lists the suites: the tracer loads and degrades program by
 // program, counts each redirect helper exactly, follows large ifindexes
 // and a full map, and seeds its maps in the kernel where the kernel takes
-// the batch programs, to the same end as from user space; entries the kernel creates silently are
-// looked up and a re-validating datapath is never counted; the loop with
+// the batch programs, to the same end as from user space; the table
+// follows the kernel's entry field by field whichever way it changes
+// (netlink, a resync, the tracepoints: STALE -> DELAY, entries the
+// kernel creates silently) and a re-validating datapath is never counted; the loop with
 // forwarders that are not the project's (TC and XDP, IPv4 and IPv6
 // together); the precision scenarios (a moved host stuck, and a host
 // bonded by the kernel's driver, which only the guests' kernels have,
@@ -57,7 +59,8 @@ func (s Suite) Name() string {
 // only. The e2e tests run the agent as the DaemonSet does.
 var Contract = []Suite{
 	{Package: "./bpf", Run: "^(TestTracerLoadsOnThisKernel|TestTracerDegradesProgramByProgram|TestTracerCountsEachHelper|TestTracerPastCapacity|TestTracerWatchesLargeIfindex|TestTracerIgnoresOtherNamespaces|TestSeedInKernelAsEntryByEntry|TestCandidatesInKernelAsOneByOne)$", Timeout: 15 * time.Minute},
-	{Package: "./monitor/feed", Run: "^(TestCreatedEntriesLookedUp|TestTracerNoFalsePositives)$", Timeout: 5 * time.Minute},
+	{Package: "./monitor/mirror", Run: "^(TestNetlinkChangesMatchTheKernel|TestResyncRecordsWhatItFinds)$", Timeout: 5 * time.Minute},
+	{Package: "./monitor/feed", Run: "^(TestTracepointChangesMatchTheKernel|TestTracerNoFalsePositives)$", Timeout: 5 * time.Minute},
 	{Package: "./e2e", Run: "^(TestBypassedHostFoundAndRepaired|TestDatapathSwapUnderTraffic|TestManagedCapabilityNamed|TestKilledAgentLeavesNoDatapath|TestPrecisionMoved|TestPrecisionBond)$",
 		Newest: "TestPrecisionSecondMAC|TestPrecisionARPFlux|TestPrecisionRouter|TestPrecisionBlueGreen|TestPrecisionVRRP", Timeout: 20 * time.Minute, Parallel: 4},
 }
