@@ -143,8 +143,9 @@ func VethPair(tb testing.TB, prefix string) (ns, peer NS) {
 			tb.Fatal(err)
 		}
 	}
-	ns.MustIP(tb, "link", "add", "v0", "type", "veth", "peer", "name", "v1", "netns", peer.Name)
-	ns.MustIP(tb, "link", "set", "v0", "up")
+	if err := ns.Batch([]string{"link add v0 type veth peer name v1 netns " + peer.Name, "link set v0 up"}); err != nil {
+		tb.Fatal(err)
+	}
 	peer.MustIP(tb, "link", "set", "v1", "up")
 	for _, k := range []string{"net.ipv4.neigh.v0.gc_stale_time", "net.ipv6.neigh.v0.gc_stale_time"} {
 		if err := ns.Sysctl(k, "3600"); err != nil {
