@@ -27,7 +27,7 @@ type Suite struct {
 
 // RunFor is the -run pattern of the suite on one kernel of the matrix.
 func (s Suite) RunFor(kernel string) string {
-	if s.Newest == "" || (kernel != Debian[len(Debian)-1].Name && kernel != "host") {
+	if s.Newest == "" || (kernel != Newest && kernel != "host") {
 		return s.Run
 	}
 	return strings.TrimSuffix(s.Run, ")$") + "|" + s.Newest + ")$"

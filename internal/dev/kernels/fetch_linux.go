@@ -29,6 +29,10 @@ type Image struct {
 	Vmlinuz   string
 	Modules   string // the directory that is /lib/modules/RELEASE in the guest
 	Initramfs string
+	// Userland is the root the guest mounts, for a kernel that does not
+	// run the host's binaries (arm64): Debian's packages of that
+	// architecture, unpacked. "" is the host's own root.
+	Userland string
 }
 
 // Fetcher fetches Debian kernels with APT into Dir, from Archive (the
@@ -77,6 +81,14 @@ func (f *Fetcher) Fetch(ctx context.Context, ks []Kernel) ([]Image, error) {
 			missing = append(missing, i)
 			continue
 		}
+		// A userland of an older list of packages is made again, and
+		// with it the initramfs (its busybox is the userland's).
+		if !k.Native() && img.Userland != f.userlandRoot(k.Architecture()) {
+			if img.Userland, err = f.userland(ctx, k.Architecture()); err != nil {
+				return nil, fmt.Errorf("kernel %s: the %s userland: %w", k.Name, k.Architecture(), err)
+			}
+			img.Initramfs = ""
+		}
 		// An initramfs of an older init script is made again, not the
 		// kernel fetched again.
 		if want := initramfsPath(img.Root); img.Initramfs != want {
@@ -93,8 +105,19 @@ func (f *Fetcher) Fetch(ctx context.Context, ks []Kernel) ([]Image, error) {
 	if len(missing) == 0 {
 		return out, nil
 	}
-	if err := f.update(ctx, ks); err != nil {
-		return nil, err
+	byArch := map[string][]Kernel{}
+	var arches []string
+	for _, i := range missing {
+		a := ks[i].Architecture()
+		if byArch[a] == nil {
+			arches = append(arches, a)
+		}
+		byArch[a] = append(byArch[a], ks[i])
+	}
+	for _, a := range arches {
+		if err := f.update(ctx, a, byArch[a]); err != nil {
+			return nil, err
+		}
 	}
 	for _, i := range missing {
 		img, err := f.fetch(ctx, ks[i])
@@ -106,7 +129,12 @@ func (f *Fetcher) Fetch(ctx context.Context, ks []Kernel) ([]Image, error) {
 	return out, nil
 }
 
-func (f *Fetcher) indexPath(k Kernel) string { return filepath.Join(f.Dir, k.Suite+".json") }
+func (f *Fetcher) indexPath(k Kernel) string {
+	if k.Native() {
+		return filepath.Join(f.Dir, k.Suite+".json")
+	}
+	return filepath.Join(f.Dir, k.Suite+"-"+k.Architecture()+".json")
+}
 
 // cached returns an image unpacked by an earlier run.
 func (f *Fetcher) cached(k Kernel) (Image, error) {
@@ -118,7 +146,11 @@ func (f *Fetcher) cached(k Kernel) (Image, error) {
 	if err := json.Unmarshal(b, &img); err != nil {
 		return Image{}, err
 	}
-	for _, p := range []string{img.Root, img.Vmlinuz, img.Modules} {
+	paths := []string{img.Root, img.Vmlinuz, img.Modules}
+	if !k.Native() {
+		paths = append(paths, img.Userland)
+	}
+	for _, p := range paths {
 		if p == "" {
 			return Image{}, errors.New("an index of an older run")
 		}
@@ -142,7 +174,7 @@ func (f *Fetcher) allCached(ks []Kernel) ([]Image, bool) {
 	out := make([]Image, len(ks))
 	for i, k := range ks {
 		img, err := f.cached(k)
-		if err != nil || img.Initramfs != initramfsPath(img.Root) {
+		if err != nil || img.Initramfs != initramfsPath(img.Root) || (!k.Native() && img.Userland != f.userlandRoot(k.Architecture())) {
 			return nil, false
 		}
 		out[i] = img
@@ -171,11 +203,19 @@ func initramfsPath(root string) string {
 	return filepath.Join(root, "initramfs-"+hex.EncodeToString(sum[:4])+".gz")
 }
 
-// aptArgs points APT at a private sources list, lists and cache, so the
-// machine's own APT state is never touched.
-func (f *Fetcher) aptArgs() []string {
-	a := filepath.Join(f.Dir, "apt")
-	return []string{
+// aptDir is where APT keeps the lists of one architecture's packages.
+func (f *Fetcher) aptDir(arch string) string {
+	if arch == "amd64" {
+		return filepath.Join(f.Dir, "apt")
+	}
+	return filepath.Join(f.Dir, "apt-"+arch)
+}
+
+// aptArgs points APT at a private sources list, lists and cache of one
+// architecture, so the machine's own APT state is never touched.
+func (f *Fetcher) aptArgs(arch string) []string {
+	a := f.aptDir(arch)
+	args := []string{
 		"-o", "Dir::Etc::SourceList=" + filepath.Join(a, "sources.list"),
 		"-o", "Dir::Etc::SourceParts=/dev/null",
 		"-o", "Dir::State::Lists=" + filepath.Join(a, "lists"),
@@ -183,10 +223,14 @@ func (f *Fetcher) aptArgs() []string {
 		"-o", "APT::Sandbox::User=root",
 		"-o", "Debug::NoLocking=1",
 	}
+	if arch != "amd64" {
+		args = append(args, "-o", "APT::Architecture="+arch, "-o", "APT::Architectures="+arch)
+	}
+	return args
 }
 
-func (f *Fetcher) update(ctx context.Context, ks []Kernel) error {
-	a := filepath.Join(f.Dir, "apt")
+func (f *Fetcher) update(ctx context.Context, arch string, ks []Kernel) error {
+	a := f.aptDir(arch)
 	for _, d := range []string{"lists/partial", "cache/archives/partial"} {
 		if err := os.MkdirAll(filepath.Join(a, d), 0o755); err != nil {
 			return err
@@ -203,8 +247,8 @@ func (f *Fetcher) update(ctx context.Context, ks []Kernel) error {
 	if err := os.WriteFile(filepath.Join(a, "sources.list"), []byte(src.String()), 0o644); err != nil {
 		return err
 	}
-	f.logf("fetching the package lists of %s from %s", suites(ks), f.Archive)
-	_, err := f.run(ctx, "", "apt-get", append(f.aptArgs(), "-qq", "update")...)
+	f.logf("fetching the %s package lists of %s from %s", arch, suites(ks), f.Archive)
+	_, err := f.run(ctx, "", "apt-get", append(f.aptArgs(arch), "-qq", "update")...)
 	return err
 }
 
@@ -226,21 +270,23 @@ var imageRE = regexp.MustCompile(`(?m)^Depends: .*?\b(linux-image-[0-9][^ ,]*) \
 var partsRE = regexp.MustCompile(`\b(linux-(?:binary|modules)-[0-9][^ ,]*) \(= ([^)]+)\)`)
 
 func (f *Fetcher) fetch(ctx context.Context, k Kernel) (Image, error) {
-	// The suite's linux-image-amd64 names the kernel package it installs.
-	show, err := f.run(ctx, "", "apt-cache", append(f.aptArgs(), "show", "linux-image-amd64/"+k.Suite)...)
+	// The suite's linux-image-ARCH names the kernel package it installs.
+	arch := k.Architecture()
+	meta := "linux-image-" + arch + "/" + k.Suite
+	show, err := f.run(ctx, "", "apt-cache", append(f.aptArgs(arch), "show", meta)...)
 	if err != nil {
 		return Image{}, err
 	}
 	m := imageRE.FindStringSubmatch(show)
 	if m == nil {
-		return Image{}, fmt.Errorf("linux-image-amd64/%s names no kernel package:\n%s", k.Suite, show)
+		return Image{}, fmt.Errorf("%s names no kernel package:\n%s", meta, show)
 	}
 	img := Image{Kernel: k, Package: m[1], Version: m[2]}
 	pkgs := []string{img.Package}
 	// Debian's 7.x packaging: the image package is empty but for its
 	// dependencies, the kernel (linux-binary) and its modules
 	// (linux-modules).
-	detail, err := f.run(ctx, "", "apt-cache", append(f.aptArgs(), "show", img.Package+"="+img.Version)...)
+	detail, err := f.run(ctx, "", "apt-cache", append(f.aptArgs(arch), "show", img.Package+"="+img.Version)...)
 	if err != nil {
 		return Image{}, err
 	}
@@ -261,7 +307,7 @@ func (f *Fetcher) fetch(ctx context.Context, k Kernel) (Image, error) {
 	img.Root = root
 	for _, pkg := range pkgs {
 		f.logf("kernel %s: downloading %s %s", k.Name, pkg, img.Version)
-		deb, err := f.download(ctx, debs, pkg, img.Version)
+		deb, err := f.download(ctx, arch, debs, pkg, img.Version)
 		if err != nil {
 			return Image{}, err
 		}
@@ -276,6 +322,11 @@ func (f *Fetcher) fetch(ctx context.Context, k Kernel) (Image, error) {
 	base := filepath.Dir(filepath.Dir(filepath.Dir(img.Modules)))
 	if _, err := f.run(ctx, "", "depmod", "-b", base, img.Release); err != nil {
 		return Image{}, err
+	}
+	if !k.Native() {
+		if img.Userland, err = f.userland(ctx, arch); err != nil {
+			return Image{}, fmt.Errorf("the %s userland: %w", arch, err)
+		}
 	}
 	img.Initramfs = initramfsPath(root)
 	if err := f.initramfs(ctx, img); err != nil {
@@ -298,8 +349,8 @@ func firstStanzaDepends(show string) string {
 
 // download fetches one package of one version into dir and returns its
 // path.
-func (f *Fetcher) download(ctx context.Context, dir, pkg, version string) (string, error) {
-	if _, err := f.run(ctx, dir, "apt-get", append(f.aptArgs(), "-qq", "download", pkg+"="+version)...); err != nil {
+func (f *Fetcher) download(ctx context.Context, arch, dir, pkg, version string) (string, error) {
+	if _, err := f.run(ctx, dir, "apt-get", append(f.aptArgs(arch), "-qq", "download", pkg+"="+version)...); err != nil {
 		return "", err
 	}
 	found, _ := filepath.Glob(filepath.Join(dir, pkg+"_*.deb"))
@@ -362,11 +413,17 @@ exec /bin/busybox switch_root /newroot /bin/bash /mnt/nw/results/guest.sh
 `
 
 func (f *Fetcher) initramfs(ctx context.Context, img Image) error {
-	bb, err := os.ReadFile(busyboxPath)
+	// The initramfs runs the kernel's architecture: the host's busybox,
+	// or the one of the guest's userland.
+	bbPath := busyboxPath
+	if img.Userland != "" {
+		bbPath = filepath.Join(img.Userland, busyboxPath)
+	}
+	bb, err := os.ReadFile(bbPath)
 	if err != nil {
 		return fmt.Errorf("the initramfs needs a static busybox (Debian's busybox-static): %w", err)
 	}
-	if err := checkStatic(busyboxPath); err != nil {
+	if err := checkStatic(bbPath); err != nil {
 		return err
 	}
 	files := map[string]File{

@@ -9,10 +9,24 @@ import (
 
 // A Kernel is one row of the matrix: a Debian release's kernel series.
 type Kernel struct {
-	Name  string // the series, as operators say it: "6.1"; "newest" for the newest the archive serves
-	Suite string // the Debian suite whose linux-image-amd64 it is
+	Name  string // the series, as operators say it: "6.1"; "newest" for the newest the archive serves; "arm64-6.1" on arm64
+	Suite string // the Debian suite whose linux-image-ARCH it is
 	Who   string // who runs it
+	Arch  string // Debian's name of the architecture: "" is amd64
 }
+
+// Architecture is the kernel's Debian architecture: amd64 or arm64.
+func (k Kernel) Architecture() string {
+	if k.Arch == "" {
+		return "amd64"
+	}
+	return k.Arch
+}
+
+// Native reports whether the kernel runs the host's own binaries (the
+// guest mounts the host's root): amd64. An arm64 guest runs a root of
+// Debian's arm64 packages and test binaries built for arm64.
+func (k Kernel) Native() bool { return k.Architecture() == "amd64" }
 
 // Newest names the kernel of the archive's newest suite, whatever series
 // that is today.
@@ -27,6 +41,15 @@ var Debian = []Kernel{
 	// releases run, and where changes to tracepoint arguments, BTF and
 	// the tracing attach types show first.
 	{Name: Newest, Suite: "trixie-backports", Who: "rolling distributions, Fedora, the next LTS releases"},
+	// The same Debian releases on arm64 (AWS Graviton, Ampere, edge
+	// boards), booted on an emulated Neoverse N1 (Graviton2's core).
+	// What differs there is what the tracer leans on: fentry attaches to
+	// kernel functions on arm64 from 6.4 (ftrace's direct calls), not
+	// 5.5 as on x86; the JIT and the verifier's per-architecture rules;
+	// the layouts CO-RE relocates.
+	{Name: "arm64-5.10", Suite: "bullseye", Arch: "arm64", Who: "Debian 11 on arm64; Amazon Linux 2's 5.10 on Graviton"},
+	{Name: "arm64-6.1", Suite: "bookworm", Arch: "arm64", Who: "Debian 12 on arm64, Amazon Linux 2023 on Graviton"},
+	{Name: "arm64-6.12", Suite: "trixie", Arch: "arm64", Who: "Debian 13 on arm64 (Graviton, Ampere)"},
 }
 
 // Names lists the series the matrix knows, for flags and messages.

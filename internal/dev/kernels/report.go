@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -47,6 +48,59 @@ type Row struct {
 	// TestsElsewhere: the contract tests ran in the same make test's go
 	// test ./..., not here.
 	TestsElsewhere bool
+	// Stuck and Repaired are how long the moved host behind the TC
+	// forwarder took to be stuck after it moved, and its traffic to come
+	// back once remediation was switched on (MovedTimes), "" when the
+	// test did not say.
+	Stuck, Repaired string
+	// Blind is the blind control's outcome where it ran (BlindStep): the
+	// agent with its counting refused must fail the moved host.
+	Blind string
+}
+
+// BlindStep names the step that runs the moved host with the tracer's
+// counting refused (--debug.refuse-programs): it must fail, or the row's
+// passes prove nothing about the tracer.
+const BlindStep = "blind"
+
+// BlindPrograms are the programs the blind control refuses: every
+// program that counts traffic past a neighbour entry (fentry on the
+// redirect helpers, the transmit tracepoint) or records the source MACs
+// that arrive.
+const BlindPrograms = "fe_skb_fib,fe_redirect,fe_redirect_neigh,fe_redirect_peer,fe_xdp_fib,fe_xdp_redirect,fe_dev_map_redirect,fe_dev_hash_map_redirect,fe_xdp_redirect_map,tr_xmit,tr_source"
+
+// BlindTest is the test the blind control runs, and what its failure
+// must say: the moved host never became stuck.
+const (
+	BlindTest = "TestPrecisionMoved"
+	blindMiss = "waiting for moved host: the entry stuck"
+)
+
+// BlindOutcome reads the blind control's output and exit status: "fails,
+// as it must" when the moved host was never found stuck; an error when
+// it passed (the row cannot tell a working tracer from none) or failed
+// for another reason.
+func BlindOutcome(out string, rc string) (string, error) {
+	switch {
+	case rc == "0":
+		return "", fmt.Errorf("the blind control passed: %s found the moved host with the tracer's counting refused (%s), so the contract tests cannot tell a counting tracer from none", BlindTest, BlindPrograms)
+	case strings.Contains(out, blindMiss):
+		return "fails (never stuck)", nil
+	}
+	return "", fmt.Errorf("the blind control failed, but not by missing the moved host (exit %s): it shows nothing", rc)
+}
+
+// movedRE is the line TestBypassedHostFoundAndRepaired logs behind the
+// TC forwarder.
+var movedRE = regexp.MustCompile(`tc forwarder: both stuck (\S+) after the move; traffic back (\S+) after remediation on`)
+
+// MovedTimes reads the moved host's time to stuck and to repair from the
+// e2e suite's output.
+func MovedTimes(out string) (stuck, repaired string) {
+	if m := movedRE.FindStringSubmatch(out); m != nil {
+		return m[1], m[2]
+	}
+	return "", ""
 }
 
 // StepTime is how long one step took in one kernel.
@@ -170,7 +224,7 @@ func Table(rows []Row, took bool) string {
 	for _, c := range cols {
 		b.WriteString(" " + c + " |")
 	}
-	b.WriteString(" as deployed | contract tests |")
+	b.WriteString(" as deployed | contract tests | moved host: stuck, repaired | blind control |")
 	if took {
 		b.WriteString(" took |")
 	}
@@ -178,7 +232,7 @@ func Table(rows []Row, took bool) string {
 	for range cols {
 		b.WriteString("---|")
 	}
-	b.WriteString("---|---|")
+	b.WriteString("---|---|---|---|")
 	if took {
 		b.WriteString("---|")
 	}
@@ -225,6 +279,15 @@ func Table(rows []Row, took bool) string {
 			status += " (error)"
 		}
 		fmt.Fprintf(&b, " %s |", status)
+		moved := "-"
+		if r.Stuck != "" {
+			moved = r.Stuck + ", " + r.Repaired
+		}
+		blind := r.Blind
+		if blind == "" {
+			blind = "-"
+		}
+		fmt.Fprintf(&b, " %s | %s |", moved, blind)
 		if took {
 			fmt.Fprintf(&b, " %v |", r.Took.Round(time.Second))
 		}
@@ -288,4 +351,86 @@ func ReplaceBlock(doc, table string) (string, bool) {
 		return doc, false
 	}
 	return doc[:i+len(blockStart)] + "\n" + table + doc[j:], true
+}
+
+// rowKey is the kernel a table line is of: its first cell, with the
+// newest series' "(newest)" read as Newest.
+func rowKey(line string) string {
+	cells := strings.Split(line, "|")
+	if len(cells) < 2 {
+		return ""
+	}
+	name := strings.TrimSpace(cells[1])
+	if strings.HasSuffix(name, " (newest)") {
+		return Newest
+	}
+	return name
+}
+
+// noteKey is the kernel a note under the table is of: "- 5.10, managed:
+// ..." or "- 5.10 refused ...".
+func noteKey(line string) string {
+	f := strings.Fields(strings.TrimPrefix(line, "- "))
+	if len(f) == 0 {
+		return ""
+	}
+	return strings.TrimSuffix(f[0], ",")
+}
+
+// MergeTable is table (this run's) with the rows and notes of old (the
+// README's) for the kernels this run did not boot, so that make test and
+// the target that boots the other kernels each keep the other's rows. A
+// row of another layout (the columns changed) is dropped, not misplaced.
+// Rows follow Debian's order, the host last.
+func MergeTable(old, table string, ran []string) string {
+	split := func(t string) (header []string, rows, notes map[string][]string) {
+		rows, notes = map[string][]string{}, map[string][]string{}
+		for _, l := range strings.Split(t, "\n") {
+			switch {
+			case strings.HasPrefix(l, "| kernel |"), strings.HasPrefix(l, "|---"):
+				header = append(header, l)
+			case strings.HasPrefix(l, "| "):
+				rows[rowKey(l)] = append(rows[rowKey(l)], l)
+			case strings.HasPrefix(l, "- "):
+				notes[noteKey(l)] = append(notes[noteKey(l)], l)
+			}
+		}
+		return header, rows, notes
+	}
+	newHeader, rows, notes := split(table)
+	oldHeader, oldRows, oldNotes := split(old)
+	if strings.Join(oldHeader, "\n") == strings.Join(newHeader, "\n") {
+		for k, ls := range oldRows {
+			if !slices.Contains(ran, k) && rows[k] == nil {
+				rows[k] = ls
+				notes[k] = oldNotes[k]
+			}
+		}
+	}
+	order := append(Names(), "host")
+	var b strings.Builder
+	b.WriteString(strings.Join(newHeader, "\n") + "\n")
+	for _, k := range order {
+		for _, l := range rows[k] {
+			b.WriteString(l + "\n")
+		}
+	}
+	var ns []string
+	for _, k := range order {
+		ns = append(ns, notes[k]...)
+	}
+	if len(ns) > 0 {
+		b.WriteString("\n" + strings.Join(ns, "\n") + "\n")
+	}
+	return b.String()
+}
+
+// Block returns the text between the kernel-matrix markers of doc.
+func Block(doc string) string {
+	i := strings.Index(doc, blockStart)
+	j := strings.Index(doc, blockEnd)
+	if i < 0 || j < i {
+		return ""
+	}
+	return doc[i+len(blockStart) : j]
 }

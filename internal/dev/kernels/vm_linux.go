@@ -36,6 +36,23 @@ type Share struct {
 	Host string // absolute host path
 }
 
+// A machine is how qemu emulates one architecture.
+type machine struct {
+	qemu    string
+	args    []string // the machine and its CPU
+	console string   // the serial console's device in the guest
+}
+
+// machines are the emulated machines, by Debian architecture. arm64 is
+// qemu's virt board with a Neoverse N1, the core of AWS Graviton2 (and
+// of Ampere Altra): ARMv8.2 with the LSE atomics the BPF JIT uses for
+// atomic operations, and none of the later extensions (pointer
+// authentication, SVE) that TCG emulates slowly.
+var machines = map[string]machine{
+	"amd64": {qemu: "qemu-system-x86_64", args: []string{"-cpu", "max"}, console: "ttyS0"},
+	"arm64": {qemu: "qemu-system-aarch64", args: []string{"-machine", "virt", "-cpu", "neoverse-n1"}, console: "ttyAMA0"},
+}
+
 // hiddenInGuest are the directories of the host's root that the guest
 // covers with a tmpfs: nothing under them is seen there but through a
 // share.
@@ -82,6 +99,9 @@ func (b Boot) Guest(host string) (string, error) {
 	if best.Tag != "" {
 		return path.Join(GuestRoot, best.Tag, rest), nil
 	}
+	if b.Image.Userland != "" {
+		return "", fmt.Errorf("%s is not in the guest: its root is the %s userland, and no share holds it", host, b.Image.Kernel.Architecture())
+	}
 	for _, d := range hiddenInGuest {
 		if _, ok := under(host, d); ok {
 			return "", fmt.Errorf("%s is hidden in the guest (a tmpfs covers %s) and in no share", host, d)
@@ -117,9 +137,17 @@ func (b Boot) Run(ctx context.Context) error {
 		return err
 	}
 	console := filepath.Join(b.Results, "console.log")
+	machine := machines[b.Image.Kernel.Architecture()]
+	if machine.qemu == "" {
+		return fmt.Errorf("kernel %s: no emulator for %s", b.Image.Release, b.Image.Kernel.Architecture())
+	}
 	qemu := b.Qemu
 	if qemu == "" {
-		qemu = "qemu-system-x86_64"
+		qemu = machine.qemu
+	}
+	root := "/"
+	if b.Image.Userland != "" {
+		root = b.Image.Userland
 	}
 	cpus, mem := b.CPUs, b.Memory
 	if cpus == 0 {
@@ -133,13 +161,13 @@ func (b Boot) Run(ctx context.Context) error {
 		tags = append(tags, sh.Tag)
 	}
 	// TCG: /dev/kvm on these machines cannot run a standard guest.
-	args := []string{
-		"-accel", "tcg,thread=multi", "-cpu", "max", "-smp", strconv.Itoa(cpus), "-m", strconv.Itoa(mem),
-		"-display", "none", "-monitor", "none", "-serial", "file:" + console, "-no-reboot", "-nic", "none",
+	args := append(append([]string{"-accel", "tcg,thread=multi"}, machine.args...),
+		"-smp", strconv.Itoa(cpus), "-m", strconv.Itoa(mem),
+		"-display", "none", "-monitor", "none", "-serial", "file:"+console, "-no-reboot", "-nic", "none",
 		"-kernel", b.Image.Vmlinuz, "-initrd", b.Image.Initramfs,
-		"-append", "console=ttyS0 panic=-1 mitigations=off loglevel=5 nw.shares=" + strings.Join(tags, ","),
-		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
-	}
+		"-append", "console="+machine.console+" panic=-1 mitigations=off loglevel=5 nw.shares="+strings.Join(tags, ","),
+		"-virtfs", "local,path="+root+",mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+	)
 	for _, sh := range b.shares() {
 		ro := ",readonly=on"
 		if sh.Tag == "results" {
@@ -255,10 +283,12 @@ uname -r > %[3]q/booted
 		fmt.Fprintf(&s, "(cd %q && env", dir)
 		for _, e := range st.Env {
 			k, v, _ := strings.Cut(e, "=")
-			if g, err := b.Guest(v); err == nil && strings.HasPrefix(v, "/") {
+			if strings.HasPrefix(v, "/") {
+				g, err := b.Guest(v)
+				if err != nil {
+					return "", fmt.Errorf("step %s: %s: %w", st.Name, k, err)
+				}
 				v = g
-			} else if err != nil {
-				return "", fmt.Errorf("step %s: %s: %w", st.Name, k, err)
 			}
 			fmt.Fprintf(&s, " %q", k+"="+v)
 		}

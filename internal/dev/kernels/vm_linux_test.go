@@ -177,3 +177,60 @@ func fetchOne(t *testing.T) Image {
 	}
 	return imgs[0]
 }
+
+// TestForeignGuestPaths: an arm64 guest's root is Debian's arm64
+// userland, not the host's: a host path that no share holds is refused
+// (the guest would find the userland's file of that name, or none),
+// while the shares map as for any guest.
+func TestForeignGuestPaths(t *testing.T) {
+	b := Boot{Results: "/srv/nw/.kernels/results/arm64-6.1",
+		Image:  Image{Kernel: Kernel{Name: "arm64-6.1", Arch: "arm64"}, Root: "/srv/nw/.kernels/cache/root/k", Userland: "/srv/nw/.kernels/cache/userland-arm64"},
+		Shares: []Share{{Tag: "src", Host: "/srv/nw"}, {Tag: "bin", Host: "/srv/nw/.kernels/bin/arm64"}}}
+	if got, err := b.Guest("/srv/nw/.kernels/bin/arm64/e2e.test"); err != nil || got != GuestRoot+"/bin/e2e.test" {
+		t.Errorf("a test binary is %q (%v) in the guest, want %q", got, err, GuestRoot+"/bin/e2e.test")
+	}
+	for _, p := range []string{"/usr/sbin/ip", "/usr/local/go/bin/go"} {
+		if g, err := b.Guest(p); err == nil {
+			t.Errorf("the host's %s is %q in an arm64 guest; want an error: its root is the arm64 userland", p, g)
+		}
+	}
+}
+
+// TestMachineOfEachArchitecture: the emulator, board, CPU, console and
+// root each architecture's guest boots with, read from the arguments
+// qemu is given.
+func TestMachineOfEachArchitecture(t *testing.T) {
+	for _, tc := range []struct {
+		kernel Kernel
+		root   string
+		want   []string
+	}{
+		{Kernel{Name: "6.1"}, "", []string{"-cpu max", "console=ttyS0", "local,path=/,mount_tag=hostroot"}},
+		{Kernel{Name: "arm64-6.1", Arch: "arm64"}, "/srv/userland", []string{"-machine virt", "-cpu neoverse-n1", "console=ttyAMA0", "local,path=/srv/userland,mount_tag=hostroot"}},
+	} {
+		t.Run(tc.kernel.Name, func(t *testing.T) {
+			results := t.TempDir()
+			args := filepath.Join(results, "args")
+			fake := filepath.Join(t.TempDir(), "qemu")
+			if err := os.WriteFile(fake, []byte("#!/bin/sh\necho \"$@\" > "+args+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			b := Boot{Image: Image{Kernel: tc.kernel, Release: "test", Userland: tc.root}, Results: results, Qemu: fake, Timeout: time.Minute}
+			if err := b.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "did not boot") {
+				t.Fatalf("Run: %v; want: did not boot (the fake qemu boots nothing)", err)
+			}
+			got, err := os.ReadFile(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(got), w) {
+					t.Errorf("qemu was given %q; want %q in it", got, w)
+				}
+			}
+		})
+	}
+	if _, ok := machines[Kernel{Arch: "riscv64"}.Architecture()]; ok {
+		t.Fatal("riscv64 has a machine: this test names the ones it checks")
+	}
+}

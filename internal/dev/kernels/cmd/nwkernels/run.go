@@ -33,6 +33,7 @@ func run(ctx context.Context, args []string) error {
 		only     = fs.String("run", "", "run only the contract tests matching this regexp (go test -run)")
 		timeout  = fs.Duration("timeout", 30*time.Minute, "limit for one kernel's boot and tests (twice the longest measured beside a busy loop and the host's suite: 14.5 minutes, 7.3)")
 		readme   = fs.String("readme", "", "write the table into this file between its kernel-matrix markers (README.md) when every kernel passed")
+		blind    = fs.String("blind", "", "kernels (comma-separated) that also run the blind control: the moved host with the tracer's counting refused, which must fail")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -45,10 +46,28 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var blinds []string
+	if *blind != "" {
+		bk, err := pickKernels(*blind)
+		if err != nil {
+			return fmt.Errorf("--blind: %w", err)
+		}
+		for _, k := range bk {
+			blinds = append(blinds, k.Name)
+		}
+	}
 	start := time.Now()
-	bins, err := build(ctx, filepath.Join(abs, "bin"))
-	if err != nil {
-		return err
+	// The host's binaries, and the arm64 guests' (their own root has no
+	// C library of the host's: static builds).
+	bins := map[string]binaries{}
+	for _, arch := range architectures(ks, *host != "none") {
+		dir := filepath.Join(abs, "bin")
+		if arch != "amd64" {
+			dir = filepath.Join(dir, arch)
+		}
+		if bins[arch], err = build(ctx, dir, arch); err != nil {
+			return err
+		}
 	}
 	built := time.Since(start)
 	fmt.Fprintf(os.Stderr, "nwkernels: built in %v\n", built.Round(time.Second))
@@ -107,13 +126,13 @@ func run(ctx context.Context, args []string) error {
 			sem <- struct{}{}
 			close(started[i])
 			defer func() { <-sem }()
-			rows[i] = bootOne(ctx, f.img, abs, bins, *only, *timeout)
+			rows[i] = bootOne(ctx, f.img, abs, bins[k.Architecture()], *only, *timeout, slices.Contains(blinds, k.Name))
 		}()
 	}
 	wg.Wait()
 	switch *host {
 	case "full", "probe":
-		rows = append(rows, hostRow(ctx, abs, bins, *only, *host == "probe"))
+		rows = append(rows, hostRow(ctx, abs, bins["amd64"], *only, *host == "probe"))
 	case "none":
 	default:
 		return fmt.Errorf("--host %q: want full, probe or none", *host)
@@ -135,6 +154,20 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// architectures lists the architectures whose binaries the run needs.
+func architectures(ks []kernels.Kernel, host bool) []string {
+	var out []string
+	if host {
+		out = append(out, "amd64")
+	}
+	for _, k := range ks {
+		if !slices.Contains(out, k.Architecture()) {
+			out = append(out, k.Architecture())
+		}
+	}
+	return out
 }
 
 // pickKernels reads --kernels.
@@ -205,7 +238,18 @@ func readmeTable(path string, rows []kernels.Row) error {
 	if err != nil {
 		return err
 	}
-	next, ok := kernels.ReplaceBlock(string(doc), kernels.Table(rows, false))
+	// The rows of kernels this run did not boot stay as the README has
+	// them: make test boots some, make test-kernels-more the others.
+	var ran []string
+	for _, r := range rows {
+		if strings.HasSuffix(r.Name, " (newest)") {
+			ran = append(ran, kernels.Newest)
+		} else {
+			ran = append(ran, r.Name)
+		}
+	}
+	table := kernels.MergeTable(kernels.Block(string(doc)), kernels.Table(rows, false), ran)
+	next, ok := kernels.ReplaceBlock(string(doc), table)
 	if !ok {
 		return fmt.Errorf("%s has no kernel-matrix markers", path)
 	}
@@ -236,7 +280,7 @@ type binaries struct {
 	tests      map[string]string // package -> test binary
 }
 
-func build(ctx context.Context, dir string) (binaries, error) {
+func build(ctx context.Context, dir, arch string) (binaries, error) {
 	b := binaries{dir: dir, neighwatch: filepath.Join(dir, "neighwatch"), nwkernels: filepath.Join(dir, "nwkernels"), tests: map[string]string{}}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return b, err
@@ -257,6 +301,9 @@ func build(ctx context.Context, dir string) (binaries, error) {
 	}
 	for _, c := range cmds {
 		cmd := exec.CommandContext(ctx, c[0], c[1:]...)
+		if arch != "amd64" {
+			cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0")
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return b, fmt.Errorf("%s: %w\n%s", strings.Join(c, " "), err, out)
 		}
@@ -292,11 +339,11 @@ func globs(patterns ...string) []string {
 // the DaemonSet and as the systemd unit run the agent, then each
 // package's contract tests, with the agent of the e2e tests under the
 // DaemonSet's privileges. Paths are the host's: a guest's Boot maps them.
-func steps(bins binaries, only, kernel, results, src string) []kernels.Step {
+func steps(bins binaries, only, kernel, results, src string, blind bool) []kernels.Step {
 	env := []string{"CI=true", "NEIGHWATCH_BIN=" + bins.neighwatch, "NEIGHWATCH_KERNEL=" + kernel, "NEIGHWATCH_AS=daemonset"}
 	if kernel != "host" {
 		// Emulated (TCG): everything takes several times longer.
-		env = append(env, "NEIGHWATCH_TIME_SCALE=4")
+		env = append(env, "NEIGHWATCH_TIME_SCALE="+timeScale(kernel))
 	}
 	var out []kernels.Step
 	for _, as := range probesNeeded(src) {
@@ -314,14 +361,32 @@ func steps(bins binaries, only, kernel, results, src string) []kernels.Step {
 				"-test.parallel", strconv.Itoa(s.Tests())},
 		})
 	}
+	if blind && only == "" {
+		// The moved host again, the tracer's counting refused: it must
+		// fail (kernels.BlindOutcome).
+		out = append(out, kernels.Step{
+			Name: kernels.BlindStep, Dir: filepath.Join(src, "e2e"), Env: append(slices.Clone(env), "NEIGHWATCH_REFUSE_PROGRAMS="+kernels.BlindPrograms),
+			Argv: []string{bins.tests["./e2e"], "-test.run", "^" + kernels.BlindTest + "$", "-test.v", "-test.count=1", "-test.timeout", "10m"},
+		})
+	}
 	return out
 }
 
-func bootOne(ctx context.Context, img kernels.Image, dir string, bins binaries, only string, timeout time.Duration) kernels.Row {
+// timeScale stretches the tests' waits in an emulated guest: 4 for an
+// amd64 guest; an arm64 one, whose every instruction is translated from
+// another architecture, more.
+func timeScale(kernel string) string {
+	if k, ok := kernels.Lookup(kernel); ok && !k.Native() {
+		return "6"
+	}
+	return "4"
+}
+
+func bootOne(ctx context.Context, img kernels.Image, dir string, bins binaries, only string, timeout time.Duration, blind bool) kernels.Row {
 	results := filepath.Join(dir, "results", img.Kernel.Name)
 	_ = os.RemoveAll(results)
 	src, _ := os.Getwd()
-	st := steps(bins, only, img.Kernel.Name, results, src)
+	st := steps(bins, only, img.Kernel.Name, results, src, blind)
 	start := time.Now()
 	fmt.Fprintf(os.Stderr, "nwkernels: booting %s (%s %s)\n", img.Release, img.Package, img.Version)
 	// The guest reads the checkout and the binaries through shares of
@@ -363,7 +428,7 @@ func hostRow(ctx context.Context, dir string, bins binaries, only string, probeO
 	}
 	rel := unameRelease()
 	src, _ := os.Getwd()
-	st := steps(bins, only, "host", results, src)
+	st := steps(bins, only, "host", results, src, false)
 	if probeOnly {
 		st = st[:len(probesNeeded(src))]
 	}
@@ -411,6 +476,14 @@ func collect(name, release, results string, st []kernels.Step) kernels.Row {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("%s did not run", s.Name))
 			continue
+		case s.Name == kernels.BlindStep:
+			// Its test must fail: its results are not the row's.
+			blind, err := kernels.BlindOutcome(string(out), strings.TrimSpace(string(rcb)))
+			row.Blind = blind
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%w; output in %s:\n%s", err, filepath.Join(results, s.Name+".out"), failureExcerpt(out)))
+			}
+			continue
 		case probe:
 			var caps kernels.Caps
 			b, err := os.ReadFile(filepath.Join(results, s.Name+".json"))
@@ -428,6 +501,9 @@ func collect(name, release, results string, st []kernels.Step) kernels.Row {
 		default:
 			res := kernels.ParseTestOutput(string(out))
 			row.Tests = append(row.Tests, res...)
+			if stuck, repaired := kernels.MovedTimes(string(out)); stuck != "" {
+				row.Stuck, row.Repaired = stuck, repaired
+			}
 		}
 		if strings.TrimSpace(string(rcb)) != "0" {
 			errs = append(errs, fmt.Errorf("%s failed (exit %s); output in %s; what failed:\n%s", s.Name, strings.TrimSpace(string(rcb)), filepath.Join(results, s.Name+".out"), failureExcerpt(out)))
