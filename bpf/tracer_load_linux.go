@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -231,10 +232,25 @@ func (f *fentryLoad) loadTC() ([]*ebpf.Program, []ProgramStatus, error) {
 			if s.Refusal == RefusedPermission {
 				return nil, st, fmt.Errorf("the kernel refused to load fentry/fexit programs (%s): %w", s.Hook, unix.EPERM)
 			}
-			return nil, st, fmt.Errorf("fentry program %s refused (%s): %s", s.Hook, s.Refusal, s.Error)
+			return nil, st, errors.New(fentryRefusal(s, runtime.GOARCH))
 		}
 	}
 	return nil, st, errors.New("fentry programs refused")
+}
+
+// fentryRefusal says why the kernel refused a fentry program the TC
+// helpers need, for the fallback the log and neighwatch tracer show. On
+// arm64, fentry attaches to kernel functions from 6.4 (the BPF
+// trampoline came in 6.0, but it reaches a kernel function through
+// ftrace's direct calls, which arm64 got in 6.4): an older kernel answers
+// that attaching is not supported, and an operator needs to read why,
+// not only the call that failed. Debian 12's 6.1 is one.
+func fentryRefusal(s ProgramStatus, arch string) string {
+	why := fmt.Sprintf("fentry program %s refused (%s): %s", s.Hook, s.Refusal, s.Error)
+	if s.Refusal == RefusedUnsupported && arch == "arm64" {
+		why += " (arm64 kernels attach fentry to kernel functions from 6.4)"
+	}
+	return why
 }
 
 // loadFentryXDP loads the fentry hooks on the XDP helpers and sets the XDP
