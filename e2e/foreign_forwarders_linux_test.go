@@ -102,6 +102,13 @@ func testLoop(t *testing.T, kind fwd.Kind, bothWays bool) {
 	if agentSays != xdpCounted {
 		t.Fatalf("the agent counts xdp-bypass: %v; the kernel allows fentry: %v (%s)", agentSays, xdpCounted, why)
 	}
+	if !xdpCounted {
+		// Degraded to the transmit hook (lockdown; an arm64 kernel
+		// before 6.4, which cannot attach fentry to kernel functions): the log and
+		// neighwatch tracer say so and why, and the moved host must
+		// still be found below.
+		fentryRefusalNamed(t, a, sock, tst)
+	}
 	wantAtRisk := kind == fwd.TC || xdpCounted
 	entries := func() (out [2]control.Entry) {
 		all := statusJSON(t, sock)
@@ -199,7 +206,25 @@ func testLoop(t *testing.T, kind fwd.Kind, bothWays bool) {
 	}
 
 	back := repairOn(t, m, a, sock, fams, entries, echo)
-	t.Logf("both stuck %v after the move; traffic back %v after remediation on", took.Round(10*time.Millisecond), back.Round(10*time.Millisecond))
+	// The kernel matrix reads this line for its table (kernels.MovedTimes).
+	t.Logf("%s forwarder: both stuck %v after the move; traffic back %v after remediation on", kind, took.Round(10*time.Millisecond), back.Round(10*time.Millisecond))
+}
+
+// fentryRefusalNamed checks that an agent whose kernel refused fentry
+// counts at transmit and says why in its log and in neighwatch tracer.
+func fentryRefusalNamed(t *testing.T, a *agentProc, sock string, tst control.TracerStatus) {
+	t.Helper()
+	if tst.Mode != "xmit" || !strings.Contains(tst.Fallback, "fentry") {
+		t.Errorf("fentry refused here, but the agent runs mode %q with fallback %q; want xmit and the refusal", tst.Mode, tst.Fallback)
+	}
+	if !strings.Contains(a.logs(), "fentry tracer unavailable, counting at transmit") {
+		t.Errorf("no log line names the fallback to xmit:\n%s", grep(a.logs(), "tracer"))
+	}
+	out, err := exec.Command(binPath, "tracer", "--control.socket", sock).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "fentry refused: "+tst.Fallback) {
+		t.Errorf("neighwatch tracer does not name the fentry refusal: %v\n%s", err, out)
+	}
+	t.Logf("fentry refused, counting at transmit: %s", tst.Fallback)
 }
 
 // blindOnXDP checks that the agent names xdp-bypass blind on an

@@ -87,6 +87,12 @@ const metricsAddr = "127.0.0.1:9947" // each namespace has its own loopback
 func startAgent(t testing.TB, ns lab.NS, sock string, args ...string) *agentProc {
 	t.Helper()
 	argv := append([]string{binPath, "agent", "--metrics.listen", metricsAddr, "--control.socket", sock, "--log.level", "debug"}, args...)
+	if refuse := os.Getenv("NEIGHWATCH_REFUSE_PROGRAMS"); refuse != "" {
+		// The kernel matrix's blind control: the agent with its counting
+		// taken away must fail the tests that need it (nwkernels, the
+		// "blind" step).
+		argv = append(argv, "--debug.refuse-programs", refuse)
+	}
 	if p, ok := deployedAs(t); ok {
 		argv = p.Wrap(argv...)
 	}
