@@ -15,6 +15,7 @@ pkgs=(
   docker-registry                 # the publish test's local OCI registry
   systemd                         # systemd-analyze verify of the unit after make install
   qemu-system-x86 busybox-static  # the kernel matrix (make test-kernels): Debian's kernels under qemu
+  qemu-system-arm                 # ... its arm64 guests (qemu-system-aarch64)
   kmod xz-utils zstd              # ... their modules: depmod, modprobe, xz and zstd for Debian 13's and later
 )
 missing=()
