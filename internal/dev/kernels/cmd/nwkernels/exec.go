@@ -51,7 +51,8 @@ func execIn(ctx context.Context, args []string) error {
 	if cmd[0] == "--" {
 		cmd = cmd[1:]
 	}
-	st := kernels.Step{Name: "exec", Dir: wd, Argv: []string{"/bin/bash", "-c", strings.Join(cmd, " ")}}
+	// bash by name: the guest's own (an arm64 guest's root is not the host's).
+	st := kernels.Step{Name: "exec", Dir: wd, Argv: []string{"bash", "-c", strings.Join(cmd, " ")}}
 	runErr := kernels.Boot{Image: imgs[0], Results: results, Steps: []kernels.Step{st}, Timeout: *timeout,
 		Shares: []kernels.Share{{Tag: "src", Host: wd}}}.Run(ctx)
 	out, _ := os.ReadFile(filepath.Join(results, "exec.out"))
