@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 MAKE=${MAKE:-make}
 KERNELS=${KERNELS:-5.10,6.1,arm64-6.12,newest}
-BLIND=${BLIND:-arm64-6.12}
+BLIND=${BLIND:-}
 # Every package of go.work's modules (the Makefile's PKGS).
 PKGS=${PKGS:-$("$MAKE" -s --no-print-directory print-pkgs)}
 # Each limit is at least twice the phase's time measured beside a busy

@@ -57,20 +57,58 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	start := time.Now()
-	// The host's binaries, and the arm64 guests' (their own root has no
-	// C library of the host's: static builds).
-	bins := map[string]binaries{}
+	// The host's binaries first, and the arm64 guests' (their own root
+	// has no C library of the host's: static builds) meanwhile, while
+	// the first guest boots: each guest waits for its own.
+	type built struct {
+		bins binaries
+		err  error
+	}
+	archBins := map[string]chan built{}
 	for _, arch := range architectures(ks, *host != "none") {
+		archBins[arch] = make(chan built, 1)
+	}
+	buildArch := func(arch string) {
 		dir := filepath.Join(abs, "bin")
 		if arch != "amd64" {
 			dir = filepath.Join(dir, arch)
 		}
-		if bins[arch], err = build(ctx, dir, arch); err != nil {
+		b, err := build(ctx, dir, arch)
+		archBins[arch] <- built{b, err}
+	}
+	var first string
+	if len(ks) > 0 {
+		first = ks[0].Architecture()
+	} else if *host != "none" {
+		first = "amd64"
+	}
+	var (
+		binsMu sync.Mutex
+		bins   = map[string]built{}
+	)
+	binsFor := func(arch string) (binaries, error) {
+		binsMu.Lock()
+		defer binsMu.Unlock()
+		b, ok := bins[arch]
+		if !ok {
+			b = <-archBins[arch]
+			bins[arch] = b
+		}
+		return b.bins, b.err
+	}
+	if first != "" {
+		buildArch(first)
+		if _, err := binsFor(first); err != nil {
 			return err
 		}
 	}
-	built := time.Since(start)
-	fmt.Fprintf(os.Stderr, "nwkernels: built in %v\n", built.Round(time.Second))
+	builtIn := time.Since(start)
+	for arch := range archBins {
+		if arch != first {
+			go buildArch(arch)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "nwkernels: built in %v\n", builtIn.Round(time.Second))
 
 	// Kernels are fetched one after the other, in the order given, and
 	// each boots as soon as it is here: the first kernel's tests run
@@ -126,20 +164,29 @@ func run(ctx context.Context, args []string) error {
 			sem <- struct{}{}
 			close(started[i])
 			defer func() { <-sem }()
-			rows[i] = bootOne(ctx, f.img, abs, bins[k.Architecture()], *only, *timeout, slices.Contains(blinds, k.Name))
+			b, err := binsFor(k.Architecture())
+			if err != nil {
+				rows[i] = kernels.Row{Name: k.Name, Err: fmt.Errorf("build for %s: %w", k.Architecture(), err)}
+				return
+			}
+			rows[i] = bootOne(ctx, f.img, abs, b, *only, *timeout, slices.Contains(blinds, k.Name))
 		}()
 	}
 	wg.Wait()
 	switch *host {
 	case "full", "probe":
-		rows = append(rows, hostRow(ctx, abs, bins["amd64"], *only, *host == "probe"))
+		b, err := binsFor("amd64")
+		if err != nil {
+			return err
+		}
+		rows = append(rows, hostRow(ctx, abs, b, *only, *host == "probe"))
 	case "none":
 	default:
 		return fmt.Errorf("--host %q: want full, probe or none", *host)
 	}
 	table := kernels.Table(rows, true)
 	fmt.Print(table)
-	fmt.Print("\n" + kernels.Timings(rows, built))
+	fmt.Print("\n" + kernels.Timings(rows, builtIn))
 	if err := os.WriteFile(filepath.Join(abs, "matrix.md"), []byte(table), 0o644); err != nil {
 		return err
 	}
