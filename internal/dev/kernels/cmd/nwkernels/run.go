@@ -53,6 +53,9 @@ func run(ctx context.Context, args []string) error {
 			return fmt.Errorf("--blind: %w", err)
 		}
 		for _, k := range bk {
+			if !slices.Contains(ks, k) {
+				return fmt.Errorf("--blind names %s, which --kernels does not boot", k.Name)
+			}
 			blinds = append(blinds, k.Name)
 		}
 	}
