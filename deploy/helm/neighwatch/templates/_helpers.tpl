@@ -127,6 +127,9 @@ monitor's values.
 */}}
 {{- define "neighwatch.endpointExtras" -}}
 {{- with .scrapeTimeout }}
+{{- if and $.interval (gt (include "neighwatch.seconds" . | float64) (include "neighwatch.seconds" $.interval | float64)) }}
+{{- fail (printf "scrapeTimeout %s is longer than the monitor's interval %s: Prometheus refuses such a target; set scrapeTimeout at most the interval" . $.interval) }}
+{{- end }}
 scrapeTimeout: {{ . }}
 {{- end }}
 {{- if .honorLabels }}
@@ -151,4 +154,18 @@ authorization:
 metricRelabelings:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end -}}
+
+{{/*
+A Prometheus duration ("1m30s", "500ms", "1h") in seconds, to compare
+two of them.
+*/}}
+{{- define "neighwatch.seconds" -}}
+{{- $units := dict "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 "d" 86400.0 "w" 604800.0 "y" 31536000.0 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9]+(ms|y|w|d|h|m|s)" (toString .) -1 -}}
+{{- $n := regexFind "^[0-9]+" . | float64 -}}
+{{- $total = addf $total (mulf $n (get $units (regexReplaceAll "^[0-9]+" . ""))) -}}
+{{- end -}}
+{{- $total -}}
 {{- end -}}
