@@ -35,7 +35,32 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- with .Values.commonLabels }}
+{{- include "neighwatch.ownLabelsRefused" (dict "labels" . "from" "commonLabels") }}
 {{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The labels of the DaemonSet's pods beyond the selector's: commonLabels,
+as on every object, and podLabels, which win on a key both set.
+*/}}
+{{- define "neighwatch.podLabels" -}}
+{{- include "neighwatch.ownLabelsRefused" (dict "labels" (default dict .Values.podLabels) "from" "podLabels") -}}
+{{- $l := merge (deepCopy (default dict .Values.podLabels)) (default dict .Values.commonLabels) -}}
+{{- with $l }}
+{{- toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Refuses a label the chart sets itself: rendered twice, the key would be
+a duplicate in every object (and the API server takes the last).
+*/}}
+{{- define "neighwatch.ownLabelsRefused" -}}
+{{- range $k, $_ := .labels }}
+{{- if has $k (list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "helm.sh/chart") }}
+{{- fail (printf "%s: %s is a label the chart sets itself (the selector, the release, the version); set nameOverride or fullnameOverride to change the name, or choose another key" $.from $k) }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
