@@ -167,34 +167,31 @@ func Build(prefix string) (*Lab, error) {
 	// One ip(8) a namespace, each a batch: the node's after the two
 	// whose veths reach into it. Under an emulated guest a process costs
 	// tenths of a second, and every lab-built test paid for 24 of them.
+	// The client and the backend are alike: a veth into the node, an
+	// address of each family, the node as their gateway.
+	end := func(ifc, peer string, ip4, ip6, gw4, gw6 netip.Addr) []string {
+		return []string{
+			"link set lo up",
+			"link add " + ifc + " type veth peer name " + peer + " netns " + l.Node.Name,
+			"addr add " + ip4.String() + "/24 dev " + ifc,
+			"addr add " + ip6.String() + "/64 dev " + ifc + " nodad",
+			"link set " + ifc + " up",
+			"route add default via " + gw4.String(),
+			"route add default via " + gw6.String(),
+		}
+	}
 	for _, b := range []struct {
 		ns    NS
 		lines []string
 	}{
-		{l.Client, []string{
-			"link set lo up",
-			"link add " + ClientIf + " type veth peer name " + NodeClientIf + " netns " + l.Node.Name,
-			"addr add 10.0.1.2/24 dev " + ClientIf,
-			"addr add fd00:1::2/64 dev " + ClientIf + " nodad",
-			"link set " + ClientIf + " up",
-			"route add default via 10.0.1.1",
-			"route add default via fd00:1::1",
-		}},
-		{l.Backend, []string{
-			"link set lo up",
-			"link add " + BackendIf + " type veth peer name " + NodeBackendIf + " netns " + l.Node.Name,
-			"addr add 10.0.2.2/24 dev " + BackendIf,
-			"addr add fd00:2::2/64 dev " + BackendIf + " nodad",
-			"link set " + BackendIf + " up",
-			"route add default via 10.0.2.1",
-			"route add default via fd00:2::1",
-		}},
+		{l.Client, end(ClientIf, NodeClientIf, ClientIP, ClientIP6, NodeClientIP, NodeClientIP6)},
+		{l.Backend, end(BackendIf, NodeBackendIf, BackendIP, BackendIP6, NodeBackendIP, NodeBackendIP6)},
 		{l.Node, []string{
 			"link set lo up",
-			"addr add 10.0.1.1/24 dev " + NodeClientIf,
-			"addr add fd00:1::1/64 dev " + NodeClientIf + " nodad",
-			"addr add 10.0.2.1/24 dev " + NodeBackendIf,
-			"addr add fd00:2::1/64 dev " + NodeBackendIf + " nodad",
+			"addr add " + NodeClientIP.String() + "/24 dev " + NodeClientIf,
+			"addr add " + NodeClientIP6.String() + "/64 dev " + NodeClientIf + " nodad",
+			"addr add " + NodeBackendIP.String() + "/24 dev " + NodeBackendIf,
+			"addr add " + NodeBackendIP6.String() + "/64 dev " + NodeBackendIf + " nodad",
 			"link set " + NodeClientIf + " up",
 			"link set " + NodeBackendIf + " up",
 		}},
