@@ -63,21 +63,13 @@ func run(ctx context.Context, args []string) error {
 	// The host's binaries first, and the arm64 guests' (their own root
 	// has no C library of the host's: static builds) meanwhile, while
 	// the first guest boots: each guest waits for its own.
-	type built struct {
-		bins binaries
-		err  error
-	}
-	archBins := map[string]chan built{}
+	binsFor := map[string]func() (binaries, error){}
 	for _, arch := range architectures(ks, *host != "none") {
-		archBins[arch] = make(chan built, 1)
-	}
-	buildArch := func(arch string) {
 		dir := filepath.Join(abs, "bin")
 		if arch != "amd64" {
 			dir = filepath.Join(dir, arch)
 		}
-		b, err := build(ctx, dir, arch)
-		archBins[arch] <- built{b, err}
+		binsFor[arch] = sync.OnceValues(func() (binaries, error) { return build(ctx, dir, arch) })
 	}
 	var first string
 	if len(ks) > 0 {
@@ -85,30 +77,15 @@ func run(ctx context.Context, args []string) error {
 	} else if *host != "none" {
 		first = "amd64"
 	}
-	var (
-		binsMu sync.Mutex
-		bins   = map[string]built{}
-	)
-	binsFor := func(arch string) (binaries, error) {
-		binsMu.Lock()
-		defer binsMu.Unlock()
-		b, ok := bins[arch]
-		if !ok {
-			b = <-archBins[arch]
-			bins[arch] = b
-		}
-		return b.bins, b.err
-	}
 	if first != "" {
-		buildArch(first)
-		if _, err := binsFor(first); err != nil {
+		if _, err := binsFor[first](); err != nil {
 			return err
 		}
 	}
 	builtIn := time.Since(start)
-	for arch := range archBins {
+	for arch, b := range binsFor {
 		if arch != first {
-			go buildArch(arch)
+			go b() //nolint:errcheck // the guest that needs them reads the error
 		}
 	}
 	fmt.Fprintf(os.Stderr, "nwkernels: built in %v\n", builtIn.Round(time.Second))
@@ -167,7 +144,7 @@ func run(ctx context.Context, args []string) error {
 			sem <- struct{}{}
 			close(started[i])
 			defer func() { <-sem }()
-			b, err := binsFor(k.Architecture())
+			b, err := binsFor[k.Architecture()]()
 			if err != nil {
 				rows[i] = kernels.Row{Name: k.Name, Err: fmt.Errorf("build for %s: %w", k.Architecture(), err)}
 				return
@@ -178,7 +155,7 @@ func run(ctx context.Context, args []string) error {
 	wg.Wait()
 	switch *host {
 	case "full", "probe":
-		b, err := binsFor("amd64")
+		b, err := binsFor["amd64"]()
 		if err != nil {
 			return err
 		}
