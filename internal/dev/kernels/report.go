@@ -3,7 +3,6 @@ package kernels
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 )
@@ -378,11 +377,12 @@ func noteKey(line string) string {
 }
 
 // MergeTable is table (this run's) with the rows and notes of old (the
-// README's) for the kernels this run did not boot, so that make test and
-// the target that boots the other kernels each keep the other's rows. A
-// row of another layout (the columns changed) is dropped, not misplaced.
-// Rows follow Debian's order, the host last.
-func MergeTable(old, table string, ran []string) string {
+// README's) for the kernels this run did not boot, those without a row
+// in table, so that make test and the target that boots the other
+// kernels each keep the other's rows. A row of another layout (the
+// columns changed) is dropped, not misplaced. Rows follow Debian's
+// order, the host last.
+func MergeTable(old, table string) string {
 	split := func(t string) (header []string, rows, notes map[string][]string) {
 		rows, notes = map[string][]string{}, map[string][]string{}
 		for _, l := range strings.Split(t, "\n") {
@@ -401,7 +401,7 @@ func MergeTable(old, table string, ran []string) string {
 	oldHeader, oldRows, oldNotes := split(old)
 	if strings.Join(oldHeader, "\n") == strings.Join(newHeader, "\n") {
 		for k, ls := range oldRows {
-			if !slices.Contains(ran, k) && rows[k] == nil {
+			if rows[k] == nil { // this run did not boot it
 				rows[k] = ls
 				notes[k] = oldNotes[k]
 			}

@@ -267,15 +267,7 @@ func readmeTable(path string, rows []kernels.Row) error {
 	}
 	// The rows of kernels this run did not boot stay as the README has
 	// them: make test boots some, make test-kernels-more the others.
-	var ran []string
-	for _, r := range rows {
-		if strings.HasSuffix(r.Name, " (newest)") {
-			ran = append(ran, kernels.Newest)
-		} else {
-			ran = append(ran, r.Name)
-		}
-	}
-	table := kernels.MergeTable(kernels.Block(string(doc)), kernels.Table(rows, false), ran)
+	table := kernels.MergeTable(kernels.Block(string(doc)), kernels.Table(rows, false))
 	next, ok := kernels.ReplaceBlock(string(doc), table)
 	if !ok {
 		return fmt.Errorf("%s has no kernel-matrix markers", path)
