@@ -83,7 +83,7 @@ func (f *Fetcher) Fetch(ctx context.Context, ks []Kernel) ([]Image, error) {
 		}
 		// A userland of an older list of packages is made again, and
 		// with it the initramfs (its busybox is the userland's).
-		if !k.Native() && img.Userland != f.userlandRoot(k.Architecture()) {
+		if f.userlandStale(img) {
 			if img.Userland, err = f.userland(ctx, k.Architecture()); err != nil {
 				return nil, fmt.Errorf("kernel %s: the %s userland: %w", k.Name, k.Architecture(), err)
 			}
@@ -174,7 +174,7 @@ func (f *Fetcher) allCached(ks []Kernel) ([]Image, bool) {
 	out := make([]Image, len(ks))
 	for i, k := range ks {
 		img, err := f.cached(k)
-		if err != nil || img.Initramfs != initramfsPath(img.Root) || (!k.Native() && img.Userland != f.userlandRoot(k.Architecture())) {
+		if err != nil || img.Initramfs != initramfsPath(img.Root) || f.userlandStale(img) {
 			return nil, false
 		}
 		out[i] = img
@@ -211,15 +211,19 @@ func (f *Fetcher) aptDir(arch string) string {
 	return filepath.Join(f.Dir, "apt-"+arch)
 }
 
-// aptArgs points APT at a private sources list, lists and cache of one
-// architecture, so the machine's own APT state is never touched.
-func (f *Fetcher) aptArgs(arch string) []string {
-	a := f.aptDir(arch)
+// aptArgs points APT at the private directory of one architecture's
+// kernel packages.
+func (f *Fetcher) aptArgs(arch string) []string { return aptOptions(f.aptDir(arch), arch) }
+
+// aptOptions points APT at a private sources list, lists and cache under
+// dir, for arch's packages, so the machine's own APT state is never
+// touched.
+func aptOptions(dir, arch string) []string {
 	args := []string{
-		"-o", "Dir::Etc::SourceList=" + filepath.Join(a, "sources.list"),
+		"-o", "Dir::Etc::SourceList=" + filepath.Join(dir, "sources.list"),
 		"-o", "Dir::Etc::SourceParts=/dev/null",
-		"-o", "Dir::State::Lists=" + filepath.Join(a, "lists"),
-		"-o", "Dir::Cache=" + filepath.Join(a, "cache"),
+		"-o", "Dir::State::Lists=" + filepath.Join(dir, "lists"),
+		"-o", "Dir::Cache=" + filepath.Join(dir, "cache"),
 		"-o", "APT::Sandbox::User=root",
 		"-o", "Debug::NoLocking=1",
 	}
@@ -229,10 +233,11 @@ func (f *Fetcher) aptArgs(arch string) []string {
 	return args
 }
 
-func (f *Fetcher) update(ctx context.Context, arch string, ks []Kernel) error {
-	a := f.aptDir(arch)
+// aptSources makes the private directory dir and its sources list: the
+// archive's suites, main.
+func (f *Fetcher) aptSources(dir string, suites []string) error {
 	for _, d := range []string{"lists/partial", "cache/archives/partial"} {
-		if err := os.MkdirAll(filepath.Join(a, d), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
 	}
@@ -241,23 +246,23 @@ func (f *Fetcher) update(ctx context.Context, arch string, ks []Kernel) error {
 		opt = "[signed-by=" + f.Keyring + "] "
 	}
 	var src strings.Builder
-	for _, k := range ks {
-		fmt.Fprintf(&src, "deb %s%s %s main\n", opt, f.Archive, k.Suite)
+	for _, s := range suites {
+		fmt.Fprintf(&src, "deb %s%s %s main\n", opt, f.Archive, s)
 	}
-	if err := os.WriteFile(filepath.Join(a, "sources.list"), []byte(src.String()), 0o644); err != nil {
-		return err
-	}
-	f.logf("fetching the %s package lists of %s from %s", arch, suites(ks), f.Archive)
-	_, err := f.run(ctx, "", "apt-get", append(f.aptArgs(arch), "-qq", "update")...)
-	return err
+	return os.WriteFile(filepath.Join(dir, "sources.list"), []byte(src.String()), 0o644)
 }
 
-func suites(ks []Kernel) string {
-	var s []string
+func (f *Fetcher) update(ctx context.Context, arch string, ks []Kernel) error {
+	var suites []string
 	for _, k := range ks {
-		s = append(s, k.Suite)
+		suites = append(suites, k.Suite)
 	}
-	return strings.Join(s, ", ")
+	if err := f.aptSources(f.aptDir(arch), suites); err != nil {
+		return err
+	}
+	f.logf("fetching the %s package lists of %s from %s", arch, strings.Join(suites, ", "), f.Archive)
+	_, err := f.run(ctx, "", "apt-get", append(f.aptArgs(arch), "-qq", "update")...)
+	return err
 }
 
 // imageRE finds the kernel package a metapackage installs: the

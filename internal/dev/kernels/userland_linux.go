@@ -34,6 +34,12 @@ func (f *Fetcher) userlandRoot(arch string) string {
 	return filepath.Join(f.Dir, "userland-"+arch+"-"+UserlandSuite+"-"+hex.EncodeToString(sum[:4]))
 }
 
+// userlandStale reports whether a cached image of a kernel that runs a
+// userland of its own names one of an older list of packages.
+func (f *Fetcher) userlandStale(img Image) bool {
+	return !img.Kernel.Native() && img.Userland != f.userlandRoot(img.Kernel.Architecture())
+}
+
 // userland returns the root of Debian's packages of arch, unpacked here
 // once and kept: the guests of that architecture mount it as their root.
 func (f *Fetcher) userland(ctx context.Context, arch string) (string, error) {
@@ -43,17 +49,7 @@ func (f *Fetcher) userland(ctx context.Context, arch string) (string, error) {
 		return root, nil
 	}
 	a := filepath.Join(f.Dir, "apt-"+arch+"-userland")
-	for _, d := range []string{"lists/partial", "cache/archives/partial"} {
-		if err := os.MkdirAll(filepath.Join(a, d), 0o755); err != nil {
-			return "", err
-		}
-	}
-	opt := "[arch=" + arch
-	if f.Keyring != "" {
-		opt += " signed-by=" + f.Keyring
-	}
-	opt += "] "
-	if err := os.WriteFile(filepath.Join(a, "sources.list"), []byte(fmt.Sprintf("deb %s%s %s main\n", opt, f.Archive, UserlandSuite)), 0o644); err != nil {
+	if err := f.aptSources(a, []string{UserlandSuite}); err != nil {
 		return "", err
 	}
 	// An empty package database: APT downloads everything the packages
@@ -62,17 +58,7 @@ func (f *Fetcher) userland(ctx context.Context, arch string) (string, error) {
 	if err := os.WriteFile(status, nil, 0o644); err != nil {
 		return "", err
 	}
-	args := []string{
-		"-o", "Dir::Etc::SourceList=" + filepath.Join(a, "sources.list"),
-		"-o", "Dir::Etc::SourceParts=/dev/null",
-		"-o", "Dir::State::Lists=" + filepath.Join(a, "lists"),
-		"-o", "Dir::State::status=" + status,
-		"-o", "Dir::Cache=" + filepath.Join(a, "cache"),
-		"-o", "APT::Sandbox::User=root",
-		"-o", "Debug::NoLocking=1",
-		"-o", "APT::Architecture=" + arch,
-		"-o", "APT::Architectures=" + arch,
-	}
+	args := append(aptOptions(a, arch), "-o", "Dir::State::status="+status)
 	f.logf("the %s userland: fetching %s's %s and what they need", arch, UserlandSuite, strings.Join(userlandPackages, ", "))
 	if _, err := f.run(ctx, "", "apt-get", append(args, "-qq", "update")...); err != nil {
 		return "", err
