@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
 	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/internal/dev/lab/fwd"
 	"github.com/neighwatch/neighwatch/internal/kver"
@@ -21,34 +18,15 @@ import (
 // Kernel-contract tests: the kernel matrix (make test-kernels) runs these
 // on Debian's kernels, amd64 and arm64, and on the machine's own kernel.
 
-// fentryRefused reports whether the kernel refuses fentry programs, and
-// logs why: lockdown (integrity or confidentiality) refuses them, and
-// arm64 kernels before 6.4 cannot attach them to kernel functions.
-// It asks with a program of its own that returns at once, not the
-// tracer's loader, so the tests hold the loader's answer against the
-// kernel's.
+// fentryRefused reports whether the kernel refuses fentry programs
+// (FentryAllowed), and logs why.
 func fentryRefused(t *testing.T) bool {
 	t.Helper()
-	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:         "nw_fentry_ask",
-		Type:         ebpf.Tracing,
-		AttachType:   ebpf.AttachTraceFEntry,
-		AttachTo:     "bpf_skb_fib_lookup",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
-		License:      "GPL",
-	})
-	if err != nil {
-		t.Logf("this kernel refuses fentry: load: %s", strings.Replace(err.Error(), " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", "", 1))
-		return true
+	ok, why := FentryAllowed()
+	if !ok {
+		t.Logf("this kernel refuses fentry: %s", why)
 	}
-	defer p.Close()
-	l, err := link.AttachTracing(link.TracingOptions{Program: p})
-	if err != nil {
-		t.Logf("this kernel refuses fentry: attach: %v", err)
-		return true
-	}
-	l.Close()
-	return false
+	return !ok
 }
 
 // TestTracerLoadsOnThisKernel: every feature has a way in on every kernel

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/neighwatch/neighwatch/bpf"
 	"github.com/neighwatch/neighwatch/internal/control"
-	"github.com/neighwatch/neighwatch/internal/dev/kernels"
 	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/internal/dev/lab/fwd"
 )
@@ -94,7 +94,7 @@ func testLoop(t *testing.T, kind fwd.Kind, bothWays bool) {
 	// Whether XDP bypass can be counted is the kernel's answer (fentry
 	// loads and attaches, asked with a program of the test's own); the
 	// agent must agree with it, not decide it.
-	xdpCounted, why := kernels.FentryAllowed()
+	xdpCounted, why := bpf.FentryAllowed()
 	agentSays := false
 	for _, f := range tst.Features {
 		agentSays = agentSays || (f.Feature == "xdp-bypass" && f.Working)

@@ -6,7 +6,6 @@ require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/mdlayher/ethernet v0.0.0-20220221185849-529eae5b6118
 	github.com/neighwatch/neighwatch v0.0.0-00010101000000-000000000000
-	github.com/neighwatch/neighwatch/internal/dev/kernels v0.0.0-00010101000000-000000000000
 	github.com/neighwatch/neighwatch/internal/dev/manifests v0.0.0-00010101000000-000000000000
 	github.com/prometheus/common v0.73.1
 	github.com/vishvananda/netlink v1.3.1
@@ -55,4 +54,3 @@ replace github.com/neighwatch/neighwatch => ..
 
 replace github.com/neighwatch/neighwatch/internal/dev/manifests => ../internal/dev/manifests
 
-replace github.com/neighwatch/neighwatch/internal/dev/kernels => ../internal/dev/kernels

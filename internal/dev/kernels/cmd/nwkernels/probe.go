@@ -130,7 +130,7 @@ func probeHere(out string) error {
 		add("seed", seed, "")
 		// Asked of the kernel with a program of the probe's own, then
 		// held against what the tracer made of it.
-		fe, why := kernels.FentryAllowed()
+		fe, why := bpf.FentryAllowed()
 		add("fentry", yesNo(fe), why)
 		if fb := tr.Fallback(); (fb == nil) != fe {
 			return fmt.Errorf("the kernel allows fentry: %v (%s); the tracer's fallback from fentry: %v", fe, why, fb)

@@ -1,4 +1,4 @@
-package kernels
+package bpf
 
 import (
 	"fmt"
@@ -12,8 +12,9 @@ import (
 // FentryAllowed asks the running kernel whether it loads and attaches an
 // fentry program, with a program of its own that returns at once: not
 // the tracer's loader, so that tests can hold the agent's answer
-// against it. The matrix's fentry column and the tests that depend on
-// fentry both ask this. why says what refused it.
+// against it. The kernel matrix's fentry column and the tests that
+// depend on fentry (here and in e2e) all ask this. why says what refused
+// it: lockdown, or an arm64 kernel before 6.4, among others.
 func FentryAllowed() (ok bool, why string) {
 	spec := &ebpf.ProgramSpec{
 		Name:       "nw_fentry_probe",
