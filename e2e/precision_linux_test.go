@@ -455,9 +455,10 @@ func healthy(t *testing.T, sp healthySpec, r *precisionRun, w *probeWatch, fl *f
 // stuck after the host left its MAC (left), within the threshold plus
 // one period plus the confirmation, counted from from (the entry already
 // stale-long; later than left where the kernel held the entry REACHABLE
-// past it) to the agent's stuck event. It asserts the evidence that made it stuck (the host seen at
-// new, the probe to old unanswered, on the wire), that the replies
-// stopped, and what dry-run sent, and logs its row.
+// past it) to the agent's stuck event. It asserts the evidence that made
+// it stuck (the host seen at new, the probe to old unanswered, on the
+// wire), that the replies stopped, and what dry-run sent, and logs its
+// row.
 func moved(t *testing.T, name string, r *precisionRun, w *probeWatch, fl *flow, old, new net.HardwareAddr, left, from time.Time) {
 	t.Helper()
 	// The promise is the sum; a guest under emulation, which shares the
