@@ -23,8 +23,6 @@ UNPARAM     := mvdan.cc/unparam@v0.0.0-20260823230713-2fa3d841b0c8
 # The chart's tools, pinned as the linters are (internal/dev/manifests names
 # the same helm).
 HELM          := helm.sh/helm/v3/cmd/helm@v3.21.4
-# Helm 4, for chart-helm4 (its build takes minutes: not in make test).
-HELM4         := helm.sh/helm/v4/cmd/helm@v4.3.2
 # helm-unittest's go.mod has a replace directive, so go run cannot build it
 # by version: make chart builds it in its own module, in the module cache.
 HELM_UNITTEST := github.com/helm-unittest/helm-unittest@v1.1.2
@@ -42,7 +40,7 @@ ARM64_TESTS   := ./table/ ./monitor/evidence/ ./metrics/ ./internal/control/ ./r
 # need the kernel).
 ARM64_AGENT   := ^(TestConfig|TestOption|TestFlag|TestNewLogger|TestREADMEFlag|TestInert|TestDaemonSet)
 
-.PHONY: print-pkgs test-go fuzz chart-helm4 publish push mutation rules all deps build run test unit vet lint cross fmt-check generate check-generate \
+.PHONY: print-pkgs test-go fuzz publish push mutation rules all deps build run test unit vet lint cross fmt-check generate check-generate \
         checkrules bench bench-root lab-up lab-down clean image manifests install demo test-kernels test-kernels-more \
         chart arm64 release
 
@@ -241,25 +239,6 @@ arm64:
 	qemu-aarch64 bin/arm64/neighwatch version
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) test -count=1 -short -exec qemu-aarch64 $(ARM64_TESTS)
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) test -count=1 -short -exec qemu-aarch64 -run '$(ARM64_AGENT)' ./internal/agent/
-
-# The chart under Helm 4: lint --strict and the render of every
-# ci/*-values.yaml, which must equal Helm 3's (whose renders the Go tests
-# decode strictly) but for the blank lines Helm 4 puts between objects. Out of make test: building Helm 4 takes about four
-# minutes of CPU.
-chart-helm4:
-	@mkdir -p bin
-	GOBIN=$(CURDIR)/bin/h4 $(GO) install $(HELM4) && mv bin/h4/helm bin/helm4
-	GOBIN=$(CURDIR)/bin/h3 $(GO) install $(HELM) && mv bin/h3/helm bin/helm3
-	@for v in $(CHART)/ci/*-values.yaml; do \
-	  ./bin/helm4 lint --strict $(CHART) --kube-version 1.30.0 --values $$v >/dev/null || exit 1; \
-	  for api in "" "--api-versions monitoring.coreos.com/v1 --api-versions monitoring.coreos.com/v1alpha1"; do \
-	    ./bin/helm4 template neighwatch $(CHART) --namespace neighwatch --kube-version 1.30.0 --values $$v $$api >bin/render4.yaml || exit 1; \
-	    ./bin/helm3 template neighwatch $(CHART) --namespace neighwatch --kube-version 1.30.0 --values $$v $$api >bin/render3.yaml || exit 1; \
-	    grep -v '^ *$$' bin/render3.yaml >bin/render3.txt; grep -v '^ *$$' bin/render4.yaml >bin/render4.txt; \
-	    diff -u bin/render3.txt bin/render4.txt || { echo "$$v: Helm 4 renders otherwise than Helm 3" >&2; exit 1; }; \
-	  done; \
-	  echo "$$v: Helm 4 lints and renders as Helm 3"; \
-	done
 
 # The Helm chart's unit tests (helm-unittest, tests/ in the chart); lint,
 # the render of every ci/*-values.yaml and its equality with

@@ -106,17 +106,41 @@ beside allowPrivilegeEscalation false: privileged drops it.
 
 {{/*
 The rules' selector of the agents' series: prometheusRule.jobSelector, or
-job="<jobName>". A selector of one job that is not jobName would match no
-series the monitors label: refused, with the fix.
+job="<jobName>". Every matcher on a label the chart gives the series
+(job: jobName; namespace: the chart's namespace) must match what it
+gives, or no rule would match a series: such a selector is refused, with
+the fix. Matchers on other labels (external labels, a region of the
+monitors' relabelings) are the operator's to know.
 */}}
 {{- define "neighwatch.jobSelector" -}}
 {{- $sel := .Values.prometheusRule.jobSelector -}}
 {{- if not $sel -}}
 {{- printf "job=%q" .Values.jobName -}}
 {{- else -}}
-{{- $m := regexFind "^job=\"[^\"]*\"$" $sel -}}
-{{- if and $m (ne $sel (printf "job=%q" .Values.jobName)) -}}
-{{- fail (printf "prometheusRule.jobSelector %s selects another job than the monitors set (jobName %q): set jobName to that job, or leave jobSelector empty" $sel .Values.jobName) -}}
+{{- $matcher := `([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"` -}}
+{{- if not (regexMatch (printf `^\s*%s(\s*,\s*%s)*\s*,?\s*$` $matcher $matcher) $sel) -}}
+{{- fail (printf "prometheusRule.jobSelector %s is not a list of PromQL label matchers (name=\"value\", name=~\"regex\", ...): write it as it stands between the braces of a selector" $sel) -}}
+{{- end -}}
+{{- $given := dict "job" .Values.jobName "namespace" (include "neighwatch.namespace" .) -}}
+{{- range $m := regexFindAll $matcher $sel -1 -}}
+{{- $name := regexReplaceAll (printf "^%s$" $matcher) $m "${1}" -}}
+{{- $op := regexReplaceAll (printf "^%s$" $matcher) $m "${2}" -}}
+{{- $value := regexReplaceAll (printf "^%s$" $matcher) $m "${3}" | replace `\\` `\` | replace `\"` `"` -}}
+{{- if hasKey $given $name -}}
+{{- $have := get $given $name -}}
+{{- $ok := true -}}
+{{- if eq $op "=" }}{{ $ok = eq $value $have }}{{ end -}}
+{{- if eq $op "!=" }}{{ $ok = ne $value $have }}{{ end -}}
+{{- if eq $op "=~" }}{{ $ok = regexMatch (printf "^(?:%s)$" $value) $have }}{{ end -}}
+{{- if eq $op "!~" }}{{ $ok = not (regexMatch (printf "^(?:%s)$" $value) $have) }}{{ end -}}
+{{- if not $ok -}}
+{{- if eq $name "job" -}}
+{{- fail (printf "prometheusRule.jobSelector %s does not match the job the monitors set (jobName %q), so no rule would match a series: set jobName to the job you want, or leave jobSelector empty" $sel $have) -}}
+{{- else -}}
+{{- fail (printf "prometheusRule.jobSelector %s does not match the namespace the agents run in (%q), so no rule would match a series: drop the namespace matcher, or set namespaceOverride" $sel $have) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- $sel -}}
 {{- end -}}
@@ -194,3 +218,35 @@ two of them.
 {{- end -}}
 {{- $total -}}
 {{- end -}}
+
+{{/*
+The pod's affinity: .Values.affinity, with excludeVirtualNodes' two terms
+added to each required nodeSelectorTerm (terms are ORed, a term's
+expressions ANDed: a node must be no virtual node and match the term),
+or made the one term where affinity has none.
+*/}}
+{{- define "neighwatch.affinity" -}}
+{{- $aff := deepCopy (default dict .Values.affinity) -}}
+{{- if .Values.excludeVirtualNodes -}}
+{{- $virtual := list
+  (dict "key" "eks.amazonaws.com/compute-type" "operator" "NotIn" "values" (list "fargate"))
+  (dict "key" "type" "operator" "NotIn" "values" (list "virtual-kubelet")) -}}
+{{- $na := default dict $aff.nodeAffinity -}}
+{{- $req := default dict $na.requiredDuringSchedulingIgnoredDuringExecution -}}
+{{- $terms := list -}}
+{{- range $t := default list $req.nodeSelectorTerms -}}
+{{- $_ := set $t "matchExpressions" (concat (default list $t.matchExpressions) $virtual) -}}
+{{- $terms = append $terms $t -}}
+{{- end -}}
+{{- if not $terms -}}
+{{- $terms = list (dict "matchExpressions" $virtual) -}}
+{{- end -}}
+{{- $_ := set $req "nodeSelectorTerms" $terms -}}
+{{- $_ := set $na "requiredDuringSchedulingIgnoredDuringExecution" $req -}}
+{{- $_ := set $aff "nodeAffinity" $na -}}
+{{- end -}}
+{{- with $aff -}}
+{{- toYaml . -}}
+{{- end -}}
+{{- end -}}
+
