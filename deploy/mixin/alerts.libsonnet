@@ -4,7 +4,9 @@
 // descriptions are templated, and each alert links its runbook section.
 {
   prometheusAlerts+:: {
-    local c = $._config { tableNearThresholdPercent: std.toString(std.round(std.parseJson($._config.tableNearThreshold) * 100)) },
+    // tableNearThreshold as a percentage, for the sentences; a _config
+    // that sets it (the chart's render, whose thresholds are slots) wins.
+    local c = { tableNearThresholdPercent: std.toString(std.round(std.parseJson($._config.tableNearThreshold) * 100)) } + $._config,
     local rule(name, expr, summary, description) = {
       alert: name,
       expr: expr % c,

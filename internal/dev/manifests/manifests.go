@@ -38,8 +38,7 @@ const KubeVersion = "1.30.0"
 // read outside its folder): chart path -> source, kept by make manifests
 // and a test.
 var ChartCopies = map[string]string{
-	ChartDir + "/files/alerts.yml":                 AlertsFile,
-	ChartDir + "/files/dashboards/neighwatch.json": DashboardFile,
+	ChartDir + "/files/alerts.yml": AlertsFile,
 }
 
 // ruleHeader starts the generated PrometheusRule.

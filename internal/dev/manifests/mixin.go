@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"github.com/google/go-jsonnet"
-	yaml3 "go.yaml.in/yaml/v3"
 )
 
 // MixinDir holds the monitoring mixin (jsonnet), the source of the alert
@@ -17,14 +16,6 @@ const (
 	MixinDir       = "deploy/mixin"
 	MixinDashboard = MixinDir + "/dashboards/neighwatch.json"
 )
-
-// alertsHeader starts the rendered rule file.
-const alertsHeader = `# Rendered from the monitoring mixin (deploy/mixin/, jsonnet) at its defaults by
-# "make manifests"; do not edit: change deploy/mixin/ and regenerate (a test
-# fails on drift). The mixin's _config sets the job selector, the cluster
-# label, the thresholds and each alert's for and severity; the rules'
-# reasons are comments there.
-`
 
 // A ruleFile is a Prometheus rule file, its fields in the order people
 // write them.
@@ -46,44 +37,118 @@ type ruleFile struct {
 }
 
 // RenderMixin evaluates the mixin under root with config (jsonnet merged
-// into _config, "" for the defaults) and returns the rule file in YAML and
-// the dashboard in JSON.
+// into _config, "" for the defaults) through its render.libsonnet, as
+// "jsonnet -S -m" does (README: Alerts): the rule file in YAML and the
+// dashboard in JSON, each the text jsonnet writes. The rule file must
+// decode strictly as one.
 func RenderMixin(root, config string) (rules, dashboard []byte, err error) {
 	vm := jsonnet.MakeVM()
 	vm.Importer(&jsonnet.FileImporter{JPaths: []string{filepath.Join(root, MixinDir)}})
 	if config == "" {
 		config = "{}"
 	}
-	src := fmt.Sprintf("local m = (import 'mixin.libsonnet') + { _config+:: %s };\n{ alerts: m.prometheusAlerts, dashboard: m.grafanaDashboards['neighwatch.json'] }", config)
-	out, err := vm.EvaluateAnonymousSnippet("render.jsonnet", src)
+	src := fmt.Sprintf("(import 'render.libsonnet')((import 'mixin.libsonnet') + { _config+:: %s })", config)
+	files, err := vm.EvaluateAnonymousSnippetMulti("render.jsonnet", src)
 	if err != nil {
 		return nil, nil, err
 	}
-	var r struct {
-		Alerts    json.RawMessage `json:"alerts" yaml:"alerts"`
-		Dashboard json.RawMessage `json:"dashboard" yaml:"dashboard"`
+	text := func(name string) ([]byte, error) {
+		var s string
+		if err := json.Unmarshal([]byte(files[name]), &s); err != nil {
+			return nil, fmt.Errorf("the mixin's %s: %w", name, err)
+		}
+		// jsonnet -S -m ends each file with a line break.
+		return []byte(s + "\n"), nil
 	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
+	if rules, err = text("alerts.yml"); err != nil {
+		return nil, nil, err
+	}
+	if dashboard, err = text("neighwatch.json"); err != nil {
 		return nil, nil, err
 	}
 	var rf ruleFile
-	if err := strict(r.Alerts, &rf); err != nil {
+	if err := strict(rules, &rf); err != nil {
 		return nil, nil, fmt.Errorf("the mixin's prometheusAlerts: %w", err)
 	}
-	var buf bytes.Buffer
-	enc := yaml3.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(rf); err != nil {
-		return nil, nil, err
+	return rules, dashboard, nil
+}
+
+// ChartRules and ChartDashboard are the mixin rendered for the chart:
+// every setting of _config is a slot ("@@jobSelector@@",
+// "@@alerts.NeighbourEntryStuck.for@@") that the chart fills from its
+// values (templates/prometheusrule.yaml, dashboards.yaml), in JSON, where
+// a slot always stands inside a string. make manifests writes them.
+const (
+	ChartRules     = ChartDir + "/files/rules.json"
+	ChartDashboard = ChartDir + "/files/dashboards/neighwatch.json"
+)
+
+// MixinDefaults returns the mixin's _config at its defaults.
+func MixinDefaults(root string) (map[string]any, error) {
+	vm := jsonnet.MakeVM()
+	vm.Importer(&jsonnet.FileImporter{JPaths: []string{filepath.Join(root, MixinDir)}})
+	out, err := vm.EvaluateAnonymousSnippet("defaults.jsonnet", "(import 'mixin.libsonnet')._config")
+	if err != nil {
+		return nil, err
 	}
-	y := buf.Bytes()
-	var d any
-	if err := json.Unmarshal(r.Dashboard, &d); err != nil {
-		return nil, nil, err
+	var c map[string]any
+	return c, json.Unmarshal([]byte(out), &c)
+}
+
+// slot names a setting in the chart's renders.
+func slot(name string) string { return "@@" + name + "@@" }
+
+// SlotConfig is the _config whose every setting is its slot: each
+// scalar, the percentage the alerts derive from tableNearThreshold, and
+// each alert's for and severity.
+func SlotConfig(defaults map[string]any) (string, error) {
+	c := map[string]any{"tableNearThresholdPercent": slot("tableNearThresholdPercent")}
+	for k, v := range defaults {
+		switch v := v.(type) {
+		case string:
+			c[k] = slot(k)
+		case map[string]any:
+			if k != "alerts" {
+				return "", fmt.Errorf("_config.%s: a map the chart has no slots for", k)
+			}
+			alerts := map[string]any{}
+			for name := range v {
+				alerts[name] = map[string]string{"for": slot("alerts." + name + ".for"), "severity": slot("alerts." + name + ".severity")}
+			}
+			c[k] = alerts
+		default:
+			return "", fmt.Errorf("_config.%s: a %T the chart has no slot for", k, v)
+		}
 	}
-	dash, err := json.MarshalIndent(d, "", "  ")
+	b, err := json.Marshal(c)
+	return string(b), err
+}
+
+// RenderChartMixin renders the mixin with every setting a slot: the
+// chart's rules (JSON, as the rule file's fields) and dashboard.
+func RenderChartMixin(root string) (rules, dashboard []byte, err error) {
+	defaults, err := MixinDefaults(root)
 	if err != nil {
 		return nil, nil, err
 	}
-	return append([]byte(alertsHeader), y...), append(dash, '\n'), nil
+	config, err := SlotConfig(defaults)
+	if err != nil {
+		return nil, nil, err
+	}
+	y, dash, err := RenderMixin(root, config)
+	if err != nil {
+		return nil, nil, err
+	}
+	var rf ruleFile
+	if err := strict(y, &rf); err != nil {
+		return nil, nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rf); err != nil {
+		return nil, nil, err
+	}
+	return buf.Bytes(), dash, nil
 }

@@ -3,12 +3,17 @@ package manifests
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // TestMixinRenderIsCommitted: the rule file is the mixin rendered at its
@@ -35,6 +40,13 @@ func TestMixinRenderIsCommitted(t *testing.T) {
 	}
 	if !bytes.Equal(read(t, MixinDashboard), read(t, DashboardFile)) {
 		t.Errorf("%s is not a copy of %s: run make manifests", MixinDashboard, DashboardFile)
+	}
+	slotRules, slotDash, err := RenderChartMixin(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(slotRules, read(t, ChartRules)) || !bytes.Equal(slotDash, read(t, ChartDashboard)) {
+		t.Errorf("%s or %s is not the mixin's render with every setting a slot: run make manifests", ChartRules, ChartDashboard)
 	}
 }
 
@@ -135,4 +147,124 @@ func severity(t *testing.T, body, alert, old, new string) string {
 		t.Fatalf("no firing %s in the tests to change", alert)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestChartValuesAreMixinDefaults: prometheusRule's settings in the
+// chart's values.yaml are the mixin's _config at its defaults, each
+// alert's for and severity included, and carry every setting.
+func TestChartValuesAreMixinDefaults(t *testing.T) {
+	defaults, err := MixinDefaults(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		PrometheusRule map[string]any `json:"prometheusRule"`
+	}
+	if err := yaml.Unmarshal(read(t, ChartDir+"/values.yaml"), &values); err != nil {
+		t.Fatal(err)
+	}
+	pr := values.PrometheusRule
+	for k, want := range defaults {
+		switch k {
+		case "jobSelector":
+			// Empty in the chart: the job the monitors set (jobName).
+			if pr[k] != "" {
+				t.Errorf("prometheusRule.jobSelector %q, want empty", pr[k])
+			}
+		case "alerts":
+			have, _ := pr[k].(map[string]any)
+			for name, w := range want.(map[string]any) {
+				h, _ := have[name].(map[string]any)
+				for _, f := range []string{"for", "severity"} {
+					if fmt.Sprint(h[f]) != w.(map[string]any)[f] {
+						t.Errorf("prometheusRule.alerts.%s.%s %v, the mixin's %q", name, f, h[f], w.(map[string]any)[f])
+					}
+				}
+			}
+			if len(have) != len(want.(map[string]any)) {
+				t.Errorf("prometheusRule.alerts has %d alerts, the mixin %d", len(have), len(want.(map[string]any)))
+			}
+		default:
+			if fmt.Sprint(pr[k]) != want {
+				t.Errorf("prometheusRule.%s %v, the mixin's %q", k, pr[k], want)
+			}
+		}
+	}
+}
+
+// TestChartIsTheMixin: the chart at values that change every setting
+// renders the rules and the dashboard the mixin renders at the _config
+// that sets the same: the settings come from the mixin, not from edits
+// of the chart's own.
+func TestChartIsTheMixin(t *testing.T) {
+	requireHelm(t)
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(`jobName: node-neighbours
+prometheusRule:
+  jobSelector: job=~"neighwatch|node-neighbours"
+  clusterLabel: k8s_cluster
+  runbookURL: https://runbooks.example.com/neighwatch
+  tableNearThreshold: 0.8
+  resyncStormRate: "0.25"
+  alerts:
+    NeighbourEntryStuck: {for: 5m, severity: critical}
+    NeighbourTableOverflow: {for: 1m}
+    NeighwatchDown: {for: ""}
+dashboards:
+  enabled: true
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rules, dash, err := RenderMixin(root, `{
+  jobSelector: 'job=~"neighwatch|node-neighbours"',
+  clusterLabel: 'k8s_cluster',
+  runbookURL: 'https://runbooks.example.com/neighwatch',
+  tableNearThreshold: '0.8',
+  resyncStormRate: '0.25',
+  alerts+: {
+    NeighbourEntryStuck+: { 'for': '5m', severity: 'critical' },
+    NeighbourTableOverflow+: { 'for': '1m' },
+    NeighwatchDown+: { 'for': '' },
+  },
+}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want monitoringv1.PrometheusRuleSpec
+	if err := yaml.UnmarshalStrict(rules, &want); err != nil {
+		t.Fatal(err)
+	}
+	var pr *monitoringv1.PrometheusRule
+	var cm *corev1.ConfigMap
+	for _, o := range render(t, values, true) {
+		switch o := o.(type) {
+		case *monitoringv1.PrometheusRule:
+			pr = o
+		case *corev1.ConfigMap:
+			if o.Data["neighwatch.json"] != "" {
+				cm = o
+			}
+		}
+	}
+	if pr == nil || cm == nil {
+		t.Fatalf("PrometheusRule %v, dashboard ConfigMap %v", pr != nil, cm != nil)
+	}
+	if !reflect.DeepEqual(pr.Spec, want) {
+		t.Errorf("the chart's rules differ from the mixin's at the same settings:\n%s", diffYAML(want, pr.Spec))
+	}
+	var gotDash, wantDash any
+	if err := json.Unmarshal([]byte(cm.Data["neighwatch.json"]), &gotDash); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(dash, &wantDash); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(gotDash, wantDash) {
+		t.Error("the chart's dashboard differs from the mixin's at the same cluster label")
+	}
+	for _, s := range []string{"@@", `job="neighwatch"`, "(cluster,", "github.com/neighwatch"} {
+		if b, _ := yaml.Marshal(pr.Spec); strings.Contains(string(b), s) {
+			t.Errorf("the rules still hold %q", s)
+		}
+	}
 }

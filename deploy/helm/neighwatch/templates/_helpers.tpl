@@ -250,3 +250,43 @@ or made the one term where affinity has none.
 {{- end -}}
 {{- end -}}
 
+{{/*
+The mixin's _config as the values set it, a setting per slot of the
+chart's renders of the mixin: prometheusRule's job selector (or the
+monitors' job), cluster label, runbook site and thresholds, the
+percentage the alerts' sentences derive from tableNearThreshold, and each
+alert's for and severity.
+*/}}
+{{- define "neighwatch.mixinConfig" -}}
+{{- $r := .Values.prometheusRule -}}
+{{- $near := toString $r.tableNearThreshold -}}
+{{- $c := dict
+  "jobSelector" (include "neighwatch.jobSelector" .)
+  "clusterLabel" $r.clusterLabel
+  "runbookURL" $r.runbookURL
+  "tableNearThreshold" $near
+  "tableNearThresholdPercent" (printf "%d" (int (round (mulf (float64 $near) 100) 0)))
+  "resyncStormRate" (toString $r.resyncStormRate) -}}
+{{- range $name, $a := $r.alerts -}}
+{{- $_ := set $c (printf "alerts.%s.for" $name) (toString (default "" $a.for)) -}}
+{{- $_ := set $c (printf "alerts.%s.severity" $name) (toString (default "" $a.severity)) -}}
+{{- end -}}
+{{- toJson $c -}}
+{{- end -}}
+
+{{/*
+Fills the slots ("@@name@@") of one of the chart's renders of the mixin
+(.text, JSON, from .file) with neighwatch.mixinConfig: each value
+JSON-escaped, as it stands inside a string. A slot left unfilled is
+refused: the mixin has a setting the values do not carry.
+*/}}
+{{- define "neighwatch.fillSlots" -}}
+{{- $text := .text -}}
+{{- range $k, $v := include "neighwatch.mixinConfig" .root | fromJson -}}
+{{- $text = $text | replace (printf "@@%s@@" $k) ($v | toJson | trimPrefix "\"" | trimSuffix "\"") -}}
+{{- end -}}
+{{- with regexFind "@@[^@]*@@" $text -}}
+{{- fail (printf "%s: the mixin's setting %s has no value in prometheusRule: set it there" $.file .) -}}
+{{- end -}}
+{{- $text -}}
+{{- end -}}

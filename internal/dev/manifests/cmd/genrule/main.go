@@ -1,8 +1,9 @@
 // Command genrule renders the monitoring mixin (deploy/mixin/) at its defaults
 // into deploy/prometheus/alerts.yml, writes
-// deploy/kubernetes/prometheusrule.yaml from it, and the copies of the
-// rules and the dashboard the chart and the mixin carry; run it from the
-// repository root ("make manifests").
+// deploy/kubernetes/prometheusrule.yaml from it, the chart's rules and
+// dashboard (the mixin with every setting a slot the chart fills), and
+// the copies of the rules and the dashboard the chart and the mixin
+// carry; run it from the repository root ("make manifests").
 package main
 
 import (
@@ -28,12 +29,20 @@ func run() error {
 	if err := os.WriteFile(manifests.MixinDashboard, dash, 0o644); err != nil {
 		return err
 	}
-	in, _, err := manifests.RenderMixin(".", "")
+	// The mixin's files at its defaults, as the README's jsonnet command
+	// writes them: the dashboard in jsonnet's layout, so the edited
+	// dashboard comes back as its render, byte for byte.
+	in, dash, err := manifests.RenderMixin(".", "")
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(manifests.AlertsFile, in, 0o644); err != nil {
 		return err
+	}
+	for _, f := range []string{manifests.DashboardFile, manifests.MixinDashboard} {
+		if err := os.WriteFile(f, dash, 0o644); err != nil {
+			return err
+		}
 	}
 	version, err := manifests.Version(".")
 	if err != nil {
@@ -44,6 +53,16 @@ func run() error {
 		return err
 	}
 	if err := os.WriteFile(manifests.RuleFile, out, 0o644); err != nil {
+		return err
+	}
+	rules, dashboard, err := manifests.RenderChartMixin(".")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(manifests.ChartRules, rules, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(manifests.ChartDashboard, dashboard, 0o644); err != nil {
 		return err
 	}
 	for dst, src := range manifests.ChartCopies {
