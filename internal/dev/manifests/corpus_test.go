@@ -109,7 +109,7 @@ func TestValuesCorpus(t *testing.T) {
 		t.Fatalf("%d files in %s, want at least 40", n, CorpusDir)
 	}
 	var mu sync.Mutex
-	outcome := map[string]map[string]string{} // file -> helm -> outcome
+	outcome := map[string]map[string]string{}  // file -> helm -> outcome
 	rendered := map[string]map[string]string{} // file -> helm -> the render's lines but blank ones
 	for _, f := range files {
 		outcome[f.name] = map[string]string{}
