@@ -211,20 +211,29 @@ func startAlerting(t *testing.T, ns lab.NS, alerts []byte) *hookLog {
 	return startAlertingWith(t, ns, alerts, alerting{})
 }
 
-// shortenFor divides the for: of every rule by d (0: 2 s each).
+// shortenFor divides the for: of every rule by d (0: 2 s each). The
+// rule file is jsonnet's YAML, which quotes the durations; a file with no
+// for: to shorten is an error (its layout changed under this function).
 func shortenFor(t *testing.T, alerts []byte, d int) []byte {
-	return regexp.MustCompile(`(?m)^(\s+for:) (\S+)$`).ReplaceAllFunc(alerts, func(line []byte) []byte {
-		m := regexp.MustCompile(`^(\s+for:) (\S+)$`).FindSubmatch(line)
+	re := regexp.MustCompile(`(?m)^(\s+for:) "?([0-9a-z]+)"?$`)
+	n := 0
+	out := re.ReplaceAllFunc(alerts, func(line []byte) []byte {
+		m := re.FindSubmatch(line)
 		v, err := model.ParseDuration(string(m[2]))
 		if err != nil {
 			t.Fatalf("for: %s: %v", m[2], err)
 		}
+		n++
 		short := 2 * time.Second
 		if d > 0 {
 			short = max(time.Duration(v)/time.Duration(d), time.Second)
 		}
 		return []byte(string(m[1]) + " " + model.Duration(short).String())
 	})
+	if n == 0 {
+		t.Fatal("the rule file has no for: to shorten")
+	}
+	return out
 }
 
 // shortenTimings divides an Alertmanager route's group_wait,
