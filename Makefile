@@ -26,6 +26,9 @@ HELM          := helm.sh/helm/v3/cmd/helm@v3.21.4
 # helm-unittest's go.mod has a replace directive, so go run cannot build it
 # by version: make chart builds it in its own module, in the module cache.
 HELM_UNITTEST := github.com/helm-unittest/helm-unittest@v1.1.2
+# make publish's: the release files as an OCI artefact, and the signatures.
+ORAS          := oras.land/oras/cmd/oras@v1.3.6
+COSIGN        := github.com/sigstore/cosign/v3/cmd/cosign@v3.1.3
 CYCLONEDX     := github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
 CHART         := deploy/helm/neighwatch
 # The architectures of the image and of the release binaries.
@@ -78,23 +81,55 @@ image: release
 	    --manifest $(IMAGE) -f Containerfile bin/release || exit 1; \
 	done
 
-# Publishes a release to the registry REGISTRY (host[:port][/path]): the
-# image list as REGISTRY/neighwatch/neighwatch:VERSION and the chart as
-# the OCI artefact oci://REGISTRY/neighwatch/charts/neighwatch, version
-# VERSION. Log in first (podman login, helm registry login).
+# Publishes a release to the registry REGISTRY (host[:port][/path]), each
+# part signed with cosign and the key COSIGN_KEY (cosign generate-key-pair;
+# its password in COSIGN_PASSWORD):
+#   REGISTRY/neighwatch/neighwatch:VERSION  the image list (amd64, arm64)
+#   oci://REGISTRY/neighwatch/charts/neighwatch, version VERSION: the chart,
+#       its image.registry REGISTRY and image.digest the list's, so that
+#       it installs the image it was published with
+#   REGISTRY/neighwatch/release:VERSION  an OCI artefact of the release
+#       files: both binaries, the SBOM and SHA256SUMS (oras pull fetches
+#       them)
+# The signatures go to the registry beside each part (cosign's
+# sha256-<digest>.sig tags); verify with cosign verify --key cosign.pub.
+# COSIGN_FLAGS' default keeps the signatures out of the public
+# transparency log and cosign off the network (verify with
+# --insecure-ignore-tlog). A signing config naming no service does the
+# same but still fetches Sigstore's trusted root first (a warning here,
+# where that host cannot be reached), so the default is the two flags
+# cosign v3 deprecates for it. Set it empty to sign with Sigstore's
+# public services.
+# Log in first (podman login, helm registry login, cosign login).
 # TLS_VERIFY=false for a registry on plain HTTP (a local one).
 # push does the same with the image make image already built.
-REGISTRY   ?=
-TLS_VERIFY ?= true
+REGISTRY     ?=
+TLS_VERIFY   ?= true
+COSIGN_KEY   ?=
+COSIGN_FLAGS ?= --use-signing-config=false --tlog-upload=false
+PLAIN_HTTP    = $(if $(filter false,$(TLS_VERIFY)),--plain-http)
+RELEASE_FILES = $(foreach a,$(ARCHES),neighwatch-linux-$(a)) neighwatch.cdx.json SHA256SUMS
 publish: image push
 
 push:
 	@if [ -z "$(REGISTRY)" ]; then echo "make push: set REGISTRY=host[:port][/path], the registry to push to" >&2; exit 2; fi
-	$(PODMAN) manifest push --all --tls-verify=$(TLS_VERIFY) $(IMAGE) docker://$(REGISTRY)/neighwatch/neighwatch:$(VERSION)
-	@mkdir -p bin/chart
-	$(GO) run $(HELM) package $(CHART) --destination bin/chart
-	$(GO) run $(HELM) push bin/chart/neighwatch-$(VERSION).tgz oci://$(REGISTRY)/neighwatch/charts \
-	  $(if $(filter false,$(TLS_VERIFY)),--plain-http)
+	@if [ -z "$(COSIGN_KEY)" ] || [ ! -r "$(COSIGN_KEY)" ]; then echo "make push: set COSIGN_KEY to a cosign private key (cosign generate-key-pair; its password in COSIGN_PASSWORD): what is published is signed" >&2; exit 2; fi
+	@rm -rf bin/publish && mkdir -p bin/publish/chart
+	$(PODMAN) manifest push --all --tls-verify=$(TLS_VERIFY) --digestfile bin/publish/image.digest $(IMAGE) docker://$(REGISTRY)/neighwatch/neighwatch:$(VERSION)
+	cp -r $(CHART) bin/publish/chart/
+	sed -i -e 's#^  registry: ghcr.io$$#  registry: $(REGISTRY)#' -e "s#^  digest: \"\"\$$#  digest: \"$$(cat bin/publish/image.digest)\"#" bin/publish/chart/neighwatch/values.yaml
+	@grep -qx '  registry: $(REGISTRY)' bin/publish/chart/neighwatch/values.yaml && grep -qx "  digest: \"$$(cat bin/publish/image.digest)\"" bin/publish/chart/neighwatch/values.yaml || \
+	  { echo "make push: the chart's values.yaml has no image.registry ghcr.io and empty image.digest to point at REGISTRY: mend the sed above" >&2; exit 1; }
+	$(GO) run $(HELM) package bin/publish/chart/neighwatch --destination bin/publish
+	$(GO) run $(HELM) push bin/publish/neighwatch-$(VERSION).tgz oci://$(REGISTRY)/neighwatch/charts $(PLAIN_HTTP)
+	cd bin/release && $(GO) run $(ORAS) push $(PLAIN_HTTP) $(REGISTRY)/neighwatch/release:$(VERSION) \
+	  --artifact-type application/vnd.neighwatch.release.v1 $(RELEASE_FILES)
+	$(GO) run $(ORAS) resolve $(PLAIN_HTTP) $(REGISTRY)/neighwatch/charts/neighwatch:$(VERSION) >bin/publish/chart.digest
+	$(GO) run $(ORAS) resolve $(PLAIN_HTTP) $(REGISTRY)/neighwatch/release:$(VERSION) >bin/publish/release.digest
+	for ref in neighwatch/neighwatch@$$(cat bin/publish/image.digest) neighwatch/charts/neighwatch@$$(cat bin/publish/chart.digest) \
+	  neighwatch/release@$$(cat bin/publish/release.digest); do \
+	  $(GO) run $(COSIGN) sign --yes --key $(COSIGN_KEY) $(COSIGN_FLAGS) $(if $(PLAIN_HTTP),--allow-http-registry) $(REGISTRY)/$$ref || exit 1; \
+	done
 
 # The failure and its repair on a lab of namespaces, narrated (as root,
 # under two minutes); it removes all it made, on Ctrl-C too.

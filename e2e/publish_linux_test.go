@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,13 +18,18 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/dev/manifests"
+	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 )
 
-// TestPublishToARegistry: make push puts the image list and the chart, as
-// an OCI artefact, into a registry (Debian's docker-registry on loopback,
-// plain HTTP), where a client finds both platforms' images by the list
-// and Helm pulls the chart at the VERSION file's version.
+// TestPublishToARegistry: make push, with a cosign key made for the test,
+// puts the image list, the chart and the release files into a registry
+// (Debian's docker-registry on loopback, plain HTTP): a client finds both
+// platforms' images by the list; Helm pulls the chart at the VERSION
+// file's version, and it renders the image from this registry by the
+// list's digest; oras pulls the release files, which are bin/release's
+// and match their SHA256SUMS; and cosign verifies each of the three with
+// the key's public half, and none with another key.
 func TestPublishToARegistry(t *testing.T) {
 	requirePodman(t)
 	reg := requireProgram(t, "docker-registry", "docker-registry")
@@ -76,7 +83,19 @@ func TestPublishToARegistry(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	out, err := exec.Command("make", "-C", "..", "push", "REGISTRY="+addr, "TLS_VERIFY=false").CombinedOutput()
+	bin := t.TempDir()
+	cosign, oras := goInstall(t, bin, manifests.CosignModule), goInstall(t, bin, manifests.OrasModule)
+	keys, other := t.TempDir(), t.TempDir()
+	for _, d := range []string{keys, other} {
+		gen := exec.Command(cosign, "generate-key-pair")
+		gen.Dir, gen.Env = d, append(os.Environ(), "COSIGN_PASSWORD=neighwatch-test")
+		if out, err := gen.CombinedOutput(); err != nil {
+			t.Fatalf("cosign generate-key-pair: %v\n%s", err, out)
+		}
+	}
+	push := exec.Command("make", "-C", "..", "push", "REGISTRY="+addr, "TLS_VERIFY=false", "COSIGN_KEY="+filepath.Join(keys, "cosign.key"))
+	push.Env = append(os.Environ(), "COSIGN_PASSWORD=neighwatch-test")
+	out, err := push.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make push: %v\n%s", err, out)
 	}
@@ -104,6 +123,7 @@ func TestPublishToARegistry(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("the image list neighwatch/neighwatch:%s: %d %s", version, code, b)
 	}
+	listDigest := fmt.Sprintf("sha256:%x", sha256.Sum256(b))
 	var index struct {
 		Manifests []struct {
 			Digest   string `json:"digest"`
@@ -146,4 +166,92 @@ func TestPublishToARegistry(t *testing.T) {
 	if err := yaml.Unmarshal(show, &chart); err != nil || chart.Name != "neighwatch" || chart.Version != version || chart.AppVersion != version {
 		t.Errorf("the pulled chart: %+v (%v), want neighwatch %s", chart, err, version)
 	}
+	// The pulled chart installs the image it was published with: this
+	// registry's, by the list's digest.
+	rendered, err := exec.Command("go", "run", manifests.HelmModule, "template", "neighwatch", filepath.Join(pulled, "neighwatch-"+version+".tgz"),
+		"--kube-version", manifests.KubeVersion).Output()
+	if err != nil {
+		t.Fatalf("helm template of the pulled chart: %v", err)
+	}
+	image := ""
+	for _, doc := range strings.Split(string(rendered), "\n---") {
+		if obj, err := manifests.Decode([]byte(doc + "\n")); err == nil {
+			if ds, ok := obj.(*appsv1.DaemonSet); ok {
+				image = ds.Spec.Template.Spec.Containers[0].Image
+			}
+		}
+	}
+	if want := addr + "/neighwatch/neighwatch@" + listDigest; image != want {
+		t.Errorf("the pulled chart runs the image %q, want %q (the registry it was published to, the list's digest)", image, want)
+	}
+
+	// The release files: bin/release's, each as SHA256SUMS says.
+	files := t.TempDir()
+	pull := exec.Command(oras, "pull", "--plain-http", addr+"/neighwatch/release:"+version)
+	pull.Dir = files
+	if out, err := pull.CombinedOutput(); err != nil {
+		t.Fatalf("oras pull: %v\n%s", err, out)
+	}
+	sums, err := os.ReadFile(filepath.Join(files, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, line := range strings.Split(strings.TrimSpace(string(sums)), "\n") {
+		sum, name, ok := strings.Cut(line, "  ")
+		if !ok {
+			t.Fatalf("SHA256SUMS line %q", line)
+		}
+		names = append(names, name)
+		got, err := os.ReadFile(filepath.Join(files, name))
+		if err != nil {
+			t.Fatalf("the release artefact lacks %s: %v", name, err)
+		}
+		if fmt.Sprintf("%x", sha256.Sum256(got)) != sum {
+			t.Errorf("%s does not match its SHA256SUMS line", name)
+		}
+		if local, err := os.ReadFile(filepath.Join("..", "bin", "release", name)); err != nil || !bytes.Equal(local, got) {
+			t.Errorf("the published %s is not bin/release's (%v)", name, err)
+		}
+	}
+	slices.Sort(names)
+	if want := []string{"neighwatch-linux-amd64", "neighwatch-linux-arm64", "neighwatch.cdx.json"}; !slices.Equal(names, want) {
+		t.Errorf("SHA256SUMS names %v, want %v", names, want)
+	}
+
+	// Each part verifies with the key's public half, and not with another.
+	resolve := func(ref string) string {
+		out, err := exec.Command(oras, "resolve", "--plain-http", ref).Output()
+		if err != nil {
+			t.Fatalf("oras resolve %s: %v", ref, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for _, ref := range []string{
+		addr + "/neighwatch/neighwatch@" + listDigest,
+		addr + "/neighwatch/charts/neighwatch@" + resolve(addr+"/neighwatch/charts/neighwatch:"+version),
+		addr + "/neighwatch/release@" + resolve(addr+"/neighwatch/release:"+version),
+	} {
+		for _, k := range []struct {
+			dir  string
+			want bool
+		}{{keys, true}, {other, false}} {
+			out, err := exec.Command(cosign, "verify", "--key", filepath.Join(k.dir, "cosign.pub"), "--allow-http-registry", "--insecure-ignore-tlog=true", ref).CombinedOutput()
+			if (err == nil) != k.want {
+				t.Errorf("cosign verify %s with the %s key: %v, want verified %v\n%s", ref, map[bool]string{true: "signing", false: "other"}[k.want], err, k.want, out)
+			}
+		}
+	}
+}
+
+// goInstall builds module into dir and returns the executable's path.
+func goInstall(t *testing.T, dir, module string) string {
+	t.Helper()
+	cmd := exec.Command("go", "install", module)
+	cmd.Env = append(os.Environ(), "GOBIN="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go install %s: %v\n%s", module, err, out)
+	}
+	name := module[strings.LastIndex(module, "/")+1 : strings.LastIndex(module, "@")]
+	return filepath.Join(dir, name)
 }

@@ -28,7 +28,13 @@ const (
 )
 
 // HelmModule is the helm the Makefile and the tests run, pinned (go run).
-const HelmModule = "helm.sh/helm/v3/cmd/helm@v3.21.4"
+// OrasModule and CosignModule are make publish's, which the publish test
+// runs too. TestMakefilePinsTheTools holds the Makefile's pins to these.
+const (
+	HelmModule   = "helm.sh/helm/v3/cmd/helm@v3.21.4"
+	OrasModule   = "oras.land/oras/cmd/oras@v1.3.6"
+	CosignModule = "github.com/sigstore/cosign/v3/cmd/cosign@v3.1.3"
+)
 
 // KubeVersion is the Kubernetes the tests render the chart for: the
 // oldest its kubeVersion allows (1.30: the container's appArmorProfile).

@@ -214,3 +214,18 @@ func TestPrivileges(t *testing.T) {
 		t.Errorf("Wrap:\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestMakefilePinsTheTools: the Makefile runs the helm, oras and cosign
+// the tests run (the constants), and the chart's tests render with the
+// same Helm 3.
+func TestMakefilePinsTheTools(t *testing.T) {
+	mk := string(read(t, "Makefile"))
+	for name, module := range map[string]string{"HELM": HelmModule, "ORAS": OrasModule, "COSIGN": CosignModule} {
+		if !regexp.MustCompile(`(?m)^` + name + `\s+:= ` + regexp.QuoteMeta(module) + `$`).MatchString(mk) {
+			t.Errorf("the Makefile's %s is not %s", name, module)
+		}
+	}
+	if Helms[0] != HelmModule {
+		t.Errorf("the corpus renders with %s first, the Makefile's helm is %s", Helms[0], HelmModule)
+	}
+}
