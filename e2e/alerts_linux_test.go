@@ -47,16 +47,23 @@ type amAlert struct {
 // hookLog records every alert Alertmanager delivers, with when it came.
 type hookLog struct {
 	mu  sync.Mutex
-	got []struct {
-		at    time.Time
-		a     amAlert
-		group string // the notification's groupKey: one page to a pager
-	}
+	got []hooked
+}
+
+// hooked is one alert of one notification.
+type hooked struct {
+	at       time.Time
+	a        amAlert
+	group    string // the notification's groupKey: one page to a pager
+	receiver string // the receiver Alertmanager routed it to
+	status   string // the notification's: resolved when all its alerts are
 }
 
 func (h *hookLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var msg struct {
 		GroupKey string    `json:"groupKey"`
+		Receiver string    `json:"receiver"`
+		Status   string    `json:"status"`
 		Alerts   []amAlert `json:"alerts"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
@@ -65,13 +72,27 @@ func (h *hookLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mu.Lock()
 	for _, a := range msg.Alerts {
-		h.got = append(h.got, struct {
-			at    time.Time
-			a     amAlert
-			group string
-		}{time.Now(), a, msg.GroupKey})
+		h.got = append(h.got, hooked{time.Now(), a, msg.GroupKey, msg.Receiver, msg.Status})
 	}
 	h.mu.Unlock()
+}
+
+// matching returns the alerts delivered with these labels (any
+// alertname), each with its notification.
+func (h *hookLog) matching(labels map[string]string) []hooked {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []hooked
+next:
+	for _, g := range h.got {
+		for k, v := range labels {
+			if g.a.Labels[k] != v {
+				continue next
+			}
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // find returns when the first alert matching came, if one did.
@@ -201,6 +222,9 @@ type alerting struct {
 	// whose top level is "routes:" (deploy/prometheus/alertmanager-route.yml),
 	// their group timings divided by forDivisor as the rules' for: are.
 	routes string
+	// receivers are more receivers beside the root's (test, the webhook),
+	// as YAML list items at the top level.
+	receivers string
 }
 
 // startAlerting runs the real Prometheus and Alertmanager in ns: the
@@ -326,7 +350,7 @@ receivers:
     webhook_configs:
       - url: http://127.0.0.1:9099/hook
         send_resolved: true
-` + a.inhibit,
+` + a.receivers + a.inhibit,
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {

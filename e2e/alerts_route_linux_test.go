@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/neighwatch/neighwatch/internal/dev/lab"
+	"sigs.k8s.io/yaml"
 )
 
 // stuckSeries is what one node's agent exports of its stuck entries:
@@ -40,10 +42,12 @@ func (s *stuckSeries) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 
 // TestOnePagePerHost: the shipped rules, inhibition and route
 // (deploy/prometheus/alertmanager-route.yml) in the real Prometheus and
-// Alertmanager, their timings divided by 20. Three nodes find one moved
-// host at 0, 3 and 20 minutes (scaled: 0, 9 and 60 s): the pager gets one
-// group (one incident), its first notification from the first node's
-// NeighbourEntryStuck, updated when the fleet alert joins it. Two hosts
+// Alertmanager, their timings divided by 20. Four nodes find one moved
+// host at 0, 3, 20 and 25 minutes (scaled: 0, 9, 60 and 75 s): the pager
+// gets one group (one incident), its first notification from the first
+// node's NeighbourEntryStuck, updated when the fleet alert joins it, and
+// again when the fourth node doubles the count (nodes_at_least 4), with
+// no notification of the group all resolved in between. Two hosts
 // that share fe80::1 on different segments (different old MACs), each
 // stuck on two nodes, get two groups. What the nodes export is set by the
 // test (the series the agent exports, as TestFleetAlertGroupsNodes and
@@ -55,7 +59,7 @@ func TestOnePagePerHost(t *testing.T) {
 	t.Parallel()
 	const scale = 20
 	l := lab.New(t, "pg")
-	nodes := make([]*stuckSeries, 3)
+	nodes := make([]*stuckSeries, 4)
 	targets := map[string]string{}
 	for i := range nodes {
 		nodes[i] = &stuckSeries{lines: map[string]bool{}}
@@ -130,16 +134,42 @@ func TestOnePagePerHost(t *testing.T) {
 			return ok
 		})
 	}
-	// Past a whole group interval, so that any notification the third
+	// 25 minutes after the first (scaled), the fourth: the count doubles,
+	// and the pager hears it in the same group.
+	time.Sleep(max(0, 25*time.Minute/scale-time.Since(start)))
+	nodes[3].add("eth0", "inet", moved, movedMAC)
+	// Meanwhile the fleet alert never stops firing: the step left behind
+	// (nodes_at_least 2) keeps firing until the new one does, so the
+	// inhibition of the per-node pages never lapses.
+	polls, gaps := 0, 0
+	lab.WaitFor(t, 120*time.Second, "NeighbourHostStuckOnNodes at nodes_at_least 4 delivered", func() bool {
+		if r, err := promQuery(l.Node, `ALERTS{alertname="NeighbourHostStuckOnNodes",alertstate="firing",ip="`+moved+`"}`); err == nil {
+			polls++
+			if len(r) == 0 {
+				gaps++
+			}
+		}
+		_, ok := hooks.find("NeighbourHostStuckOnNodes", "firing", map[string]string{"ip": moved, "nodes_at_least": "4"})
+		return ok
+	})
+	if polls == 0 || gaps > 0 {
+		t.Errorf("NeighbourHostStuckOnNodes for the moved host was not firing at %d of %d looks while the count stepped from 2 to 4", gaps, polls)
+	}
+	// Past a whole group interval, so that any notification the fourth
 	// node causes has come.
 	time.Sleep(5*time.Minute/scale + 2*time.Second)
+	for _, h := range hooks.matching(host) {
+		if h.status == "resolved" {
+			t.Errorf("the moved host's group got a notification with every alert resolved (%s at %s, nodes_at_least %q) while the host was stuck", h.a.Labels["alertname"], h.at.Sub(start).Round(100*time.Millisecond), h.a.Labels["nodes_at_least"])
+		}
+	}
 
 	keys, n := hooks.groups(host)
 	if len(keys) != 1 {
-		t.Errorf("the moved host, found by three nodes at 0, 3 and 20 minutes (scaled), reached the pager as %d groups (pages), want 1: %q", len(keys), keys)
+		t.Errorf("the moved host, found by four nodes at 0, 3, 20 and 25 minutes (scaled), reached the pager as %d groups (pages), want 1: %q", len(keys), keys)
 	}
-	if n < 2 {
-		t.Errorf("the moved host's group got %d notifications, want the first node's page and its update with the fleet alert", n)
+	if n < 3 {
+		t.Errorf("the moved host's group got %d notifications, want the first node's page, its update with the fleet alert and the update at nodes_at_least 4", n)
 	}
 	a, _ := hooks.groups(map[string]string{"ip": shared, "lladdr": routerA})
 	b, _ := hooks.groups(map[string]string{"ip": shared, "lladdr": routerB})
@@ -149,4 +179,108 @@ func TestOnePagePerHost(t *testing.T) {
 	}
 	t.Logf("the moved host: first page %v after the start, %d notifications in %d group(s); %s: %d groups",
 		first.Round(100*time.Millisecond), n, len(keys), shared, len(all))
+}
+
+// TestOperatorRouteStopsTheCatchAll: the Alertmanager configuration
+// prometheus-operator writes for the chart's AlertmanagerConfig (the
+// route of deploy/prometheus/alertmanager-route.yml, first, with its
+// receiver and continue: true), followed by the operator's own routes,
+// the last a catch-all (no matchers, grouped by alertname) to a pager.
+// With deploy/prometheus/alertmanager-operator-route.yml between the two,
+// the neighbour pages reach the AlertmanagerConfig's receiver and not the
+// catch-all; without it (the control), the catch-all gets them too.
+func TestOperatorRouteStopsTheCatchAll(t *testing.T) {
+	lab.Require(t)
+	requireProgram(t, "prometheus", "prometheus")
+	requireProgram(t, "prometheus-alertmanager", "prometheus-alertmanager")
+	t.Parallel()
+	var route, stop struct {
+		Routes []map[string]any `json:"routes"`
+	}
+	for f, into := range map[string]any{"../deploy/prometheus/alertmanager-route.yml": &route, "../deploy/prometheus/alertmanager-operator-route.yml": &stop} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(route.Routes) != 1 || len(stop.Routes) != 1 {
+		t.Fatalf("%d and %d routes, want one in each file", len(route.Routes), len(stop.Routes))
+	}
+	// As prometheus-operator writes the AlertmanagerConfig's route.
+	route.Routes[0]["receiver"] = "pager"
+	route.Routes[0]["continue"] = true
+	catchAll := map[string]any{"receiver": "catchall", "group_by": []string{"alertname"}}
+	inhibit, err := os.ReadFile("../deploy/prometheus/alertmanager-inhibit.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts, err := os.ReadFile("../deploy/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		host = "10.0.1.2"
+		mac  = "02:00:00:00:0a:01"
+	)
+	for _, tc := range []struct {
+		name     string
+		routes   []map[string]any
+		catchAll bool
+	}{
+		{"with the stop route", append(append(slices.Clone(route.Routes), stop.Routes...), catchAll), false},
+		{"control: without it", append(slices.Clone(route.Routes), catchAll), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := lab.New(t, "op")
+			node := &stuckSeries{lines: map[string]bool{}}
+			var ln net.Listener
+			if err := l.Node.Do(func() (err error) { ln, err = net.Listen("tcp", "127.0.0.1:9201"); return err }); err != nil {
+				t.Fatal(err)
+			}
+			srv := &http.Server{Handler: node, ReadHeaderTimeout: 5 * time.Second}
+			go func() { _ = srv.Serve(ln) }()
+			t.Cleanup(func() { srv.Close() })
+			node.add("eth0", "inet", host, mac)
+			routes, err := yaml.Marshal(map[string]any{"routes": tc.routes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hooks := startAlertingWith(t, l.Node, alerts, alerting{forDivisor: 20, targets: map[string]string{"127.0.0.1:9201": "node-1"},
+				labels: map[string]string{"cluster": "lab"}, inhibit: string(inhibit), routes: string(routes),
+				receivers: "  - name: pager\n    webhook_configs:\n      - url: http://127.0.0.1:9099/pager\n        send_resolved: true\n" +
+					"  - name: catchall\n    webhook_configs:\n      - url: http://127.0.0.1:9099/catchall\n        send_resolved: true\n  - name: \"null\"\n"})
+			page := map[string]string{"alertname": "NeighbourEntryStuck", "ip": host}
+			lab.WaitFor(t, 120*time.Second, "the page delivered to the AlertmanagerConfig's receiver", func() bool {
+				for _, h := range hooks.matching(page) {
+					if h.receiver == "pager" {
+						return true
+					}
+				}
+				return false
+			})
+			if tc.catchAll {
+				lab.WaitFor(t, 60*time.Second, "the page delivered to the catch-all too (the control)", func() bool {
+					for _, h := range hooks.matching(page) {
+						if h.receiver == "catchall" {
+							return true
+						}
+					}
+					return false
+				})
+				return
+			}
+			// Past the catch-all's own group wait and interval (1 s each),
+			// several times over.
+			time.Sleep(5 * time.Second)
+			for _, h := range hooks.matching(map[string]string{"ip": host}) {
+				if h.receiver != "pager" {
+					t.Errorf("%s for %s reached receiver %q: the stop route let it through to the catch-all", h.a.Labels["alertname"], host, h.receiver)
+				}
+			}
+		})
+	}
 }

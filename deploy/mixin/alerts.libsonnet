@@ -7,17 +7,22 @@
     // tableNearThreshold as a percentage, for the sentences; a _config
     // that sets it (the chart's render, whose thresholds are slots) wins.
     local c = { tableNearThresholdPercent: std.toString(std.round(std.parseJson($._config.tableNearThreshold) * 100)) } + $._config,
-    local rule(name, expr, summary, description) = {
+    local rule(name, expr, summary, description, labels={}, keepFiringFor='') = {
       alert: name,
       expr: expr % c,
       [if c.alerts[name]['for'] != '' then 'for']: c.alerts[name]['for'],
-      labels: { severity: c.alerts[name].severity },
+      [if keepFiringFor != '' then 'keep_firing_for']: keepFiringFor,
+      labels: { severity: c.alerts[name].severity } + labels,
       annotations: {
         runbook_url: c.runbookURL + '#' + std.asciiLower(name),
         summary: summary % c,
         description: std.strReplace(description % c, '$labels.cluster', '$labels.' + c.clusterLabel),
       },
     },
+    // The fleet alert's step: the largest power of two at most the nodes'
+    // count, 2 to 1024 (Prometheus templates a rule's labels).
+    local steps = [1024, 512, 256, 128, 64, 32, 16, 8, 4],
+    local nodesAtLeast = '{{ if ' + std.join('{{ else if ', ['ge $value %d.0 }}%d' % [n, n] for n in steps]) + '{{ else }}2{{ end }}',
     groups+: [
       {
         name: 'neighwatch',
@@ -47,11 +52,20 @@
           // fe80::1, overlapping subnets) hold different MACs and stay apart.
           // Shorter than NeighbourEntryStuck's: nodes that find the move
           // within a minute of each other page once.
+          // The count reaches the pager each time it doubles: nodes_at_least
+          // (2, 4, 8, ... 1024) is a label, so a new step is a new alert in
+          // the host's Alertmanager group, which notifies it (a changed
+          // annotation would not). The step left behind keeps firing for
+          // fleetKeepFiringFor, past the new step's `for`, so the group is
+          // never all resolved while the host is stuck; the page resolves
+          // that long after the last node is repaired.
           rule(
             'NeighbourHostStuckOnNodes',
             'count by (%(clusterLabel)s, family, ip, lladdr) (max by (%(clusterLabel)s, instance, family, ip, lladdr) (neighwatch_stuck_neighbour_info{%(jobSelector)s}) == 1) > 1',
             'A neighbour is stuck on several nodes.',
             '{{ $labels.ip }} is stuck on {{ $value }} nodes{{ with $labels.cluster }} of {{ . }}{{ end }}: the host moved or is gone, and those nodes still send to its old MAC {{ $labels.lladdr }}. `neighwatch status` on any of them names both MACs.',
+            labels={ nodes_at_least: nodesAtLeast },
+            keepFiringFor=c.fleetKeepFiringFor,
           ),
           // Two MACs answer for one IP in turn, the entry's one of them: a
           // duplicate address or a spoofer (or a host with two NICs on one

@@ -14,6 +14,10 @@
     // resyncs per second that make a storm (numbers as PromQL writes them).
     tableNearThreshold: '0.9',
     resyncStormRate: '0.1',
+    // How long NeighbourHostStuckOnNodes keeps firing once its count has
+    // moved to another step (nodes_at_least): longer than its `for`, so
+    // the host's group never resolves between two steps.
+    fleetKeepFiringFor: '3m',
     // Each alert's `for` ('' fires at once) and severity.
     alerts: {
       NeighbourEntryStuck: { 'for': '2m', severity: 'warning' },

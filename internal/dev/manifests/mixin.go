@@ -23,11 +23,12 @@ type ruleFile struct {
 	Groups []struct {
 		Name  string `json:"name" yaml:"name"`
 		Rules []struct {
-			Alert       string            `json:"alert" yaml:"alert"`
-			Expr        string            `json:"expr" yaml:"expr"`
-			For         string            `json:"for,omitempty" yaml:"for,omitempty"`
-			Labels      map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
-			Annotations struct {
+			Alert         string            `json:"alert" yaml:"alert"`
+			Expr          string            `json:"expr" yaml:"expr"`
+			For           string            `json:"for,omitempty" yaml:"for,omitempty"`
+			KeepFiringFor string            `json:"keep_firing_for,omitempty" yaml:"keep_firing_for,omitempty"`
+			Labels        map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
+			Annotations   struct {
 				RunbookURL  string `json:"runbook_url" yaml:"runbook_url"`
 				Summary     string `json:"summary" yaml:"summary"`
 				Description string `json:"description" yaml:"description"`

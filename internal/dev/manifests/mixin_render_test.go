@@ -206,6 +206,7 @@ prometheusRule:
   runbookURL: https://runbooks.example.com/neighwatch
   tableNearThreshold: 0.8
   resyncStormRate: "0.25"
+  fleetKeepFiringFor: 5m
   alerts:
     NeighbourEntryStuck: {for: 5m, severity: critical}
     NeighbourTableOverflow: {for: 1m}
@@ -221,6 +222,7 @@ dashboards:
   runbookURL: 'https://runbooks.example.com/neighwatch',
   tableNearThreshold: '0.8',
   resyncStormRate: '0.25',
+  fleetKeepFiringFor: '5m',
   alerts+: {
     NeighbourEntryStuck+: { 'for': '5m', severity: 'critical' },
     NeighbourTableOverflow+: { 'for': '1m' },

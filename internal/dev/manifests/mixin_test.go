@@ -12,11 +12,12 @@ import (
 
 // alertRule is one rule of the rule file, as the mixin guidelines read it.
 type alertRule struct {
-	Alert       string            `json:"alert"`
-	Expr        string            `json:"expr"`
-	For         string            `json:"for"`
-	Labels      map[string]string `json:"labels"`
-	Annotations map[string]string `json:"annotations"`
+	Alert         string            `json:"alert"`
+	Expr          string            `json:"expr"`
+	For           string            `json:"for"`
+	KeepFiringFor string            `json:"keep_firing_for"`
+	Labels        map[string]string `json:"labels"`
+	Annotations   map[string]string `json:"annotations"`
 }
 
 var (

@@ -253,7 +253,7 @@ or made the one term where affinity has none.
 {{/*
 The mixin's _config as the values set it, a setting per slot of the
 chart's renders of the mixin: prometheusRule's job selector (or the
-monitors' job), cluster label, runbook site and thresholds, the
+monitors' job), cluster label, runbook site, thresholds and the fleet alert's keep_firing_for, the
 percentage the alerts' sentences derive from tableNearThreshold, and each
 alert's for and severity.
 */}}
@@ -266,7 +266,8 @@ alert's for and severity.
   "runbookURL" $r.runbookURL
   "tableNearThreshold" $near
   "tableNearThresholdPercent" (printf "%d" (int (round (mulf (float64 $near) 100) 0)))
-  "resyncStormRate" (toString $r.resyncStormRate) -}}
+  "resyncStormRate" (toString $r.resyncStormRate)
+  "fleetKeepFiringFor" (toString $r.fleetKeepFiringFor) -}}
 {{- range $name, $a := $r.alerts -}}
 {{- $_ := set $c (printf "alerts.%s.for" $name) (toString (default "" $a.for)) -}}
 {{- $_ := set $c (printf "alerts.%s.severity" $name) (toString (default "" $a.severity)) -}}
