@@ -105,3 +105,30 @@ func TestApplyNeedsTheOldTextOnce(t *testing.T) {
 		t.Errorf("old text absent: %v", err)
 	}
 }
+
+// TestCopyTree: a break of a file read at run time is tried in a copy of
+// the tree, which holds the tracked files and leaves out Git's objects,
+// the kernels' cache and the built binaries; allGo tells the two kinds
+// of break apart.
+func TestCopyTree(t *testing.T) {
+	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "tree")
+	for _, f := range []string{"go.mod", "deploy/helm/values.yaml", ".git/HEAD", ".kernels/cache/x", "bin/neighwatch", "internal/bin/keep"} {
+		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, f), []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := copyTree(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	for f, want := range map[string]bool{"go.mod": true, "deploy/helm/values.yaml": true, "internal/bin/keep": true, ".git/HEAD": false, ".kernels/cache/x": false, "bin/neighwatch": false} {
+		if _, err := os.Stat(filepath.Join(dst, f)); (err == nil) != want {
+			t.Errorf("%s copied: %v, want %v", f, err == nil, want)
+		}
+	}
+	if !allGo(map[string][]byte{"a.go": nil}) || allGo(map[string][]byte{"a.go": nil, "deploy/x.tpl": nil}) {
+		t.Error("allGo does not tell a Go break from one of a file read at run time")
+	}
+}
