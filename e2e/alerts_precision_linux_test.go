@@ -213,7 +213,12 @@ func TestFleetAlertGroupsNodes(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	fleet := hooks.all("NeighbourHostStuckOnNodes")
 	if len(fleet) != 1 || !strings.Contains(fleet[0].Annotations["description"], "stuck on 2 nodes of lab") {
-		t.Errorf("NeighbourHostStuckOnNodes delivered %d times: %+v", len(fleet), fleet)
+		t.Fatalf("NeighbourHostStuckOnNodes delivered %d times: %+v", len(fleet), fleet)
+	}
+	// The agents named the segment from their interface's own address
+	// (n0's 10.0.1.1/24 on both nodes), and the alert carries it.
+	if seg, want := fleet[0].Labels["segment"], netip.PrefixFrom(lab.NodeClientIP, 24).Masked().String(); seg != want {
+		t.Errorf("NeighbourHostStuckOnNodes' segment %q, want %q (the subnet of the nodes' %s)", seg, want, lab.NodeClientIf)
 	}
 	if per := hooks.all("NeighbourEntryStuck"); len(per) != 0 {
 		t.Errorf("per-node NeighbourEntryStuck delivered under the fleet alert (inhibition): %+v", per)

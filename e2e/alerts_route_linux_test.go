@@ -23,10 +23,14 @@ type stuckSeries struct {
 	lines map[string]bool
 }
 
-func (s *stuckSeries) add(iface, family, ip, lladdr string) {
+func (s *stuckSeries) add(iface, family, ip, lladdr string) { s.addOn("", iface, family, ip, lladdr) }
+
+// addOn adds a stuck entry on a segment (the agent's label: the subnet
+// the node reaches the neighbour through).
+func (s *stuckSeries) addOn(segment, iface, family, ip, lladdr string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lines[fmt.Sprintf(`neighwatch_stuck_neighbour_info{interface=%q,family=%q,ip=%q,lladdr=%q,seen_lladdr=""} 1`, iface, family, ip, lladdr)] = true
+	s.lines[fmt.Sprintf(`neighwatch_stuck_neighbour_info{interface=%q,family=%q,ip=%q,lladdr=%q,seen_lladdr="",segment=%q} 1`, iface, family, ip, lladdr, segment)] = true
 }
 
 func (s *stuckSeries) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
@@ -49,7 +53,8 @@ func (s *stuckSeries) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 // again when the fourth node doubles the count (nodes_at_least 4), with
 // no notification of the group all resolved in between. Two hosts
 // that share fe80::1 on different segments (different old MACs), each
-// stuck on two nodes, get two groups. What the nodes export is set by the
+// stuck on two nodes, get two groups; so do two VRRP routers with one
+// address and one MAC on two segments. What the nodes export is set by the
 // test (the series the agent exports, as TestFleetAlertGroupsNodes and
 // the precision tests show it does); what is under test is the route.
 func TestOnePagePerHost(t *testing.T) {
@@ -79,12 +84,22 @@ func TestOnePagePerHost(t *testing.T) {
 		shared   = "fe80::1"
 		routerA  = "02:00:00:00:0b:01"
 		routerB  = "02:00:00:00:0b:02"
+		vrrp     = "10.0.0.1"
+		vrrpMAC  = "00:00:5e:00:01:01"
+		vlan100  = "10.0.100.0/24"
+		vlan200  = "10.0.200.0/24"
 	)
 	// The two routers are stuck from the start, each on two nodes.
 	nodes[0].add("eth1", "inet6", shared, routerA)
 	nodes[1].add("eth1", "inet6", shared, routerA)
 	nodes[1].add("eth2", "inet6", shared, routerB)
 	nodes[2].add("eth2", "inet6", shared, routerB)
+	// Two VRRP routers in two VLANs: one address, one virtual MAC, two
+	// segments, each stuck on two nodes of its own.
+	nodes[0].addOn(vlan100, "vlan100", "inet", vrrp, vrrpMAC)
+	nodes[1].addOn(vlan100, "vlan100", "inet", vrrp, vrrpMAC)
+	nodes[2].addOn(vlan200, "vlan200", "inet", vrrp, vrrpMAC)
+	nodes[3].addOn(vlan200, "vlan200", "inet", vrrp, vrrpMAC)
 	// The moved host: the first node finds it now.
 	nodes[0].add("eth0", "inet", moved, movedMAC)
 
@@ -127,10 +142,17 @@ func TestOnePagePerHost(t *testing.T) {
 		r, err := promQuery(l.Node, `ALERTS{alertname="NeighbourEntryStuck",alertstate="firing",ip="`+moved+`"}`)
 		return err == nil && len(r) == 3
 	})
-	// The two routers' fleet alerts, each delivered.
+	// The two routers' fleet alerts, each delivered, and the two VRRP
+	// routers', each with its segment.
 	for _, mac := range []string{routerA, routerB} {
 		lab.WaitFor(t, 60*time.Second, "NeighbourHostStuckOnNodes for "+shared+" at "+mac, func() bool {
 			_, ok := hooks.find("NeighbourHostStuckOnNodes", "firing", map[string]string{"ip": shared, "lladdr": mac})
+			return ok
+		})
+	}
+	for _, seg := range []string{vlan100, vlan200} {
+		lab.WaitFor(t, 60*time.Second, "NeighbourHostStuckOnNodes for "+vrrp+" on "+seg, func() bool {
+			_, ok := hooks.find("NeighbourHostStuckOnNodes", "firing", map[string]string{"ip": vrrp, "segment": seg, "nodes_at_least": "2"})
 			return ok
 		})
 	}
@@ -176,6 +198,12 @@ func TestOnePagePerHost(t *testing.T) {
 	all, _ := hooks.groups(map[string]string{"ip": shared})
 	if len(a) != 1 || len(b) != 1 || len(all) != 2 {
 		t.Errorf("two routers at %s with different MACs: groups %q and %q (all %q), want one each, two in all", shared, a, b, all)
+	}
+	v1, _ := hooks.groups(map[string]string{"ip": vrrp, "segment": vlan100})
+	v2, _ := hooks.groups(map[string]string{"ip": vrrp, "segment": vlan200})
+	vAll, _ := hooks.groups(map[string]string{"ip": vrrp})
+	if len(v1) != 1 || len(v2) != 1 || len(vAll) != 2 {
+		t.Errorf("two VRRP routers at %s with one MAC on two segments: groups %q and %q (all %q), want one each, two in all", vrrp, v1, v2, vAll)
 	}
 	t.Logf("the moved host: first page %v after the start, %d notifications in %d group(s); %s: %d groups",
 		first.Round(100*time.Millisecond), n, len(keys), shared, len(all))

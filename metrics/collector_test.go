@@ -3,6 +3,7 @@ package metrics
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -128,7 +129,7 @@ func allCollectors(t *testing.T, tb *table.Table, kernel *fakeKernel, log *slog.
 	t.Helper()
 	eng := remediate.New(remediate.Config{Mode: remediate.ModeDryRun}, tb, nil, nil)
 	return []prometheus.Collector{
-		NewTableCollector(tb, 10, log),
+		NewTableCollector(tb, 10, fakeSegments, log),
 		NewEvidenceCollector(fakeEvidence{}, tb.LinkName, log),
 		NewNetlinkCollector(fakeNetlink{}, log),
 		NewKernelTableCollector(kernel, log),
@@ -139,6 +140,17 @@ func allCollectors(t *testing.T, tb *table.Table, kernel *fakeKernel, log *slog.
 		NewConfigCollector(fakeConfig{}, log),
 		NewDetectionCollector(fakeDetection{}, log),
 	}
+}
+
+// fakeSegments puts every neighbour of interface 3 (eth0) on
+// 10.0.0.0/24, as monitor/addrs would for an eth0 with 10.0.0.5/24.
+func fakeSegments() (func(int32, netip.Addr) string, error) {
+	return func(ifindex int32, _ netip.Addr) string {
+		if ifindex == 3 {
+			return "10.0.0.0/24"
+		}
+		return ""
+	}, nil
 }
 
 type fakeConfig struct{}
@@ -171,9 +183,9 @@ neighwatch_neighbours_stuck{family="inet",interface="eth0"} 1
 # HELP neighwatch_neighbours_stale_long Entries STALE for at least the stale threshold, whatever their class.
 # TYPE neighwatch_neighbours_stale_long gauge
 neighwatch_neighbours_stale_long{family="inet",interface="eth0"} 1
-# HELP neighwatch_stuck_neighbour_info One series per stuck entry (capped), naming it for alerts.
+# HELP neighwatch_stuck_neighbour_info One series per stuck entry (capped), naming it for alerts; segment is the subnet of the interface that holds the neighbour's address (else its first), which tells apart two hosts with one address and MAC on two segments.
 # TYPE neighwatch_stuck_neighbour_info gauge
-neighwatch_stuck_neighbour_info{family="inet",interface="eth0",ip="10.0.0.1",lladdr="02:00:00:00:00:01",seen_lladdr="02:00:00:00:00:02"} 1
+neighwatch_stuck_neighbour_info{family="inet",interface="eth0",ip="10.0.0.1",lladdr="02:00:00:00:00:01",seen_lladdr="02:00:00:00:00:02",segment="10.0.0.0/24"} 1
 # HELP neighwatch_arp_packets_total ARP packets seen by the listeners.
 # TYPE neighwatch_arp_packets_total counter
 neighwatch_arp_packets_total{interface="eth0",kind="gratuitous"} 1
@@ -269,7 +281,7 @@ func TestScrapeFailure(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	kernel := &fakeKernel{err: errors.New("netlink refused")}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewKernelTableCollector(kernel, log), NewTableCollector(tb, 0, log))
+	reg.MustRegister(NewKernelTableCollector(kernel, log), NewTableCollector(tb, 0, nil, log))
 	for range 3 {
 		if _, err := reg.Gather(); err != nil {
 			t.Fatal(err)
@@ -355,7 +367,7 @@ func TestGhostLinksShareSeries(t *testing.T) {
 		tb.ProbeUnanswered(table.Key{Ifindex: idx, Addr: ip}, string(mac), time.Now())
 	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewTableCollector(tb, 10, slog.New(slog.DiscardHandler)), NewEvidenceCollector(ghostEvidence{}, tb.LinkName, slog.New(slog.DiscardHandler)))
+	reg.MustRegister(NewTableCollector(tb, 10, nil, slog.New(slog.DiscardHandler)), NewEvidenceCollector(ghostEvidence{}, tb.LinkName, slog.New(slog.DiscardHandler)))
 	want := `
 # HELP neighwatch_arp_packets_total ARP packets seen by the listeners.
 # TYPE neighwatch_arp_packets_total counter
@@ -365,11 +377,64 @@ neighwatch_arp_packets_total{interface="va",kind="request"} 5
 # HELP neighwatch_neighbours_stuck Stale-long entries whose host is not at the entry's MAC: seen at another MAC while the entry's MAC stayed silent, confirmed by an unanswered unicast probe or by silence for the window.
 # TYPE neighwatch_neighbours_stuck gauge
 neighwatch_neighbours_stuck{family="inet",interface="va"} 2
-# HELP neighwatch_stuck_neighbour_info One series per stuck entry (capped), naming it for alerts.
+# HELP neighwatch_stuck_neighbour_info One series per stuck entry (capped), naming it for alerts; segment is the subnet of the interface that holds the neighbour's address (else its first), which tells apart two hosts with one address and MAC on two segments.
 # TYPE neighwatch_stuck_neighbour_info gauge
-neighwatch_stuck_neighbour_info{family="inet",interface="va",ip="10.9.0.3",lladdr="02:00:00:00:00:01",seen_lladdr="02:00:00:00:00:02"} 1
+neighwatch_stuck_neighbour_info{family="inet",interface="va",ip="10.9.0.3",lladdr="02:00:00:00:00:01",seen_lladdr="02:00:00:00:00:02",segment=""} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "neighwatch_arp_packets_total", "neighwatch_neighbours_stuck", "neighwatch_stuck_neighbour_info"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStuckInfoSegments: each stuck entry's series carries the segment
+// the reader names for its interface and address; the reader runs only
+// when an entry is stuck; a reader that fails leaves the segment empty,
+// keeps the series, and marks the collector failed.
+func TestStuckInfoSegments(t *testing.T) {
+	tb := newTable(t)
+	calls := 0
+	var fail error
+	reader := func() (func(int32, netip.Addr) string, error) {
+		calls++
+		if fail != nil {
+			return nil, fail
+		}
+		return func(ifindex int32, a netip.Addr) string { return fmt.Sprintf("seg-%d-%s", ifindex, a) }, nil
+	}
+	c := NewTableCollector(tb, 10, reader, nil)
+	scrape := func() (segment string, success float64) {
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(c)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			switch mf.GetName() {
+			case "neighwatch_stuck_neighbour_info":
+				for _, lp := range mf.GetMetric()[0].GetLabel() {
+					if lp.GetName() == "segment" {
+						segment = lp.GetValue()
+					}
+				}
+			case "neighwatch_scrape_collector_success":
+				success = mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return segment, success
+	}
+	if seg, ok := scrape(); seg != "seg-3-10.0.0.1" || ok != 1 || calls != 1 {
+		t.Errorf("segment %q, success %v, reader called %d times; want seg-3-10.0.0.1, 1, once", seg, ok, calls)
+	}
+	fail = errors.New("netlink: no buffer space")
+	if seg, ok := scrape(); seg != "" || ok != 0 {
+		t.Errorf("with the reader failing: segment %q, success %v; want the series with an empty segment, and success 0", seg, ok)
+	}
+	empty := table.New(time.Minute, nil)
+	before := calls
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewTableCollector(empty, 10, reader, nil))
+	if _, err := reg.Gather(); err != nil || calls != before {
+		t.Errorf("with no stuck entry the reader ran %d times (%v); want none", calls-before, err)
 	}
 }

@@ -25,7 +25,7 @@ func TestManagedSeriesOnlyNonZero(t *testing.T) {
 	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.1"), State: table.StateReachable,
 		LLAddr: net.HardwareAddr{2, 0, 0, 0, 0, 1}, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewTableCollector(tb, 10, slog.New(slog.DiscardHandler)))
+	reg.MustRegister(NewTableCollector(tb, 10, nil, slog.New(slog.DiscardHandler)))
 	want := `
 # HELP neighwatch_managed_neighbours Managed entries (the kernel re-validates them itself) by owner: neighwatch (its manage strategy) or other; only non-zero series.
 # TYPE neighwatch_managed_neighbours gauge
@@ -48,7 +48,7 @@ func TestStuckInfoDropped(t *testing.T) {
 		tb.ProbeUnanswered(table.Key{Ifindex: 3, Addr: ip}, string(mac), time.Now())
 	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewTableCollector(tb, 1, slog.New(slog.DiscardHandler)))
+	reg.MustRegister(NewTableCollector(tb, 1, nil, slog.New(slog.DiscardHandler)))
 	if n, err := testutil.GatherAndCount(reg, "neighwatch_stuck_neighbour_info"); err != nil || n != 1 {
 		t.Errorf("%d info series (%v), want 1", n, err)
 	}

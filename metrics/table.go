@@ -3,6 +3,7 @@ package metrics
 import (
 	"log/slog"
 	"net"
+	"net/netip"
 
 	"github.com/neighwatch/neighwatch/table"
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,11 +16,16 @@ type TableReader interface {
 	Events() *table.Broadcaster
 }
 
+// SegmentsReader reads, at a scrape that names stuck entries, which
+// segment a neighbour on an interface is on (monitor/addrs: the subnet
+// its node reaches it through). nil: every segment "".
+type SegmentsReader func() (segmentOf func(ifindex int32, addr netip.Addr) string, err error)
+
 // NewTableCollector exposes the table: entries by state, classes,
 // transitions and evidence, and at most stuckCap info series naming stuck
-// entries. Its cost does not depend on the number of entries: the table
-// keeps every aggregate current.
-func NewTableCollector(t TableReader, stuckCap int, log *slog.Logger) prometheus.Collector {
+// entries, each with its segment (segments). Its cost does not depend on
+// the number of entries: the table keeps every aggregate current.
+func NewTableCollector(t TableReader, stuckCap int, segments SegmentsReader, log *slog.Logger) prometheus.Collector {
 	s := newSubsystem("table", log)
 	var (
 		neighbours    = s.gauge("neighbours", "Neighbour entries by interface, family and NUD state.", "interface", "family", "state")
@@ -33,7 +39,7 @@ func NewTableCollector(t TableReader, stuckCap int, log *slog.Logger) prometheus
 		transitions   = s.counter("neighbour_transitions_total", "NUD state transitions seen; from or to is \"absent\" for creation and deletion.", "family", "from", "to")
 		lladdrChanges = s.counter("neighbour_lladdr_changes_total", "Changes of an entry's link-layer address.", "interface", "family")
 		bypass        = s.counter("neighbour_bypass_packets_total", "Packets sent to STALE entries without passing the neighbour subsystem, as counted by the tracer.", "interface", "family")
-		stuckInfo     = s.gauge("stuck_neighbour_info", "One series per stuck entry (capped), naming it for alerts.", "interface", "family", "ip", "lladdr", "seen_lladdr")
+		stuckInfo     = s.gauge("stuck_neighbour_info", "One series per stuck entry (capped), naming it for alerts; segment is the subnet of the interface that holds the neighbour's address (else its first), which tells apart two hosts with one address and MAC on two segments.", "interface", "family", "ip", "lladdr", "seen_lladdr", "segment")
 		stuckDropped  = s.gauge("stuck_neighbour_info_dropped", "Stuck entries over --metrics.stuck-info-limit, named in no neighwatch_stuck_neighbour_info series now (the same at every scrape).")
 		tableBytes    = s.gauge("table_bytes", "Memory the table's entries take: their records and index, which live outside the Go heap (go_memstats_* do not count them), and the evidence kept of the few that have some.")
 		eventsDropped = s.counter("events_dropped_total", "Events lost by slow subscribers; the table itself loses none.")
@@ -81,9 +87,21 @@ func NewTableCollector(t TableReader, stuckCap int, log *slog.Logger) prometheus
 		for _, tr := range st.Transitions {
 			ch <- transitions.with(float64(tr.Count), tr.Family.String(), tr.From, tr.To)
 		}
-		seen := make(map[[5]string]bool, len(st.Stuck))
+		// The interfaces' addresses are read only when an entry is
+		// stuck; unread, every segment is "" and the collector says it
+		// failed (after sending the rest).
+		var segmentOf func(int32, netip.Addr) string
+		var segErr error
+		if len(st.Stuck) > 0 && segments != nil {
+			segmentOf, segErr = segments()
+		}
+		seen := make(map[[6]string]bool, len(st.Stuck))
 		for _, e := range st.Stuck {
-			lv := [5]string{names[e.Ifindex], e.Family().String(), e.Addr.String(), e.HardwareAddr().String(), macString(e.DisputingMAC())}
+			seg := ""
+			if segmentOf != nil {
+				seg = segmentOf(e.Ifindex, e.Addr)
+			}
+			lv := [6]string{names[e.Ifindex], e.Family().String(), e.Addr.String(), e.HardwareAddr().String(), macString(e.DisputingMAC()), seg}
 			if seen[lv] { // the same entry on a deleted link and its successor of the same name
 				continue
 			}
@@ -93,7 +111,7 @@ func NewTableCollector(t TableReader, stuckCap int, log *slog.Logger) prometheus
 		ch <- stuckDropped.with(float64(max(st.StuckTotal-len(st.Stuck), 0)))
 		ch <- eventsDropped.with(float64(t.Events().Dropped()))
 		ch <- tableBytes.with(float64(st.Bytes))
-		return nil
+		return segErr
 	}
 	return s
 }

@@ -39,17 +39,19 @@
           // (README: Alerts).
           rule(
             'NeighbourEntryStuck',
-            'max by (%(clusterLabel)s, instance, interface, family, ip, lladdr, seen_lladdr) (neighwatch_stuck_neighbour_info{%(jobSelector)s}) == 1',
+            'max by (%(clusterLabel)s, instance, interface, family, segment, ip, lladdr, seen_lladdr) (neighwatch_stuck_neighbour_info{%(jobSelector)s}) == 1',
             'A neighbour entry points at a MAC where its host does not answer.',
             '{{ $labels.instance }} sends to {{ $labels.ip }} on {{ $labels.interface }} at {{ $labels.lladdr }}, where nothing answers{{ if $labels.seen_lladdr }}; the host was seen at {{ $labels.seen_lladdr }}{{ end }}. eBPF datapaths that use bpf_redirect() never re-validate STALE entries: run `neighwatch status` on the node, and enable remediation or probe the host (arping -I {{ $labels.interface }} {{ $labels.ip }}).',
           ),
           // One host, stuck on more than one node at once: a host that many
           // nodes talk to moved, and every node still sends to its old MAC.
           // One alert for the host across the fleet; Alertmanager inhibits
-          // NeighbourEntryStuck for it (equal: cluster, family, ip, lladdr).
-          // A host is its address and the old MAC the nodes hold: two hosts
-          // that share an address in different segments (two routers'
-          // fe80::1, overlapping subnets) hold different MACs and stay apart.
+          // NeighbourEntryStuck for it (equal: cluster, family, segment, ip,
+          // lladdr). A host is its segment (the subnet its nodes reach it
+          // through), its address and the old MAC the nodes hold: two hosts
+          // that share an address in different segments stay apart, by their
+          // MACs (two routers' fe80::1) or, where they share the MAC too (a
+          // VRRP router's virtual MAC in two VLANs), by the segment.
           // Shorter than NeighbourEntryStuck's: nodes that find the move
           // within a minute of each other page once.
           // The count reaches the pager each time it doubles: nodes_at_least
@@ -61,7 +63,7 @@
           // that long after the last node is repaired.
           rule(
             'NeighbourHostStuckOnNodes',
-            'count by (%(clusterLabel)s, family, ip, lladdr) (max by (%(clusterLabel)s, instance, family, ip, lladdr) (neighwatch_stuck_neighbour_info{%(jobSelector)s}) == 1) > 1',
+            'count by (%(clusterLabel)s, family, segment, ip, lladdr) (max by (%(clusterLabel)s, instance, family, segment, ip, lladdr) (neighwatch_stuck_neighbour_info{%(jobSelector)s}) == 1) > 1',
             'A neighbour is stuck on several nodes.',
             '{{ $labels.ip }} is stuck on {{ $value }} nodes{{ with $labels.cluster }} of {{ . }}{{ end }}: the host moved or is gone, and those nodes still send to its old MAC {{ $labels.lladdr }}. `neighwatch status` on any of them names both MACs.',
             labels={ nodes_at_least: nodesAtLeast },

@@ -14,6 +14,7 @@ import (
 	"github.com/neighwatch/neighwatch/internal/control"
 	"github.com/neighwatch/neighwatch/metrics"
 	"github.com/neighwatch/neighwatch/metrics/connlimit"
+	"github.com/neighwatch/neighwatch/monitor/addrs"
 	"github.com/neighwatch/neighwatch/monitor/evidence"
 	"github.com/neighwatch/neighwatch/monitor/feed"
 	"github.com/neighwatch/neighwatch/monitor/mirror"
@@ -250,7 +251,7 @@ func (w *wiring) sources(a *agent) error {
 		w.add(a, afterPart{w.ev, w.mir.LinksReady()}, "evidence", true)
 	}
 	w.collectors = append(w.collectors,
-		metrics.NewTableCollector(a.table, w.cfg.Metrics.StuckInfoCap, w.log),
+		metrics.NewTableCollector(a.table, w.cfg.Metrics.StuckInfoCap, addrs.NewReader(netns.None()).Segments, w.log),
 		metrics.NewNetlinkCollector(w.mir, w.log),
 		metrics.NewKernelTableCollector(neightbl.NewReader(netns.None()), w.log))
 	if w.ev != nil {

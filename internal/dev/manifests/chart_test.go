@@ -230,8 +230,8 @@ func checkValues(t *testing.T, name string, got map[string]any) {
 		if amc == nil {
 			t.Fatal("no AlertmanagerConfig with alertmanagerConfig.enabled")
 		}
-		if by := amc.Spec.Route.GroupBy; !slices.Equal(by, []string{"k8s_cluster", "family", "ip", "lladdr"}) || !slices.Equal(amc.Spec.InhibitRules[0].Equal, by) {
-			t.Errorf("the AlertmanagerConfig groups by %v and inhibits on %v: want the values' cluster label, family, ip, lladdr", by, amc.Spec.InhibitRules[0].Equal)
+		if by := amc.Spec.Route.GroupBy; !slices.Equal(by, []string{"k8s_cluster", "family", "segment", "ip", "lladdr"}) || !slices.Equal(amc.Spec.InhibitRules[0].Equal, by) {
+			t.Errorf("the AlertmanagerConfig groups by %v and inhibits on %v: want the values' cluster label, family, segment, ip, lladdr", by, amc.Spec.InhibitRules[0].Equal)
 		}
 		if amc.Spec.Route.Receiver != "pager" || len(amc.Spec.Receivers) != 1 || amc.Spec.Receivers[0].Name != "pager" {
 			t.Errorf("receiver %q, receivers %+v", amc.Spec.Route.Receiver, amc.Spec.Receivers)
