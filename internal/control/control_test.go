@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -376,5 +378,174 @@ func TestStalledStreamsLoseTheirSlots(t *testing.T) {
 	ev, err := s.Next()
 	if err != nil || ev.IP != ip.String() {
 		t.Fatalf("the new stream: %+v, %v", ev, err)
+	}
+}
+
+// rawRequest writes one request on conn and reads its whole answer,
+// keeping the connection open (keep-alive).
+func rawRequest(t *testing.T, conn net.Conn, br *bufio.Reader, path string) int {
+	t.Helper()
+	if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: neighwatch\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// fromAnotherProcess asks path for /v1/status from a process of its own
+// (this test binary, run again: TestMain): the limiter keys
+// a Unix socket's clients by process, and a newcomer from the process
+// that holds every slot would meet its per-client bound instead. It
+// returns the answer's status line, or what went wrong.
+func fromAnotherProcess(t *testing.T, path string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "NEIGHWATCH_NEWCOMER_SOCKET="+path)
+	out, err := cmd.Output()
+	line, _, _ := strings.Cut(string(out), "\n")
+	if err != nil && line == "" {
+		t.Fatalf("the newcomer's process: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// TestMain runs this test binary as fromAnotherProcess's newcomer when
+// it is asked to.
+func TestMain(m *testing.M) {
+	if path := os.Getenv("NEIGHWATCH_NEWCOMER_SOCKET"); path != "" {
+		newcomer(path)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// newcomer prints the status line of GET /v1/status on the socket at
+// path, or what went wrong.
+func newcomer(path string) {
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		fmt.Println("dial:", err)
+		return
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, "GET /v1/status HTTP/1.1\r\nHost: neighwatch\r\nConnection: close\r\n\r\n"); err != nil {
+		fmt.Println("write:", err)
+		return
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		fmt.Println("read:", err)
+		return
+	}
+	fmt.Print(line)
+}
+
+// TestSlotsGoToIdleConnections: through Server.Serve, with every slot
+// taken by MaxSubscribers event streams and idle keep-alive connections,
+// all older than the limiter's second, a newcomer is answered in the slot
+// of an idle connection, and every stream still gets its events. Before
+// Serve told the limiter which connections were being answered, every
+// connection past a second counted as stalled, and the oldest, a live
+// stream, was cut.
+func TestSlotsGoToIdleConnections(t *testing.T) {
+	tb := table.New(time.Minute, nil)
+	tb.SetLinkName(2, "eth0")
+	c, srv := serve(t, tb)
+	ctx := context.Background()
+	var streams []*EventStream
+	for range MaxSubscribers {
+		s, err := c.OpenEvents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		streams = append(streams, s)
+	}
+	for range MaxConnections - MaxSubscribers {
+		conn, err := net.Dial("unix", c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if code := rawRequest(t, conn, bufio.NewReader(conn), "/v1/status"); code != http.StatusOK {
+			t.Fatalf("an idle client's request: %d", code)
+		}
+	}
+	// Every connection past the second after which the limiter may take
+	// one that has not finished a request.
+	time.Sleep(1200 * time.Millisecond)
+	if line := fromAnotherProcess(t, c.path); !strings.HasPrefix(line, "HTTP/1.1 200 ") {
+		t.Fatalf("the newcomer with every slot held by streams and idle connections: %q, want 200 in an idle one's slot", line)
+	}
+	ip := netip.MustParseAddr("10.0.0.7")
+	tb.Publish(table.Event{Time: time.Now(), Ifindex: 2, Family: table.FamilyInet, IP: ip, Kind: table.KindTransition,
+		From: table.StateStale, To: table.StateReachable})
+	for i, s := range streams {
+		if ev, err := s.Next(); err != nil || ev.IP != ip.String() {
+			t.Errorf("stream %d after the newcomer came: %+v, %v; want the event (a live stream is never taken)", i, ev, err)
+		}
+	}
+	if st := srv.Stats(); st.Evicted != 1 {
+		t.Errorf("the listener evicted %d connections, want the one idle connection whose slot the newcomer took", st.Evicted)
+	}
+}
+
+// TestEverySlotAnsweredRefuses: through Server.Serve, with every slot
+// held by a request being answered (MaxSubscribers event streams, the
+// rest waiting on a heap profile's seconds), a newcomer reads the 503
+// that says why, and none of them is cut.
+func TestEverySlotAnsweredRefuses(t *testing.T) {
+	tb := table.New(time.Minute, nil)
+	c, srv := serve(t, tb)
+	ctx := context.Background()
+	for range MaxSubscribers {
+		s, err := c.OpenEvents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+	}
+	type answer struct {
+		code int
+		err  error
+	}
+	answers := make(chan answer, MaxConnections)
+	for range MaxConnections - MaxSubscribers {
+		conn, err := net.Dial("unix", c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, "GET /debug/pprof/heap?seconds=4 HTTP/1.1\r\nHost: neighwatch\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				answers <- answer{0, err}
+				return
+			}
+			resp.Body.Close()
+			answers <- answer{resp.StatusCode, nil}
+		}()
+	}
+	// Every slot past its second, each being answered.
+	time.Sleep(1200 * time.Millisecond)
+	if line := fromAnotherProcess(t, c.path); !strings.HasPrefix(line, "HTTP/1.1 503 ") {
+		t.Fatalf("the newcomer with every slot being answered read %q; want the 503", line)
+	}
+	for range MaxConnections - MaxSubscribers {
+		if a := <-answers; a.err != nil || a.code != http.StatusOK {
+			t.Errorf("a request being answered: %d, %v; want 200 (never cut)", a.code, a.err)
+		}
+	}
+	if st := srv.Stats(); st.Evicted != 0 || st.RefusedTotal != 1 {
+		t.Errorf("the listener evicted %d and refused %d, want none evicted and the newcomer refused", st.Evicted, st.RefusedTotal)
 	}
 }

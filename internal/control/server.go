@@ -412,6 +412,10 @@ func (s *Server) Serve(ln net.Listener) error {
 	// told why instead of reading an end of file.
 	l.TrustNone()
 	l.RefuseWith([]byte(refusal))
+	// The server tells the listener which connections are being answered
+	// (an event stream, a request) and which are idle: only idle or
+	// stalled ones give up their slot to a newcomer.
+	l.Serve(s.srv)
 	s.ln.Store(l)
 	return s.srv.Serve(l)
 }

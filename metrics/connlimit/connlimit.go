@@ -184,10 +184,18 @@ func ours(c net.Conn) *conn {
 	return nil
 }
 
-// statusWriter remembers the status code a handler answered with.
+// statusWriter remembers the status code a handler answered with. It
+// flushes (a handler that streams asserts http.Flusher) and unwraps to
+// the server's writer (http.ResponseController: write deadlines).
 type statusWriter struct {
 	http.ResponseWriter
 	code int
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func (w *statusWriter) WriteHeader(code int) {
