@@ -93,7 +93,8 @@ func TestMismatchBecomesStuck(t *testing.T) {
 	for _, want := range []string{
 		`neighwatch_neighbours_stuck{family="inet",interface="n0"} 1`,
 		`neighwatch_neighbours_mismatched{family="inet",interface="n0"} 1`,
-		fmt.Sprintf(`neighwatch_stuck_neighbour_info{family="inet",interface="n0",ip="10.0.1.2",lladdr="%s",seen_lladdr="%s"} 1`, oldMAC, newMAC),
+		// segment: the subnet of n0's own address (10.0.1.1/24).
+		fmt.Sprintf(`neighwatch_stuck_neighbour_info{family="inet",interface="n0",ip="10.0.1.2",lladdr="%s",seen_lladdr="%s",segment="10.0.1.0/24"} 1`, oldMAC, newMAC),
 		`neighwatch_arp_packets_total{interface="n0",kind="gratuitous"} 2`,
 		// Two announcements, one mismatch: the counter counts entries
 		// becoming mismatched, not the packets that keep showing it.
