@@ -2,12 +2,10 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
@@ -452,7 +450,9 @@ func (a *agent) controlServer(path string, h http.Handler) (*httpPart, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--control.socket: %w (or --control.socket=\"\" to run without the control API)", err)
 	}
-	a.closers = append(a.closers, func() { ln.Close(); _ = os.Remove(path) })
+	// Closing the listener removes the socket, through the directory it
+	// was checked in, and only while it is still the agent's.
+	a.closers = append(a.closers, func() { ln.Close() })
 	a.log.Info("serving control socket", "path", path)
 	srv := control.NewServer(h)
 	a.httpSources["control"] = srv
@@ -460,9 +460,7 @@ func (a *agent) controlServer(path string, h http.Handler) (*httpPart, error) {
 		serve: func() error { return srv.Serve(ln) },
 		stop: func() {
 			srv.Stop() // event streams end cleanly: clients see a shutdown
-			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				a.log.Warn("removing the control socket failed", "path", path, "err", err)
-			}
+			ln.Close() // removes the socket
 		},
 		ready: make(chan struct{}),
 	}, nil

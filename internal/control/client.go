@@ -23,9 +23,10 @@ type Client struct {
 // NewClient returns a client for the socket at path.
 func NewClient(path string) *Client {
 	tr := &http.Transport{
+		// The socket's directories and owner checked before it is
+		// reached, and reached through the checked directory.
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
+			return dialSocket(ctx, path)
 		},
 		// One connection per request: a client made for one command
 		// leaves nothing open on the agent's bounded socket.
