@@ -7,6 +7,7 @@ import (
 
 	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/monitor/internal/rtnl"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -72,5 +73,17 @@ func TestReadInANamespace(t *testing.T) {
 	}
 	if got := byName["lo"]; len(got) != 0 {
 		t.Errorf("lo: %v, want none (host scope)", got)
+	}
+}
+
+// BenchmarkRead is what a scrape that names a stuck entry adds: one dump
+// of this namespace's addresses.
+func BenchmarkRead(b *testing.B) {
+	r := NewReader(netns.None())
+	for b.Loop() {
+		ps, err := r.Read()
+		if err != nil || len(ps) == 0 {
+			b.Fatalf("%d interfaces, %v", len(ps), err)
+		}
 	}
 }
