@@ -414,6 +414,16 @@ func fromAnotherProcess(t *testing.T, path string) string {
 	return strings.TrimSpace(line)
 }
 
+// needsReexec skips under -short: make arm64 runs the package under
+// qemu-user with -short, where the test binary cannot execute itself; go
+// test without -short (make test, CI) runs the test.
+func needsReexec(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs this test binary again as a second process: not under -short")
+	}
+}
+
 // TestMain runs this test binary as fromAnotherProcess's newcomer when
 // it is asked to.
 func TestMain(m *testing.M) {
@@ -454,6 +464,7 @@ func newcomer(path string) {
 // connection past a second counted as stalled, and the oldest, a live
 // stream, was cut.
 func TestSlotsGoToIdleConnections(t *testing.T) {
+	needsReexec(t)
 	tb := table.New(time.Minute, nil)
 	tb.SetLinkName(2, "eth0")
 	c, srv := serve(t, tb)
@@ -501,6 +512,7 @@ func TestSlotsGoToIdleConnections(t *testing.T) {
 // rest waiting on a heap profile's seconds), a newcomer reads the 503
 // that says why, and none of them is cut.
 func TestEverySlotAnsweredRefuses(t *testing.T) {
+	needsReexec(t)
 	tb := table.New(time.Minute, nil)
 	c, srv := serve(t, tb)
 	ctx := context.Background()
