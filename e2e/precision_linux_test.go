@@ -384,6 +384,15 @@ func healthyReplies(sent, got int) bool {
 	return sent >= minReplies && sent-got <= max(1, sent/50)
 }
 
+// reachableBefore reports whether a host was reachable before the change
+// a scenario makes: some requests sent, and at most one in fifty (at
+// least one) lost. A reply later than the echo's patience in an emulated
+// guest under load is lost to the count (one of 15 was, in the 6.1
+// guest beside a busy loop); a host the node black-holes loses them all.
+func reachableBefore(sent, got int) bool {
+	return sent > 0 && sent-got <= max(1, sent/50)
+}
+
 // confirmations reads the agent's confirmation counts.
 func confirmations(t *testing.T, a *agentProc) (answered, unanswered int) {
 	body := a.metrics(t)
@@ -664,7 +673,7 @@ func TestPrecisionMoved(t *testing.T) {
 	pinStale(t, f, lab.ClientIP, m1)
 	fl := startFlow(t, h, lab.BackendIP)
 	r.waitStaleLong()
-	if sent, got := fl.end(); got != sent || sent == 0 {
+	if sent, got := fl.end(); !reachableBefore(sent, got) {
 		t.Fatalf("before the move, %d of %d replies arrived", got, sent)
 	}
 	h.MustIP(t, "link", "set", "c0", "address", m2.String())
@@ -879,7 +888,7 @@ func TestPrecisionVRRP(t *testing.T) {
 			pinStale(t, f, vip, ma)
 			fl := startFlow(t, a, lab.BackendIP)
 			r.waitStaleLong()
-			if sent, got := fl.end(); got != sent || sent == 0 {
+			if sent, got := fl.end(); !reachableBefore(sent, got) {
 				t.Fatalf("before the failover, %d of %d replies arrived", got, sent)
 			}
 			stopA() // priority 0 advertisement: the backup takes over at once
