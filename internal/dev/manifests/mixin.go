@@ -43,6 +43,12 @@ type ruleFile struct {
 // dashboard in JSON, each the text jsonnet writes. The rule file must
 // decode strictly as one.
 func RenderMixin(root, config string) (rules, dashboard []byte, err error) {
+	rules, _, dashboard, err = renderMixin(root, config)
+	return rules, dashboard, err
+}
+
+// renderMixin is RenderMixin, with the rule file decoded.
+func renderMixin(root, config string) (rules []byte, rf ruleFile, dashboard []byte, err error) {
 	vm := jsonnet.MakeVM()
 	vm.Importer(&jsonnet.FileImporter{JPaths: []string{filepath.Join(root, MixinDir)}})
 	if config == "" {
@@ -51,7 +57,7 @@ func RenderMixin(root, config string) (rules, dashboard []byte, err error) {
 	src := fmt.Sprintf("(import 'render.libsonnet')((import 'mixin.libsonnet') + { _config+:: %s })", config)
 	files, err := vm.EvaluateAnonymousSnippetMulti("render.jsonnet", src)
 	if err != nil {
-		return nil, nil, err
+		return nil, rf, nil, err
 	}
 	text := func(name string) ([]byte, error) {
 		var s string
@@ -62,16 +68,15 @@ func RenderMixin(root, config string) (rules, dashboard []byte, err error) {
 		return []byte(s + "\n"), nil
 	}
 	if rules, err = text("alerts.yml"); err != nil {
-		return nil, nil, err
+		return nil, rf, nil, err
 	}
 	if dashboard, err = text("neighwatch.json"); err != nil {
-		return nil, nil, err
+		return nil, rf, nil, err
 	}
-	var rf ruleFile
 	if err := strict(rules, &rf); err != nil {
-		return nil, nil, fmt.Errorf("the mixin's prometheusAlerts: %w", err)
+		return nil, rf, nil, fmt.Errorf("the mixin's prometheusAlerts: %w", err)
 	}
-	return rules, dashboard, nil
+	return rules, rf, dashboard, nil
 }
 
 // ChartRules and ChartDashboard are the mixin rendered for the chart:
@@ -136,12 +141,8 @@ func RenderChartMixin(root string) (rules, dashboard []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	y, dash, err := RenderMixin(root, config)
+	_, rf, dash, err := renderMixin(root, config)
 	if err != nil {
-		return nil, nil, err
-	}
-	var rf ruleFile
-	if err := strict(y, &rf); err != nil {
 		return nil, nil, err
 	}
 	var buf bytes.Buffer
