@@ -84,7 +84,14 @@ func TestPublishToARegistry(t *testing.T) {
 	}
 
 	bin := t.TempDir()
-	cosign, oras := goInstall(t, bin, manifests.CosignModule), goInstall(t, bin, manifests.OrasModule)
+	cosign, err := manifests.GoInstall(bin, manifests.CosignModule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oras, err := manifests.GoInstall(bin, manifests.OrasModule)
+	if err != nil {
+		t.Fatal(err)
+	}
 	keys, other := t.TempDir(), t.TempDir()
 	for _, d := range []string{keys, other} {
 		gen := exec.Command(cosign, "generate-key-pair")
@@ -242,16 +249,4 @@ func TestPublishToARegistry(t *testing.T) {
 			}
 		}
 	}
-}
-
-// goInstall builds module into dir and returns the executable's path.
-func goInstall(t *testing.T, dir, module string) string {
-	t.Helper()
-	cmd := exec.Command("go", "install", module)
-	cmd.Env = append(os.Environ(), "GOBIN="+dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go install %s: %v\n%s", module, err, out)
-	}
-	name := module[strings.LastIndex(module, "/")+1 : strings.LastIndex(module, "@")]
-	return filepath.Join(dir, name)
 }

@@ -52,7 +52,7 @@ func TestChartCopies(t *testing.T) {
 // root.
 func helm(t *testing.T, args ...string) []byte {
 	t.Helper()
-	cmd := exec.Command("go", append([]string{"run", HelmModule}, args...)...)
+	cmd := exec.Command(helmAt(t, HelmModule), args...)
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -38,14 +38,25 @@ var update = flag.Bool("update", false, "rewrite "+corpusTable+" from the render
 var Helms = []string{"helm.sh/helm/v3/cmd/helm@v3.21.4", "helm.sh/helm/v4/cmd/helm@v4.3.2"}
 
 // helmBins are the helm executables built by this test binary, by
-// module.
+// module, in helmDir, which TestMain removes.
 var (
 	helmBuild sync.Mutex
 	helmBins  = map[string]string{}
+	helmDir   string
 )
 
-// helmAt builds module once per test binary (Go's build cache keeps it
-// across runs) and returns the executable's path.
+// TestMain removes the helm executables the tests built (about 100 MB a
+// test binary).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if helmDir != "" {
+		os.RemoveAll(helmDir)
+	}
+	os.Exit(code)
+}
+
+// helmAt builds module once per test binary and returns the
+// executable's path.
 func helmAt(t *testing.T, module string) string {
 	t.Helper()
 	helmBuild.Lock()
@@ -53,17 +64,23 @@ func helmAt(t *testing.T, module string) string {
 	if p, ok := helmBins[module]; ok {
 		return p
 	}
-	dir, err := os.MkdirTemp("", "neighwatch-helm-")
+	if helmDir == "" {
+		d, err := os.MkdirTemp("", "neighwatch-helm-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		helmDir = d
+	}
+	dir, err := os.MkdirTemp(helmDir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "install", module)
-	cmd.Env = append(os.Environ(), "GOBIN="+dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go install %s: %v\n%s", module, err, out)
+	p, err := GoInstall(dir, module)
+	if err != nil {
+		t.Fatal(err)
 	}
-	helmBins[module] = filepath.Join(dir, "helm")
-	return helmBins[module]
+	helmBins[module] = p
+	return p
 }
 
 type corpusFile struct {

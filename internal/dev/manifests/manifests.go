@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -35,6 +36,19 @@ const (
 	OrasModule   = "oras.land/oras/cmd/oras@v1.3.6"
 	CosignModule = "github.com/sigstore/cosign/v3/cmd/cosign@v3.1.3"
 )
+
+// GoInstall builds module (path@version of a main package) into dir and
+// returns the executable's path; Go's build cache keeps the build across
+// runs.
+func GoInstall(dir, module string) (string, error) {
+	cmd := exec.Command("go", "install", module)
+	cmd.Env = append(os.Environ(), "GOBIN="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go install %s: %w\n%s", module, err, out)
+	}
+	path, _, _ := strings.Cut(module, "@")
+	return filepath.Join(dir, filepath.Base(path)), nil
+}
 
 // KubeVersion is the Kubernetes the tests render the chart for: the
 // oldest its kubeVersion allows (1.30: the container's appArmorProfile).

@@ -68,13 +68,11 @@ func TestReadmeMixinCommands(t *testing.T) {
 		}
 		t.Skip("promtool not installed (Debian package prometheus)")
 	}
-	gobin := t.TempDir()
-	install := exec.Command("go", "install", JsonnetModule)
-	install.Env = append(os.Environ(), "GOBIN="+gobin)
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("go install %s: %v\n%s", JsonnetModule, err, out)
+	jsonnet, err := GoInstall(t.TempDir(), JsonnetModule)
+	if err != nil {
+		t.Fatal(err)
 	}
-	bin := map[string]string{"jsonnet": filepath.Join(gobin, "jsonnet"), "promtool": promtool}
+	bin := map[string]string{"jsonnet": jsonnet, "promtool": promtool}
 
 	jsonnetBlocks, shBlocks := readmeBlocks(t, "jsonnet"), readmeBlocks(t, "sh")
 	if len(jsonnetBlocks) != 1 || len(shBlocks) != 2 {
