@@ -33,6 +33,20 @@ func (s *stuckSeries) addOn(segment, iface, family, ip, lladdr string) {
 	s.lines[fmt.Sprintf(`neighwatch_stuck_neighbour_info{interface=%q,family=%q,ip=%q,lladdr=%q,seen_lladdr="",segment=%q} 1`, iface, family, ip, lladdr, segment)] = true
 }
 
+// serveSeries serves a node's stuck series at addr in ns, for the test.
+func serveSeries(t *testing.T, ns lab.NS, addr string) *stuckSeries {
+	t.Helper()
+	s := &stuckSeries{lines: map[string]bool{}}
+	var ln net.Listener
+	if err := ns.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	return s
+}
+
 func (s *stuckSeries) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -67,15 +81,8 @@ func TestOnePagePerHost(t *testing.T) {
 	nodes := make([]*stuckSeries, 4)
 	targets := map[string]string{}
 	for i := range nodes {
-		nodes[i] = &stuckSeries{lines: map[string]bool{}}
 		addr := fmt.Sprintf("127.0.0.1:%d", 9201+i)
-		var ln net.Listener
-		if err := l.Node.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: nodes[i], ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		t.Cleanup(func() { srv.Close() })
+		nodes[i] = serveSeries(t, l.Node, addr)
 		targets[addr] = fmt.Sprintf("node-%d", i+1)
 	}
 	const (
@@ -264,15 +271,7 @@ func TestOperatorRouteStopsTheCatchAll(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			l := lab.New(t, "op")
-			node := &stuckSeries{lines: map[string]bool{}}
-			var ln net.Listener
-			if err := l.Node.Do(func() (err error) { ln, err = net.Listen("tcp", "127.0.0.1:9201"); return err }); err != nil {
-				t.Fatal(err)
-			}
-			srv := &http.Server{Handler: node, ReadHeaderTimeout: 5 * time.Second}
-			go func() { _ = srv.Serve(ln) }()
-			t.Cleanup(func() { srv.Close() })
-			node.add("eth0", "inet", host, mac)
+			serveSeries(t, l.Node, "127.0.0.1:9201").add("eth0", "inet", host, mac)
 			routes, err := yaml.Marshal(map[string]any{"routes": tc.routes})
 			if err != nil {
 				t.Fatal(err)

@@ -155,20 +155,29 @@ func TestStrictJSON(t *testing.T) {
 	}
 }
 
+// openStreams opens MaxSubscribers event streams on c, closed when the
+// test ends.
+func openStreams(t *testing.T, c *Client) []*EventStream {
+	t.Helper()
+	var streams []*EventStream
+	for range MaxSubscribers {
+		s, err := c.OpenEvents(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		streams = append(streams, s)
+	}
+	return streams
+}
+
 // TestSubscriberCap: past MaxSubscribers an event stream is refused with a
 // reason; closing one makes room.
 func TestSubscriberCap(t *testing.T) {
 	tb := table.New(time.Minute, nil)
 	c, _ := serve(t, tb)
 	ctx := context.Background()
-	var streams []*EventStream
-	for range MaxSubscribers {
-		s, err := c.OpenEvents(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		streams = append(streams, s)
-	}
+	streams := openStreams(t, c)
 	if _, err := c.OpenEvents(ctx); err == nil || !strings.Contains(err.Error(), "too many event streams") {
 		t.Fatalf("subscriber %d: %v, want refused", MaxSubscribers+1, err)
 	}
@@ -184,9 +193,6 @@ func TestSubscriberCap(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("after closing one: %v", err)
-	}
-	for _, s := range streams[1:] {
-		s.Close()
 	}
 }
 
@@ -468,16 +474,7 @@ func TestSlotsGoToIdleConnections(t *testing.T) {
 	tb := table.New(time.Minute, nil)
 	tb.SetLinkName(2, "eth0")
 	c, srv := serve(t, tb)
-	ctx := context.Background()
-	var streams []*EventStream
-	for range MaxSubscribers {
-		s, err := c.OpenEvents(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		streams = append(streams, s)
-	}
+	streams := openStreams(t, c)
 	for range MaxConnections - MaxSubscribers {
 		conn, err := net.Dial("unix", c.path)
 		if err != nil {
@@ -515,14 +512,7 @@ func TestEverySlotAnsweredRefuses(t *testing.T) {
 	needsReexec(t)
 	tb := table.New(time.Minute, nil)
 	c, srv := serve(t, tb)
-	ctx := context.Background()
-	for range MaxSubscribers {
-		s, err := c.OpenEvents(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-	}
+	openStreams(t, c)
 	type answer struct {
 		code int
 		err  error
