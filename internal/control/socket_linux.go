@@ -63,32 +63,43 @@ func trusted(st *unix.Stat_t, me uint32) error {
 // openSocketDir walks dir from / and returns it held open, or says
 // which component is wrong and why. With create, a missing directory is
 // made (mode 0755) in its checked parent.
-func openSocketDir(dir string, create bool) (*socketDir, error) {
+func openSocketDir(dir string, create bool) (_ *socketDir, err error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("control socket directory %s: %w", dir, err)
 	}
 	me := uint32(os.Geteuid())
-	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("control socket directory %s: open /: %w", dir, err)
-	}
-	where := "/"
-	check := func() error {
+	fd := -1 // the directory reached so far, closed on a refusal
+	defer func() {
+		if err != nil {
+			unix.Close(fd)
+		}
+	}()
+	where := ""
+	// enter makes the directory at fd (named where) the walk's, once it
+	// is trusted.
+	enter := func(nfd int, name string) error {
+		fd, where = nfd, name
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
-			return err
+			return fmt.Errorf("control socket directory %s: %w", where, err)
 		}
 		if err := trusted(&st, me); err != nil {
-			if where == filepath.Clean(dir) || dir == where {
-				return fmt.Errorf("control socket directory %s %w", where, err)
-			}
-			return fmt.Errorf("control socket directory %s: %s %w", dir, where, err)
+			return fmt.Errorf("control socket directory %s %w", where, err)
 		}
 		return nil
 	}
-	if err := check(); err != nil {
+	// root starts the walk (again) at /.
+	root := func() error {
 		unix.Close(fd)
+		nfd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fd = -1
+			return fmt.Errorf("control socket directory %s: open /: %w", dir, err)
+		}
+		return enter(nfd, "/")
+	}
+	if err := root(); err != nil {
 		return nil, err
 	}
 	rest := strings.Split(strings.TrimPrefix(abs, "/"), "/")
@@ -99,6 +110,7 @@ func openSocketDir(dir string, create bool) (*socketDir, error) {
 		if name == "" || name == "." {
 			continue
 		}
+		next := filepath.Join(where, name)
 		var st unix.Stat_t
 		err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 		if errors.Is(err, unix.ENOENT) && create && name != ".." {
@@ -106,58 +118,46 @@ func openSocketDir(dir string, create bool) (*socketDir, error) {
 				err = unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 			}
 		}
-		if err != nil {
-			unix.Close(fd)
-			return nil, fmt.Errorf("control socket directory %s: %s: %w", dir, filepath.Join(where, name), err)
-		}
-		next := filepath.Join(where, name)
-		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("control socket directory %s: %s: %w", dir, next, err)
+		case st.Mode&unix.S_IFMT == unix.S_IFLNK:
 			// A symlink in a directory already checked: only root, the
 			// user or the link's owner could have put it there, so it
 			// is followed only if it is root's or the user's.
 			if st.Uid != 0 && st.Uid != me {
-				unix.Close(fd)
 				return nil, fmt.Errorf("control socket directory %s: %s is a symlink of user %d, who could point it elsewhere after the check: use the path it points to, or a symlink of root's", dir, next, st.Uid)
 			}
 			if links++; links > maxSymlinks {
-				unix.Close(fd)
 				return nil, fmt.Errorf("control socket directory %s: more than %d symlinks", dir, maxSymlinks)
 			}
 			buf := make([]byte, unix.PathMax)
 			n, err := unix.Readlinkat(fd, name, buf)
 			if err != nil {
-				unix.Close(fd)
 				return nil, fmt.Errorf("control socket directory %s: read symlink %s: %w", dir, next, err)
 			}
 			target := string(buf[:n])
 			if strings.HasPrefix(target, "/") {
-				// Start again at /, already checked.
-				unix.Close(fd)
-				if fd, err = unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-					return nil, fmt.Errorf("control socket directory %s: open /: %w", dir, err)
+				if err := root(); err != nil {
+					return nil, err
 				}
-				where = "/"
 			}
 			rest = append(strings.Split(strings.Trim(target, "/"), "/"), rest...)
-			continue
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			unix.Close(fd)
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 			return nil, fmt.Errorf("control socket directory %s: %s is not a directory", dir, next)
-		}
-		nfd, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		if err != nil {
-			return nil, fmt.Errorf("control socket directory %s: open %s: %w", dir, next, err)
-		}
-		fd = nfd
-		if name == ".." {
-			next = filepath.Dir(where)
-		}
-		where = next
-		if err := check(); err != nil {
+		default:
+			nfd, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			unix.Close(fd)
-			return nil, err
+			fd = nfd
+			if err != nil {
+				return nil, fmt.Errorf("control socket directory %s: open %s: %w", dir, next, err)
+			}
+			if name == ".." {
+				next = filepath.Dir(where)
+			}
+			if err := enter(nfd, next); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return &socketDir{fd: fd, path: dir}, nil
