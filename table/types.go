@@ -331,6 +331,14 @@ type Event struct {
 	Kind      Kind
 	Class     Class
 	Detail    string
+	// For a move (OldLLAddr and LLAddr both set, and different): the
+	// entry's lladdr changes so far, this one included (LLAddrChanges:
+	// 1 is the first the table saw); since when it had OldLLAddr, and
+	// when traffic last used it (kernel output, or bypass traffic the
+	// tracer counted), both Unix ns, 0 when unknown.
+	Moves          uint32
+	OldLLAddrSince int64
+	LastUsed       int64
 	// borrowed: LLAddr and OldLLAddr may be the table's own bytes, valid
 	// only under its lock; Publish copies them for a subscriber.
 	borrowed bool

@@ -99,9 +99,13 @@ func (t *core) change(e ent, u *Update, cause Cause, now int64) {
 		return
 	}
 	oldState := r.state
-	var oldLL net.HardwareAddr
+	var (
+		oldLL    net.HardwareAddr
+		oldSince int64
+	)
 	if t.publishing() {
 		oldLL = net.HardwareAddr(t.st.lladdr(e.slot, r))
+		oldSince = t.st.clk.ns(r.llSince)
 	}
 	wasCand, oldOwner := r.candidate(), r.owner()
 	t.detach(e)
@@ -124,8 +128,22 @@ func (t *core) change(e ent, u *Update, cause Cause, now int64) {
 		ev := t.event(e, KindTransition, cause, now)
 		ev.From = oldState
 		ev.OldLLAddr = oldLL
+		if llChanged {
+			ev.Moves, ev.OldLLAddrSince, ev.LastUsed = uint32(r.llChanges), oldSince, t.lastUsed(e)
+		}
 		t.events.Publish(ev)
 	}
+}
+
+// lastUsed is when traffic last used the entry, as the table knows:
+// kernel output (NDA_CACHEINFO's used) or bypass traffic the tracer
+// counted, the later; 0 when neither is known.
+func (t *core) lastUsed(e ent) int64 {
+	used := t.st.clk.ns(e.used)
+	if e.observed() {
+		used = max(used, t.st.observed(e).LastBypass)
+	}
+	return used
 }
 
 // changeState moves an entry to the update's state: the evidence
