@@ -51,6 +51,10 @@ func (e *Engine) queueConfirmations(pol Policy, sweep uint32) {
 	if e.conf().NoConfirm {
 		return
 	}
+	// The room in the queue, taken as suspects are picked: only the
+	// sweep sends, so the sends below never block (with e.mu held, a
+	// blocked send would wait for workers that wait for e.mu).
+	room := cap(e.confirmQ) - len(e.confirmQ)
 	picked := e.table.Suspects(func(en *table.Entry, ifname string) bool {
 		if !Confirmable(en, ifname, pol) {
 			return false
@@ -65,9 +69,10 @@ func (e *Engine) queueConfirmations(pol Policy, sweep uint32) {
 			e.confirms[en.Key] = c
 		}
 		c.seen = sweep
-		if c.pending || c.suspectAt == at || len(e.confirmQ) == cap(e.confirmQ) {
+		if c.pending || c.suspectAt == at || room == 0 {
 			return false
 		}
+		room--
 		c.suspectAt, c.pending = at, true
 		return true
 	})
@@ -77,7 +82,7 @@ func (e *Engine) queueConfirmations(pol Policy, sweep uint32) {
 		}
 	}
 	for i := range picked {
-		e.confirmQ <- picked[i].Key // room was checked above; only sweep sends
+		e.confirmQ <- picked[i].Key // room was taken above
 	}
 }
 
