@@ -160,10 +160,15 @@ func firstLine(s string) string {
 	return s
 }
 
+// atoiOr reads a sample's value as an integer, 0 when it is none. The
+// exposition writes a counter past a million as a float with an
+// exponent (9.741355e+06), which it reads too.
 func atoiOr(s string) int {
-	var n int
-	_, _ = fmt.Sscan(s, &n)
-	return n
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil {
+		return 0
+	}
+	return int(f)
 }
 
 // TestListenerRetriedAfterEMFILE: with the agent out of descriptors, the

@@ -30,8 +30,10 @@ type Stats struct {
 	Releases      map[ReleaseReason]uint64
 	// Confirmations counts confirmations of suspicions by outcome.
 	Confirmations map[ConfirmOutcome]uint64
-	// MoveChecks counts the checks of moved entries' old MACs by outcome.
-	MoveChecks map[MoveOutcome]uint64
+	// MoveChecks counts the checks of moved entries' old MACs by outcome;
+	// MovesWaiting is how many wait for a worker (movequeue.go).
+	MoveChecks   map[MoveOutcome]uint64
+	MovesWaiting int
 }
 
 // FixBuckets are the upper bounds of the detection-to-fix histogram.

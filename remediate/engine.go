@@ -27,7 +27,7 @@ type Engine struct {
 
 	queue    chan table.Key
 	confirmQ chan table.Key // suspects to confirm (confirm.go)
-	moveQ    chan moveCheck // moved entries whose old MAC to ask (movecheck.go)
+	moves    *moveQueue     // moved entries whose old MAC to ask, by stake (movequeue.go)
 	// movesWatched is closed once Run subscribed to the table's moves.
 	movesWatched chan struct{}
 	acting       acting // the keys a strategy acts on (movecheck.go)
@@ -61,7 +61,6 @@ func New(cfg Config, t Table, actor Actor, swapper Swapper) *Engine {
 		table: t, actor: actor, swapper: swapper, log: cfg.Logger,
 		queue:        make(chan table.Key, cfg.QueueSize),
 		confirmQ:     make(chan table.Key, cfg.QueueSize),
-		moveQ:        make(chan moveCheck, moveQueue),
 		movesWatched: make(chan struct{}),
 		acting:       acting{keys: make(map[table.Key]int)},
 		soon:         make(chan struct{}, 1),
@@ -69,6 +68,7 @@ func New(cfg Config, t Table, actor Actor, swapper Swapper) *Engine {
 		confirms:     make(map[table.Key]*confirmation),
 	}
 	e.limits = newLimits(&cfg, &e.c.rateLimited)
+	e.moves = newMoveQueue(moveQueueCap, func() { e.c.moveChecked(MoveDropped) })
 	e.c.actions = make([][numOutcomes]atomic.Uint64, len(registry))
 	e.cfg.Store(&cfg)
 	e.mode.Store(cfg.Mode)
@@ -139,6 +139,7 @@ func (e *Engine) Config() Config { return *e.conf() }
 func (e *Engine) Stats() Stats {
 	s := e.c.stats()
 	s.Queue = len(e.queue)
+	s.MovesWaiting = e.moves.Len()
 	s.Managed = e.managed.Len()
 	return s
 }
@@ -156,8 +157,8 @@ func (e *Engine) Run(ctx context.Context) error {
 					return
 				case k := <-e.confirmQ:
 					e.confirm(ctx, k)
-				case mc := <-e.moveQ:
-					e.checkMove(ctx, mc)
+				case <-e.moves.ready:
+					e.nextMove(ctx)
 				case k := <-e.queue:
 					e.handleQueued(ctx, k)
 				}

@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/table"
 )
 
@@ -33,8 +32,8 @@ func settle(e *Engine, n int) {
 			select {
 			case k := <-e.confirmQ:
 				e.confirm(ctx, k)
-			case mc := <-e.moveQ:
-				e.checkMove(ctx, mc)
+			case <-e.moves.ready:
+				e.nextMove(ctx)
 			case k := <-e.queue:
 				e.handleQueued(ctx, k)
 			default:
@@ -331,11 +330,12 @@ func TestDenyWinsOverAllow(t *testing.T) {
 	}
 }
 
-// TestMovesPastTheQueueDropped: at most moveQueue moves wait for a
-// check; each one more is dropped and counted as such.
+// TestMovesPastTheQueueDropped: at most moveQueueCap moves wait for a
+// check; each one more of no higher stake is dropped and counted as
+// such, and the queue holds no more.
 func TestMovesPastTheQueueDropped(t *testing.T) {
 	tb := table.New(time.Minute, nil)
-	const n = moveQueue + 3
+	const n = moveQueueCap + 3
 	keys := make([]table.Key, n)
 	for i := range keys {
 		keys[i] = table.Key{Ifindex: 3, Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})}
@@ -349,18 +349,21 @@ func TestMovesPastTheQueueDropped(t *testing.T) {
 	move := func(k table.Key) {
 		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: macNew})
 	}
-	// The subscription holds as many as the queue: these all reach it.
-	for i := range moveQueue {
+	// Every move is an address's first, to one MAC: all of one stake.
+	for i := range moveQueueCap {
 		move(keys[i])
 	}
-	lab.WaitFor(t, 5*time.Second, "the queue full", func() bool { return len(e.moveQ) == moveQueue })
-	for i := moveQueue; i < n; i++ {
-		move(keys[i])
-		want := uint64(i - moveQueue + 1)
-		lab.WaitFor(t, 5*time.Second, "the move dropped and counted", func() bool { return e.Stats().MoveChecks[MoveDropped] == want })
+	if got := e.moves.Len(); got != moveQueueCap {
+		t.Fatalf("%d moves wait, want %d", got, moveQueueCap)
 	}
-	if len(e.moveQ) != moveQueue {
-		t.Errorf("%d moves wait, want %d", len(e.moveQ), moveQueue)
+	for i := moveQueueCap; i < n; i++ {
+		move(keys[i])
+		if got, want := e.Stats().MoveChecks[MoveDropped], uint64(i-moveQueueCap+1); got != want {
+			t.Errorf("after %d moves, %d dropped, want %d", i+1, got, want)
+		}
+	}
+	if got := e.moves.Len(); got != moveQueueCap {
+		t.Errorf("%d moves wait, want %d", got, moveQueueCap)
 	}
 }
 

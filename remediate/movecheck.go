@@ -32,7 +32,7 @@ const (
 	MoveAnswered   MoveOutcome = "answered"   // the old MAC still answers: two MACs claim the address, a conflict
 	MoveUnanswered MoveOutcome = "unanswered" // the old MAC is silent: the host moved
 	MoveFailed     MoveOutcome = "failed"     // the probe could not be sent
-	MoveDropped    MoveOutcome = "dropped"    // more moves were waiting than moveQueue: not checked
+	MoveDropped    MoveOutcome = "dropped"    // the queue was full of checks of as much at stake or more: not checked (movequeue.go)
 )
 
 // MoveOutcomes lists them, for pre-created metric series.
@@ -40,14 +40,12 @@ func MoveOutcomes() []MoveOutcome {
 	return []MoveOutcome{MoveAnswered, MoveUnanswered, MoveFailed, MoveDropped}
 }
 
-// moveQueue bounds the moves waiting for a check; more are dropped (and
-// counted as such): a storm of moves is not a reason to probe harder.
-const moveQueue = 256
-
-// moveCheck is one move the table announced.
+// moveCheck is the check of one entry's moves since its last check.
 type moveCheck struct {
-	key      table.Key
-	old, now string // raw MACs: before and after the move
+	key   table.Key
+	old   string // raw MAC before the first of the moves: the one asked
+	now   string // raw MAC after the last
+	stake stake
 }
 
 // isMove reports whether ev is the kernel pointing a known entry at
@@ -58,14 +56,18 @@ func isMove(ev table.Event) bool {
 }
 
 // watchMoves queues a check of every move the table announces until ctx
-// ends.
+// ends. The filter queues it, while the table publishes: the
+// subscription's channel never carries one, so it never drops one.
 func (e *Engine) watchMoves(ctx context.Context) {
 	// A move the engine's own strategy makes is not checked: it acted
 	// because the old MAC was found silent (or for a move the evidence
 	// showed), and it is still acting when the kernel's move is
 	// published (it waits to see it).
-	sub := e.table.Events().SubscribeFunc(moveQueue, func(ev table.Event) bool {
-		return isMove(ev) && !e.acting.has(table.Key{Ifindex: ev.Ifindex, Addr: ev.IP})
+	sub := e.table.Events().SubscribeFunc(1, func(ev table.Event) bool {
+		if isMove(ev) && !e.acting.has(table.Key{Ifindex: ev.Ifindex, Addr: ev.IP}) {
+			e.moves.add(&ev)
+		}
+		return false
 	})
 	defer sub.Close()
 	select {
@@ -73,33 +75,26 @@ func (e *Engine) watchMoves(ctx context.Context) {
 	default:
 		close(e.movesWatched) // the first Run: tests wait for it
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-sub.C():
-			if !ok {
-				return
-			}
-			mc := moveCheck{key: table.Key{Ifindex: ev.Ifindex, Addr: ev.IP}, old: string(ev.OldLLAddr), now: string(ev.LLAddr)}
-			select {
-			case e.moveQ <- mc:
-			default:
-				e.c.moveChecked(MoveDropped)
-			}
-		}
+	<-ctx.Done()
+}
+
+// nextMove takes the waiting move check of the highest stake, and
+// checks it.
+func (e *Engine) nextMove(ctx context.Context) {
+	if mc, ok := e.moves.take(); ok {
+		e.checkMove(ctx, mc)
 	}
 }
 
 // moveCheckable returns the moved entry as the table has it now, and
 // whether its old MAC may be asked under the mode and configuration in
-// force now: it still points at the MAC it moved to.
+// force now: it has not moved back to it.
 func (e *Engine) moveCheckable(mc moveCheck) (table.Entry, bool) {
 	if e.actor == nil || e.conf().NoConfirm {
 		return table.Entry{}, false
 	}
 	en, ok := e.table.Lookup(mc.key)
-	return en, ok && en.LLAddr == mc.now && MoveCheckable(&en, e.table.LinkName(mc.key.Ifindex), e.policy(e.Mode()))
+	return en, ok && en.LLAddr != mc.old && MoveCheckable(&en, e.table.LinkName(mc.key.Ifindex), e.policy(e.Mode()))
 }
 
 // checkMove asks a moved entry's old MAC whether it still holds the IP.
@@ -128,8 +123,11 @@ func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
 	// Only the old MAC's own answer counts: the new MAC (the host
 	// announcing its move, or the spoofer claiming again) says nothing
 	// about whether the old one still holds the IP.
+	// A move on to a third MAC meanwhile changes nothing asked: whether
+	// the old MAC still holds the address. A move back to it ends the
+	// check.
 	res, _, err := e.kit().askUnicast(ctx, &probe, func(m net.HardwareAddr) bool { return bytes.Equal(m, old) }, func(cur *table.Entry) bool {
-		return cur.LLAddr == mc.now // else moved again: that move has its own check
+		return cur.LLAddr != mc.old
 	})
 	switch res {
 	case askFailed:
@@ -139,12 +137,16 @@ func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
 	case askStopped:
 		return
 	case askAnswered:
-		e.table.ReportConflict(mc.key, old, net.HardwareAddr(mc.now), time.Now(), table.CauseRemediate,
-			"the kernel moved the entry from "+old.String()+" to "+net.HardwareAddr(mc.now).String()+
+		// The conflict is between the old MAC and the one the entry
+		// pointed at when it was asked (the last of the moves, or one
+		// since): the answer may have moved it back.
+		now := net.HardwareAddr(en.LLAddr)
+		e.table.ReportConflict(mc.key, old, now, time.Now(), table.CauseRemediate,
+			"the kernel moved the entry from "+old.String()+" to "+now.String()+
 				", and "+old.String()+" still answers for the address: a spoofer or a duplicate address")
 		e.c.moveChecked(MoveAnswered)
 		e.log.Warn("an entry moved, and its old MAC still answers for the address: a spoofer or a duplicate address",
-			"interface", ifname, "ip", mc.key.Addr, "lladdr", net.HardwareAddr(mc.now).String(), "old_lladdr", old.String())
+			"interface", ifname, "ip", mc.key.Addr, "lladdr", now.String(), "old_lladdr", old.String())
 		return
 	}
 	e.c.moveChecked(MoveUnanswered)

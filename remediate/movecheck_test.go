@@ -89,10 +89,14 @@ func TestMoveCheck(t *testing.T) {
 				moves = 2 // and the kernel's move back at the hijack's answer
 			}
 			for range moves {
-				lab.WaitFor(t, 5*time.Second, "a move queued for its check", func() bool { return len(e.moveQ) > 0 })
-				e.checkMove(ctx, <-e.moveQ)
+				// The move is queued while the table publishes it.
+				mc, ok := e.moves.take()
+				if !ok {
+					t.Fatal("no move queued for its check")
+				}
+				e.checkMove(ctx, mc)
 			}
-			if n := len(e.moveQ); n != 0 {
+			if n := e.moves.Len(); n != 0 {
 				t.Errorf("%d more moves queued, want %d in all", n, moves)
 			}
 			var probes int
