@@ -87,33 +87,39 @@ func NewTableCollector(t TableReader, stuckCap int, segments SegmentsReader, log
 		for _, tr := range st.Transitions {
 			ch <- transitions.with(float64(tr.Count), tr.Family.String(), tr.From, tr.To)
 		}
-		// The interfaces' addresses are read only when an entry is
-		// stuck; unread, every segment is "" and the collector says it
-		// failed (after sending the rest).
-		var segmentOf func(int32, netip.Addr) string
-		var segErr error
-		if len(st.Stuck) > 0 && segments != nil {
-			segmentOf, segErr = segments()
-		}
-		seen := make(map[[6]string]bool, len(st.Stuck))
-		for _, e := range st.Stuck {
-			seg := ""
-			if segmentOf != nil {
-				seg = segmentOf(e.Ifindex, e.Addr)
-			}
-			lv := [6]string{names[e.Ifindex], e.Family().String(), e.Addr.String(), e.HardwareAddr().String(), macString(e.DisputingMAC()), seg}
-			if seen[lv] { // the same entry on a deleted link and its successor of the same name
-				continue
-			}
-			seen[lv] = true
-			ch <- stuckInfo.with(1, lv[:]...)
-		}
+		segErr := sendStuck(ch, stuckInfo, st.Stuck, names, segments)
 		ch <- stuckDropped.with(float64(max(st.StuckTotal-len(st.Stuck), 0)))
 		ch <- eventsDropped.with(float64(t.Events().Dropped()))
 		ch <- tableBytes.with(float64(st.Bytes))
 		return segErr
 	}
 	return s
+}
+
+// sendStuck sends one series per stuck entry, its segment among its
+// labels. The interfaces' addresses are read only when an entry is
+// stuck; unread, every segment is "" and the error says why (the
+// collector says it failed, after sending the rest).
+func sendStuck(ch chan<- prometheus.Metric, info metric, stuck []table.Entry, names map[int32]string, segments SegmentsReader) error {
+	var segmentOf func(int32, netip.Addr) string
+	var err error
+	if len(stuck) > 0 && segments != nil {
+		segmentOf, err = segments()
+	}
+	seen := make(map[[6]string]bool, len(stuck))
+	for _, e := range stuck {
+		seg := ""
+		if segmentOf != nil {
+			seg = segmentOf(e.Ifindex, e.Addr)
+		}
+		lv := [6]string{names[e.Ifindex], e.Family().String(), e.Addr.String(), e.HardwareAddr().String(), macString(e.DisputingMAC()), seg}
+		if seen[lv] { // the same entry on a deleted link and its successor of the same name
+			continue
+		}
+		seen[lv] = true
+		ch <- info.with(1, lv[:]...)
+	}
+	return err
 }
 
 // byName merges the aggregates of interfaces that share a name: a link

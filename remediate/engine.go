@@ -27,10 +27,8 @@ type Engine struct {
 
 	queue    chan table.Key
 	confirmQ chan table.Key // suspects to confirm (confirm.go)
-	moves    *moveQueue     // moved entries whose old MAC to ask, by stake (movequeue.go)
-	// movesWatched is closed once Run subscribed to the table's moves.
-	movesWatched chan struct{}
-	acting       acting // the keys a strategy acts on (movecheck.go)
+	moves    moveChecks     // moved entries whose old MAC to ask, by stake (movecheck.go)
+	acting   acting         // the keys a strategy acts on (movecheck.go)
 	// soon asks for a sweep now: a suspicion began, or a confirmation
 	// went unanswered (the entry is stuck: repair it without waiting).
 	soon   chan struct{}
@@ -59,16 +57,15 @@ func New(cfg Config, t Table, actor Actor, swapper Swapper) *Engine {
 	cfg.defaults()
 	e := &Engine{
 		table: t, actor: actor, swapper: swapper, log: cfg.Logger,
-		queue:        make(chan table.Key, cfg.QueueSize),
-		confirmQ:     make(chan table.Key, cfg.QueueSize),
-		movesWatched: make(chan struct{}),
-		acting:       acting{keys: make(map[table.Key]int)},
-		soon:         make(chan struct{}, 1),
-		cands:        make(map[table.Key]*candidate),
-		confirms:     make(map[table.Key]*confirmation),
+		queue:    make(chan table.Key, cfg.QueueSize),
+		confirmQ: make(chan table.Key, cfg.QueueSize),
+		acting:   acting{keys: make(map[table.Key]int)},
+		soon:     make(chan struct{}, 1),
+		cands:    make(map[table.Key]*candidate),
+		confirms: make(map[table.Key]*confirmation),
 	}
 	e.limits = newLimits(&cfg, &e.c.rateLimited)
-	e.moves = newMoveQueue(moveQueueCap, func() { e.c.moveChecked(MoveDropped) })
+	e.moves = moveChecks{e: e, q: newMoveQueue(moveQueueCap, func() { e.c.moveChecked(MoveDropped) }), watched: make(chan struct{})}
 	e.c.actions = make([][numOutcomes]atomic.Uint64, len(registry))
 	e.cfg.Store(&cfg)
 	e.mode.Store(cfg.Mode)
@@ -139,7 +136,7 @@ func (e *Engine) Config() Config { return *e.conf() }
 func (e *Engine) Stats() Stats {
 	s := e.c.stats()
 	s.Queue = len(e.queue)
-	s.MovesWaiting = e.moves.Len()
+	s.MovesWaiting = e.moves.q.Len()
 	s.Managed = e.managed.Len()
 	return s
 }
@@ -157,8 +154,8 @@ func (e *Engine) Run(ctx context.Context) error {
 					return
 				case k := <-e.confirmQ:
 					e.confirm(ctx, k)
-				case <-e.moves.ready:
-					e.nextMove(ctx)
+				case <-e.moves.q.ready:
+					e.moves.next(ctx)
 				case k := <-e.queue:
 					e.handleQueued(ctx, k)
 				}
@@ -173,7 +170,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		e.watchMoves(ctx)
+		e.moves.watch(ctx)
 	}()
 	tick := time.NewTicker(e.conf().SweepInterval)
 	defer tick.Stop()

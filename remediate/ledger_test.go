@@ -32,8 +32,8 @@ func settle(e *Engine, n int) {
 			select {
 			case k := <-e.confirmQ:
 				e.confirm(ctx, k)
-			case <-e.moves.ready:
-				e.nextMove(ctx)
+			case <-e.moves.q.ready:
+				e.moves.next(ctx)
 			case k := <-e.queue:
 				e.handleQueued(ctx, k)
 			default:
@@ -201,7 +201,9 @@ func TestMoveChecksStopInOff(t *testing.T) {
 			fa := &fakeActor{t: tb, answerAt: -1}
 			e := New(fastConfig(ModeDryRun, StrategyProbe), tb, fa, nil)
 			g := holdTokens(e)
-			done := inBackground(func() { e.checkMove(context.Background(), moveCheck{key: k, old: string(macOld), now: string(macNew)}) })
+			done := inBackground(func() {
+				e.moves.check(context.Background(), moveCheck{key: k, old: string(macOld), now: string(macNew)})
+			})
 			g.waiter(t, done)
 			e.SetMode(to)
 			close(g.open)
@@ -344,8 +346,8 @@ func TestMovesPastTheQueueDropped(t *testing.T) {
 	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go e.watchMoves(ctx) // no worker takes them
-	<-e.movesWatched
+	go e.moves.watch(ctx) // no worker takes them
+	<-e.moves.watched
 	move := func(k table.Key) {
 		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: macNew})
 	}
@@ -353,7 +355,7 @@ func TestMovesPastTheQueueDropped(t *testing.T) {
 	for i := range moveQueueCap {
 		move(keys[i])
 	}
-	if got := e.moves.Len(); got != moveQueueCap {
+	if got := e.moves.q.Len(); got != moveQueueCap {
 		t.Fatalf("%d moves wait, want %d", got, moveQueueCap)
 	}
 	for i := moveQueueCap; i < n; i++ {
@@ -362,7 +364,7 @@ func TestMovesPastTheQueueDropped(t *testing.T) {
 			t.Errorf("after %d moves, %d dropped, want %d", i+1, got, want)
 		}
 	}
-	if got := e.moves.Len(); got != moveQueueCap {
+	if got := e.moves.q.Len(); got != moveQueueCap {
 		t.Errorf("%d moves wait, want %d", got, moveQueueCap)
 	}
 }

@@ -55,41 +55,51 @@ func isMove(ev table.Event) bool {
 		len(ev.OldLLAddr) > 0 && len(ev.LLAddr) > 0 && !bytes.Equal(ev.OldLLAddr, ev.LLAddr)
 }
 
-// watchMoves queues a check of every move the table announces until ctx
+// moveChecks is the engine's checks of moves: the queue they wait in
+// (movequeue.go), and the watcher that fills it.
+type moveChecks struct {
+	e *Engine
+	q *moveQueue
+	// watched is closed once Run subscribed to the table's moves.
+	watched chan struct{}
+}
+
+// watch queues a check of every move the table announces until ctx
 // ends. The filter queues it, while the table publishes: the
 // subscription's channel never carries one, so it never drops one.
-func (e *Engine) watchMoves(ctx context.Context) {
+func (m *moveChecks) watch(ctx context.Context) {
+	e := m.e
 	// A move the engine's own strategy makes is not checked: it acted
 	// because the old MAC was found silent (or for a move the evidence
 	// showed), and it is still acting when the kernel's move is
 	// published (it waits to see it).
 	sub := e.table.Events().SubscribeFunc(1, func(ev table.Event) bool {
 		if isMove(ev) && !e.acting.has(table.Key{Ifindex: ev.Ifindex, Addr: ev.IP}) {
-			e.moves.add(&ev)
+			m.q.add(&ev)
 		}
 		return false
 	})
 	defer sub.Close()
 	select {
-	case <-e.movesWatched:
+	case <-m.watched:
 	default:
-		close(e.movesWatched) // the first Run: tests wait for it
+		close(m.watched) // the first Run: tests wait for it
 	}
 	<-ctx.Done()
 }
 
-// nextMove takes the waiting move check of the highest stake, and
-// checks it.
-func (e *Engine) nextMove(ctx context.Context) {
-	if mc, ok := e.moves.take(); ok {
-		e.checkMove(ctx, mc)
+// next takes the waiting move check of the highest stake, and checks it.
+func (m *moveChecks) next(ctx context.Context) {
+	if mc, ok := m.q.take(); ok {
+		m.check(ctx, mc)
 	}
 }
 
-// moveCheckable returns the moved entry as the table has it now, and
+// checkable returns the moved entry as the table has it now, and
 // whether its old MAC may be asked under the mode and configuration in
 // force now: it has not moved back to it.
-func (e *Engine) moveCheckable(mc moveCheck) (table.Entry, bool) {
+func (m *moveChecks) checkable(mc moveCheck) (table.Entry, bool) {
+	e := m.e
 	if e.actor == nil || e.conf().NoConfirm {
 		return table.Entry{}, false
 	}
@@ -97,9 +107,10 @@ func (e *Engine) moveCheckable(mc moveCheck) (table.Entry, bool) {
 	return en, ok && en.LLAddr != mc.old && MoveCheckable(&en, e.table.LinkName(mc.key.Ifindex), e.policy(e.Mode()))
 }
 
-// checkMove asks a moved entry's old MAC whether it still holds the IP.
-func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
-	en, ok := e.moveCheckable(mc)
+// check asks a moved entry's old MAC whether it still holds the IP.
+func (m *moveChecks) check(ctx context.Context, mc moveCheck) {
+	e := m.e
+	en, ok := m.checkable(mc)
 	if !ok {
 		return
 	}
@@ -113,7 +124,7 @@ func (e *Engine) checkMove(ctx context.Context, mc moveCheck) {
 	}
 	// Asked again after the wait for a token: off sends nothing, even
 	// for a check that was waiting when it was switched.
-	if en, ok = e.moveCheckable(mc); !ok {
+	if en, ok = m.checkable(mc); !ok {
 		return
 	}
 	ifname := e.table.LinkName(mc.key.Ifindex)

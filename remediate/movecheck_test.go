@@ -80,8 +80,8 @@ func TestMoveCheck(t *testing.T) {
 			// send, it never will.
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			go e.watchMoves(ctx)
-			<-e.movesWatched
+			go e.moves.watch(ctx)
+			<-e.moves.watched
 			// The kernel takes another MAC for the address.
 			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: macNew})
 			moves := 1
@@ -90,13 +90,13 @@ func TestMoveCheck(t *testing.T) {
 			}
 			for range moves {
 				// The move is queued while the table publishes it.
-				mc, ok := e.moves.take()
+				mc, ok := e.moves.q.take()
 				if !ok {
 					t.Fatal("no move queued for its check")
 				}
-				e.checkMove(ctx, mc)
+				e.moves.check(ctx, mc)
 			}
-			if n := e.moves.Len(); n != 0 {
+			if n := e.moves.q.Len(); n != 0 {
 				t.Errorf("%d more moves queued, want %d in all", n, moves)
 			}
 			var probes int
@@ -145,7 +145,7 @@ func TestOwnRepairIsNotMoveChecked(t *testing.T) {
 	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
-	<-e.movesWatched
+	<-e.moves.watched
 	lab.WaitFor(t, 5*time.Second, "the repair's move", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 1 })
 	// Then the kernel moves the entry on its own (the repair ended).
 	third := net.HardwareAddr{2, 0, 0, 0, 0, 3}

@@ -182,18 +182,18 @@ func TestHijackInAFloodCheckedFirst(t *testing.T) {
 	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go e.watchMoves(ctx)
-	<-e.movesWatched
+	go e.moves.watch(ctx)
+	<-e.moves.watched
 	for round := 1; round <= 3; round++ {
 		for i := range n {
 			add(i, mac(round<<12|i))
 		}
 	}
-	if e.moves.Len() != moveQueueCap {
-		t.Fatalf("%d checks wait, want the queue full (%d)", e.moves.Len(), moveQueueCap)
+	if e.moves.q.Len() != moveQueueCap {
+		t.Fatalf("%d checks wait, want the queue full (%d)", e.moves.q.Len(), moveQueueCap)
 	}
 	add(n, mac(1<<20)) // the hijack
-	mc, ok := e.moves.take()
+	mc, ok := e.moves.q.take()
 	if !ok || mc.key.Addr != netip.AddrFrom4([4]byte{10, 1, n >> 8, n & 0xff}) || mc.old != string(mac(n)) {
 		t.Fatalf("took %v asking %v first, want the hijack's check", mc.key.Addr, net.HardwareAddr(mc.old))
 	}
@@ -211,12 +211,12 @@ func TestMoveFoundByAResync(t *testing.T) {
 	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go e.watchMoves(ctx)
-	<-e.movesWatched
+	go e.moves.watch(ctx)
+	<-e.moves.watched
 	tb.BeginSync(false)
 	tb.Apply(table.CauseResync, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k, State: table.StateReachable, LLAddr: macNew})
 	tb.EndSync()
-	mc, ok := e.moves.take()
+	mc, ok := e.moves.q.take()
 	if !ok || mc.key.Addr != k || mc.old != string(macOld) || mc.now != string(macNew) {
 		t.Fatalf("took %v (%v), want the check of %v's move from %v", mc, ok, k, macOld)
 	}
@@ -237,16 +237,16 @@ func TestMoveCheckedAfterAFurtherMove(t *testing.T) {
 	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, fa, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go e.watchMoves(ctx)
-	<-e.movesWatched
+	go e.moves.watch(ctx)
+	<-e.moves.watched
 	up(macNew)
-	mc, ok := e.moves.take()
+	mc, ok := e.moves.q.take()
 	if !ok {
 		t.Fatal("no check queued")
 	}
 	third := net.HardwareAddr{2, 0, 0, 0, 0, 3}
 	up(third)
-	e.checkMove(ctx, mc)
+	e.moves.check(ctx, mc)
 	if got := e.Stats().MoveChecks[MoveAnswered]; got != 1 {
 		t.Fatalf("%d checks answered, want 1: the check was given up at the further move", got)
 	}

@@ -73,6 +73,12 @@ kernels() {
 	wait "$f"
 }
 
+# What the tracked files hold before the tests: a test run must leave
+# them as it found them (generated tables are checked, and written only
+# by targets meant for it: make kernels-readme, make manifests).
+tracked() { git diff HEAD 2>/dev/null | sha256sum; }
+before=$(tracked)
+
 start=$SECONDS
 phase setup "generated eBPF objects" "$MAKE" --no-print-directory check-generate
 checks &
@@ -80,6 +86,13 @@ c=$!
 kernels &
 k=$!
 wait "$c" "$k"
+unchanged() {
+	[ "$(tracked)" = "$before" ] && return 0
+	echo "the tests changed tracked files (git diff shows what):"
+	git status --short --untracked-files=no
+	return 1
+}
+phase setup "tracked files unchanged" unchanged
 
 echo
 echo "make test: where the time went (wall time $((SECONDS - start))s)"

@@ -1,8 +1,9 @@
 // Package table is the neighbour table every part of neighwatch shares:
 // the mirrored entries, their classification and the event stream. Sources
 // (the netlink mirror, ARP/NDP evidence, the tracer feed) write to it;
-// readers (metrics, remediation, the control API) read it. It imports no
-// other package of the project and builds on any OS.
+// readers (metrics, remediation, the control API) read it. Of the
+// project it imports only internal/quote (how a refusal quotes its input),
+// and it builds on any OS.
 //
 // One core (table.go: the entries, their indexes and aggregates, one
 // lock) has five doors, each a type in its own file: Kernel (kernel.go:

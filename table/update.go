@@ -71,7 +71,7 @@ func (t *core) create(k Key, u *Update, cause Cause, now int64) {
 	sn := since(u, now)
 	r.since, r.llSince = t.st.clk.cs(sn), t.st.clk.ms(sn)
 	r.gen = t.gen
-	t.st.cacheTimes(r, u, now)
+	r.cacheTimes(&t.st.clk, u, now)
 	t.attach(e, now)
 	if r.candidate() {
 		t.candChanged(k)
@@ -92,7 +92,7 @@ func (t *core) create(k Key, u *Update, cause Cause, now int64) {
 func (t *core) change(e ent, u *Update, cause Cause, now int64) {
 	r := e.rec
 	r.gen = t.gen
-	t.st.cacheTimes(r, u, now)
+	r.cacheTimes(&t.st.clk, u, now)
 	stateChanged := r.state != u.State
 	llChanged := !t.st.macIs(e, string(u.LLAddr))
 	if !stateChanged && !llChanged && r.flags == u.Flags && r.flagsExt == uint8(u.FlagsExt) && r.protocol == u.Protocol {
@@ -230,12 +230,14 @@ func since(u *Update, now int64) int64 {
 	return now - int64(u.UpdatedAge)
 }
 
-func (s *store) cacheTimes(r *rec, u *Update, now int64) {
+// cacheTimes sets a record's last confirmation and use from the
+// update's NDA_CACHEINFO ages, when it carried them.
+func (r *rec) cacheTimes(clk *timebase, u *Update, now int64) {
 	if !u.HasCacheInfo {
 		return
 	}
-	r.confirm = s.clk.ms(now - int64(u.ConfirmedAge))
-	r.used = s.clk.ms(now - int64(u.UsedAge))
+	r.confirm = clk.ms(now - int64(u.ConfirmedAge))
+	r.used = clk.ms(now - int64(u.UsedAge))
 }
 
 // detach removes e's contribution to every aggregate.

@@ -27,7 +27,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Config is everything the agent needs; cmd/neighwatch fills it from flags.
+// Config is everything the agent needs; load (options_linux.go) fills it
+// from the flags and the configuration file.
 type Config struct {
 	// StaleThreshold: STALE this long makes an entry stale-long. The
 	// table and remediation read it; a reload applies it live.
@@ -105,8 +106,8 @@ type Reload struct {
 	Err    error
 }
 
-// Run runs the agent until ctx ends. The configuration is the command's
-// (cmd/neighwatch checks every value against its option table).
+// Run runs the agent until ctx ends. The configuration is load's, which
+// checks every value against the option table (options.go).
 func Run(ctx context.Context, cfg Config) error {
 	a, err := build(cfg)
 	if err != nil {

@@ -131,7 +131,7 @@ func declare(fs *flag.FlagSet) (*bound, *options.Table) {
 	return b, o
 }
 
-// startConfig is agentConfig for the start, given up on SIGINT or
+// loadUntil is load for the start, given up on SIGINT or
 // SIGTERM: reading a file can block (a hung network mount), and
 // Kubernetes would otherwise wait out the pod's grace period and kill.
 func loadUntil(ctx context.Context, args []string, stderr io.Writer) (*setup, error) {
@@ -160,7 +160,7 @@ func liveKey(k string) bool {
 	return op != nil && op.Live
 }
 
-// agentConfig builds the agent's configuration from the command line and,
+// load builds the agent's configuration from the command line and,
 // for flags the command line does not set, the values of --config.file.
 func load(args []string, stderr io.Writer) (*setup, error) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
@@ -331,7 +331,7 @@ func orList(words []string) string {
 // new content at the same path.
 const configPoll = 2 * time.Second
 
-// reloadLoop reloads the configuration on SIGHUP and when the file's
+// watchConfig reloads the configuration on SIGHUP and when the file's
 // content changes. A broken file keeps the running configuration: one
 // line says why, and the reload metrics say it failed. Changes to keys
 // that need a restart are named in one line.

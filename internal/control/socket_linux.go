@@ -68,99 +68,122 @@ func openSocketDir(dir string, create bool) (_ *socketDir, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("control socket directory %s: %w", dir, err)
 	}
-	me := uint32(os.Geteuid())
-	fd := -1 // the directory reached so far, closed on a refusal
+	w := &dirWalk{dir: dir, me: uint32(os.Geteuid()), fd: -1}
 	defer func() {
 		if err != nil {
-			unix.Close(fd)
+			unix.Close(w.fd)
 		}
 	}()
-	where := ""
-	// enter makes the directory at fd (named where) the walk's, once it
-	// is trusted.
-	enter := func(nfd int, name string) error {
-		fd, where = nfd, name
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return fmt.Errorf("control socket directory %s: %w", where, err)
-		}
-		if err := trusted(&st, me); err != nil {
-			return fmt.Errorf("control socket directory %s %w", where, err)
-		}
-		return nil
-	}
-	// root starts the walk (again) at /.
-	root := func() error {
-		unix.Close(fd)
-		nfd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			fd = -1
-			return fmt.Errorf("control socket directory %s: open /: %w", dir, err)
-		}
-		return enter(nfd, "/")
-	}
-	if err := root(); err != nil {
+	if err := w.root(); err != nil {
 		return nil, err
 	}
 	rest := strings.Split(strings.TrimPrefix(abs, "/"), "/")
-	links := 0
 	for len(rest) > 0 {
 		name := rest[0]
 		rest = rest[1:]
 		if name == "" || name == "." {
 			continue
 		}
-		next := filepath.Join(where, name)
-		var st unix.Stat_t
-		err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-		if errors.Is(err, unix.ENOENT) && create && name != ".." {
-			if err = unix.Mkdirat(fd, name, 0o755); err == nil || errors.Is(err, unix.EEXIST) {
-				err = unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-			}
+		more, err := w.step(name, create)
+		if err != nil {
+			return nil, err
 		}
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("control socket directory %s: %s: %w", dir, next, err)
-		case st.Mode&unix.S_IFMT == unix.S_IFLNK:
-			// A symlink in a directory already checked: only root, the
-			// user or the link's owner could have put it there, so it
-			// is followed only if it is root's or the user's.
-			if st.Uid != 0 && st.Uid != me {
-				return nil, fmt.Errorf("control socket directory %s: %s is a symlink of user %d, who could point it elsewhere after the check: use the path it points to, or a symlink of root's", dir, next, st.Uid)
-			}
-			if links++; links > maxSymlinks {
-				return nil, fmt.Errorf("control socket directory %s: more than %d symlinks", dir, maxSymlinks)
-			}
-			buf := make([]byte, unix.PathMax)
-			n, err := unix.Readlinkat(fd, name, buf)
-			if err != nil {
-				return nil, fmt.Errorf("control socket directory %s: read symlink %s: %w", dir, next, err)
-			}
-			target := string(buf[:n])
-			if strings.HasPrefix(target, "/") {
-				if err := root(); err != nil {
-					return nil, err
-				}
-			}
-			rest = append(strings.Split(strings.Trim(target, "/"), "/"), rest...)
-		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-			return nil, fmt.Errorf("control socket directory %s: %s is not a directory", dir, next)
-		default:
-			nfd, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			unix.Close(fd)
-			fd = nfd
-			if err != nil {
-				return nil, fmt.Errorf("control socket directory %s: open %s: %w", dir, next, err)
-			}
-			if name == ".." {
-				next = filepath.Dir(where)
-			}
-			if err := enter(nfd, next); err != nil {
-				return nil, err
-			}
+		rest = append(more, rest...)
+	}
+	return &socketDir{fd: w.fd, path: dir}, nil
+}
+
+// dirWalk is a walk down a control socket's directory, one trusted
+// directory after another, each held by descriptor: a swap of a
+// component after its check changes nothing reached through it.
+type dirWalk struct {
+	dir   string // as asked, for the messages
+	me    uint32 // the agent's user
+	fd    int    // the directory reached so far (-1 before /)
+	where string // its path
+	links int    // symlinks followed
+}
+
+// root starts the walk (again) at /.
+func (w *dirWalk) root() error {
+	unix.Close(w.fd)
+	nfd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		w.fd = -1
+		return fmt.Errorf("control socket directory %s: open /: %w", w.dir, err)
+	}
+	return w.enter(nfd, "/")
+}
+
+// enter makes the directory at nfd (named where) the walk's, once it is
+// trusted.
+func (w *dirWalk) enter(nfd int, where string) error {
+	w.fd, w.where = nfd, where
+	var st unix.Stat_t
+	if err := unix.Fstat(w.fd, &st); err != nil {
+		return fmt.Errorf("control socket directory %s: %w", where, err)
+	}
+	if err := trusted(&st, w.me); err != nil {
+		return fmt.Errorf("control socket directory %s %w", where, err)
+	}
+	return nil
+}
+
+// step goes down to the walk's entry name, and returns the components a
+// symlink there leads to, to walk before the rest.
+func (w *dirWalk) step(name string, create bool) ([]string, error) {
+	next := filepath.Join(w.where, name)
+	var st unix.Stat_t
+	err := unix.Fstatat(w.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) && create && name != ".." {
+		if err = unix.Mkdirat(w.fd, name, 0o755); err == nil || errors.Is(err, unix.EEXIST) {
+			err = unix.Fstatat(w.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 		}
 	}
-	return &socketDir{fd: fd, path: dir}, nil
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("control socket directory %s: %s: %w", w.dir, next, err)
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return w.symlink(name, next, &st)
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return nil, fmt.Errorf("control socket directory %s: %s is not a directory", w.dir, next)
+	}
+	nfd, err := unix.Openat(w.fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	unix.Close(w.fd)
+	w.fd = nfd
+	if err != nil {
+		return nil, fmt.Errorf("control socket directory %s: open %s: %w", w.dir, next, err)
+	}
+	if name == ".." {
+		next = filepath.Dir(w.where)
+	}
+	return nil, w.enter(nfd, next)
+}
+
+// symlink returns the components the symlink name (at next) leads to,
+// restarting the walk at / for an absolute one. A symlink in a directory
+// already checked could only have been put there by root, the user or
+// the link's owner, so it is followed only if it is root's or the
+// user's.
+func (w *dirWalk) symlink(name, next string, st *unix.Stat_t) ([]string, error) {
+	if st.Uid != 0 && st.Uid != w.me {
+		return nil, fmt.Errorf("control socket directory %s: %s is a symlink of user %d, who could point it elsewhere after the check: use the path it points to, or a symlink of root's", w.dir, next, st.Uid)
+	}
+	if w.links++; w.links > maxSymlinks {
+		return nil, fmt.Errorf("control socket directory %s: more than %d symlinks", w.dir, maxSymlinks)
+	}
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(w.fd, name, buf)
+	if err != nil {
+		return nil, fmt.Errorf("control socket directory %s: read symlink %s: %w", w.dir, next, err)
+	}
+	target := string(buf[:n])
+	if strings.HasPrefix(target, "/") {
+		if err := w.root(); err != nil {
+			return nil, err
+		}
+	}
+	return strings.Split(strings.Trim(target, "/"), "/"), nil
 }
 
 // socketOwner checks the entry name of d: a socket, root's or the

@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -337,7 +338,7 @@ func deployedCell(r Row) string {
 
 // Block markers of the README's kernel table.
 const (
-	blockStart = "<!-- kernel-matrix:start (written by make test-kernels; do not edit) -->"
+	blockStart = "<!-- kernel-matrix:start (written by make kernels-readme from the last run; do not edit) -->"
 	blockEnd   = "<!-- kernel-matrix:end -->"
 )
 
@@ -433,4 +434,61 @@ func Block(doc string) string {
 		return ""
 	}
 	return doc[i+len(blockStart) : j]
+}
+
+// measured are the columns a run measures rather than finds: they differ
+// from run to run, and a README table is not out of date for them.
+var measured = []string{"moved host: stuck, repaired"}
+
+// FactsDiffer compares two tables (the README's and a run's) but for the
+// measured columns, and returns the kernels whose rows or notes differ,
+// in the run's order ("layout" when the columns differ); none when they
+// say the same.
+func FactsDiffer(readme, run string) []string {
+	facts := func(t string) (header string, rows map[string]string, notes map[string]string, order []string) {
+		rows, notes = map[string]string{}, map[string]string{}
+		var mask []int
+		for _, l := range strings.Split(t, "\n") {
+			switch {
+			case strings.HasPrefix(l, "| kernel |"):
+				header = l
+				for i, c := range strings.Split(l, "|") {
+					if slices.Contains(measured, strings.TrimSpace(c)) {
+						mask = append(mask, i)
+					}
+				}
+			case strings.HasPrefix(l, "|---"):
+			case strings.HasPrefix(l, "| "):
+				cells := strings.Split(l, "|")
+				for _, i := range mask {
+					if i < len(cells) {
+						cells[i] = ""
+					}
+				}
+				k := rowKey(l)
+				rows[k] += strings.Join(cells, "|") + "\n"
+				order = append(order, k)
+			case strings.HasPrefix(l, "- "):
+				notes[noteKey(l)] += l + "\n"
+			}
+		}
+		return header, rows, notes, order
+	}
+	rh, rrows, rnotes, _ := facts(readme)
+	nh, nrows, nnotes, order := facts(run)
+	if rh != nh {
+		return []string{"layout"}
+	}
+	var out []string
+	for k := range rrows {
+		if _, ok := nrows[k]; !ok {
+			order = append(order, k)
+		}
+	}
+	for _, k := range order {
+		if rrows[k] != nrows[k] || rnotes[k] != nnotes[k] {
+			out = append(out, k)
+		}
+	}
+	return out
 }

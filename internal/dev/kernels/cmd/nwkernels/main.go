@@ -21,7 +21,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: nwkernels run|fetch|probe [flags]")
+		fmt.Fprintln(os.Stderr, "usage: nwkernels run|fetch|readme|probe [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -32,13 +32,15 @@ func main() {
 		err = fetchOnly(ctx, os.Args[2:])
 	case "exec":
 		err = execIn(ctx, os.Args[2:])
+	case "readme":
+		err = writeReadme(os.Args[2:])
 	case "probe":
 		err = probe(os.Args[2:])
 	case "-h", "--help", "help":
-		fmt.Println("usage: nwkernels run|fetch|probe [flags]")
+		fmt.Println("usage: nwkernels run|fetch|readme|probe [flags]")
 		return
 	default:
-		err = fmt.Errorf("unknown command %q: want run, fetch or probe", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want run, fetch, readme or probe", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nwkernels:", err)

@@ -32,7 +32,7 @@ func run(ctx context.Context, args []string) error {
 		parallel = fs.Int("parallel", 1, "kernels booted at once")
 		only     = fs.String("run", "", "run only the contract tests matching this regexp (go test -run)")
 		timeout  = fs.Duration("timeout", 30*time.Minute, "limit for one kernel's boot and tests (twice the longest measured beside a busy loop and the host's suite: 14.5 minutes, 7.3)")
-		readme   = fs.String("readme", "", "write the table into this file between its kernel-matrix markers (README.md) when every kernel passed")
+		readme   = fs.String("readme", "", "check this file's table (README.md, between its kernel-matrix markers) against the run when every kernel passed: the run fails when they differ but for what it measures; make kernels-readme then writes the run's table in (DIR/readme-table.md)")
 		blind    = fs.String("blind", "", "kernels (comma-separated) that also run the blind control: the moved host with the tracer's counting refused, which must fail")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -170,7 +170,7 @@ func run(ctx context.Context, args []string) error {
 	if err := os.WriteFile(filepath.Join(abs, "matrix.md"), []byte(table), 0o644); err != nil {
 		return err
 	}
-	if err := readmeTable(*readme, rows); err != nil {
+	if err := readmeTable(*readme, filepath.Join(abs, readmeRun), rows); err != nil {
 		return err
 	}
 	fmt.Printf("\nmatrix wall time: %v\n", time.Since(start).Round(time.Second))
@@ -255,9 +255,15 @@ func fetchOnly(ctx context.Context, args []string) error {
 	return nil
 }
 
-// readmeTable writes the table into the README when every kernel passed,
-// and otherwise says whether the README's differs.
-func readmeTable(path string, rows []kernels.Row) error {
+// readmeRun is where a run leaves the README's table as it would have
+// it (the rows of kernels it did not boot kept), for make kernels-readme.
+const readmeRun = "readme-table.md"
+
+// readmeTable checks the README's table against the run's when every
+// kernel passed, but for what the run measures (the times): a run never
+// writes a tracked file. It leaves the table the README would have in
+// out, and fails naming the kernels whose rows differ.
+func readmeTable(path, out string, rows []kernels.Row) error {
 	if path == "" {
 		return nil
 	}
@@ -265,30 +271,56 @@ func readmeTable(path string, rows []kernels.Row) error {
 	if err != nil {
 		return err
 	}
-	// The rows of kernels this run did not boot stay as the README has
-	// them: make test boots some, make test-kernels-more the others.
-	table := kernels.MergeTable(kernels.Block(string(doc)), kernels.Table(rows, false))
-	next, ok := kernels.ReplaceBlock(string(doc), table)
-	if !ok {
+	if _, ok := kernels.ReplaceBlock(string(doc), ""); !ok {
 		return fmt.Errorf("%s has no kernel-matrix markers", path)
 	}
 	for _, r := range rows {
 		if r.Err != nil {
-			fmt.Fprintf(os.Stderr, "nwkernels: %s not updated: kernel %s failed\n", path, r.Name)
+			fmt.Fprintf(os.Stderr, "nwkernels: %s not checked: kernel %s failed\n", path, r.Name)
 			return nil
 		}
+	}
+	// The rows of kernels this run did not boot stay as the README has
+	// them: make test boots some, make test-kernels-more the others.
+	old := kernels.Block(string(doc))
+	table := kernels.MergeTable(old, kernels.Table(rows, false))
+	if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
+		return err
+	}
+	if diff := kernels.FactsDiffer(old, table); len(diff) > 0 {
+		return fmt.Errorf("%s's kernel table says otherwise than this run for %s: run make kernels-readme to write this run's table (%s) into it, and commit it",
+			path, strings.Join(diff, ", "), out)
+	}
+	return nil
+}
+
+// writeReadme writes the table a run left (readmeTable) into the README:
+// make kernels-readme.
+func writeReadme(args []string) error {
+	fs := flag.NewFlagSet("nwkernels readme", flag.ContinueOnError)
+	dir := fs.String("dir", ".kernels", "where the run left its table")
+	readme := fs.String("readme", "README.md", "the file to write it into, between its kernel-matrix markers")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	from := filepath.Join(*dir, readmeRun)
+	table, err := os.ReadFile(from)
+	if err != nil {
+		return fmt.Errorf("no table of a run to write (%w): make test or make test-kernels leaves one when every kernel passed", err)
+	}
+	doc, err := os.ReadFile(*readme)
+	if err != nil {
+		return err
+	}
+	next, ok := kernels.ReplaceBlock(string(doc), string(table))
+	if !ok {
+		return fmt.Errorf("%s has no kernel-matrix markers", *readme)
 	}
 	if next == string(doc) {
 		return nil
 	}
-	fmt.Fprintf(os.Stderr, "nwkernels: %s: kernel table updated from this run\n", path)
-	// Written aside and renamed: the package tests that read the README
-	// may run meanwhile (make test runs both at once).
-	tmp := path + ".nwkernels"
-	if err := os.WriteFile(tmp, []byte(next), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	fmt.Fprintf(os.Stderr, "nwkernels: %s: kernel table written from %s\n", *readme, from)
+	return os.WriteFile(*readme, []byte(next), 0o644)
 }
 
 // binaries are what the guests run, built on the host.

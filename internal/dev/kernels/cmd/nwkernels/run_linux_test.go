@@ -11,27 +11,50 @@ import (
 	"github.com/neighwatch/neighwatch/internal/dev/kernels"
 )
 
-// TestReadmeKeptOnFailure: a run where a kernel failed leaves the
-// README's table as it was; one where all passed rewrites it.
-func TestReadmeKeptOnFailure(t *testing.T) {
-	doc := "# x\n<!-- kernel-matrix:start (written by make test-kernels; do not edit) -->\nold table\n<!-- kernel-matrix:end -->\n"
-	path := filepath.Join(t.TempDir(), "README.md")
+// TestReadmeChecked: a run never writes the README. One where every
+// kernel passed checks its table: the same facts with other times pass,
+// other facts fail naming the kernel and make kernels-readme, and the
+// run's table is left for that target, which writes it in. A run where
+// a kernel failed checks nothing.
+func TestReadmeChecked(t *testing.T) {
+	dir := t.TempDir()
+	path, out := filepath.Join(dir, "README.md"), filepath.Join(dir, readmeRun)
+	ok := kernels.Row{Name: "6.1", Release: "6.1.0-1-amd64", Caps: kernels.Caps{Capabilities: []kernels.Capability{{Name: "states", Value: "tp_btf"}}},
+		Stuck: "3.1s", Repaired: "1.0s"}
+	doc := "# x\n<!-- kernel-matrix:start (written by make kernels-readme from the last run; do not edit) -->\n" +
+		kernels.Table([]kernels.Row{ok}, false) + "<!-- kernel-matrix:end -->\n"
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ok := kernels.Row{Name: "6.1", Release: "6.1.0-1-amd64", Caps: kernels.Caps{Capabilities: []kernels.Capability{{Name: "states", Value: "tp_btf"}}}}
+	unchanged := func(when string) {
+		t.Helper()
+		if b, _ := os.ReadFile(path); string(b) != doc {
+			t.Errorf("%s: the run wrote the README:\n%s", when, b)
+		}
+	}
+	slower := ok
+	slower.Stuck, slower.Repaired = "4.2s", "2.0s"
+	if err := readmeTable(path, out, []kernels.Row{slower}); err != nil {
+		t.Errorf("other times only: %v", err)
+	}
+	unchanged("other times")
 	failed := kernels.Row{Name: "6.12", Err: errors.New("kernel 6.12 did not boot to the guest script")}
-	if err := readmeTable(path, []kernels.Row{ok, failed}); err != nil {
+	other := ok
+	other.Caps = kernels.Caps{Capabilities: []kernels.Capability{{Name: "states", Value: "raw_tp"}}}
+	if err := readmeTable(path, out, []kernels.Row{other, failed}); err != nil {
+		t.Errorf("a failed run checked the README: %v", err)
+	}
+	unchanged("a failed run")
+	err := readmeTable(path, out, []kernels.Row{other})
+	if err == nil || !strings.Contains(err.Error(), "for 6.1:") || !strings.Contains(err.Error(), "make kernels-readme") {
+		t.Errorf("other facts: %v, want a failure naming 6.1 and make kernels-readme", err)
+	}
+	unchanged("other facts")
+	if err := writeReadme([]string{"--dir", dir, "--readme", path}); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(path); string(b) != doc {
-		t.Errorf("a failed run rewrote the README:\n%s", b)
-	}
-	if err := readmeTable(path, []kernels.Row{ok}); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(path); string(b) == doc {
-		t.Error("a run where every kernel passed left the README's table as it was")
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "| raw_tp |") {
+		t.Errorf("make kernels-readme did not write the run's table:\n%s", b)
 	}
 }
 
