@@ -42,7 +42,7 @@ func (fakeEvidence) HostStats() evidence.HostStats {
 type fakeNetlink struct{}
 
 func (fakeNetlink) Counters() mirror.Counters {
-	return mirror.Counters{ResyncENOBUFS: 4, ErrENOBUFS: 4, Messages: 10}
+	return mirror.Counters{mirror.ResyncENOBUFS: 4, mirror.ErrENOBUFS: 4, mirror.Messages: 10}
 }
 
 type fakeKernel struct {

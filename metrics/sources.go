@@ -82,28 +82,30 @@ type NetlinkSource interface {
 }
 
 // NewNetlinkCollector exposes the netlink mirror's own work: messages,
-// resyncs and errors.
+// resyncs and errors, each counter as mirror.CounterInfo declares it.
 func NewNetlinkCollector(src NetlinkSource, log *slog.Logger) prometheus.Collector {
 	s := newSubsystem("netlink", log)
-	var (
-		resyncs  = s.counter("netlink_resyncs_total", "Full dumps that reconciled the table, by reason.", "reason")
-		errs     = s.counter("netlink_errors_total", "Netlink receive and decode errors, by kind.", "kind")
-		messages = s.counter("netlink_messages_total", "Neighbour messages applied to the table.")
-		lookups  = s.counter("netlink_lookups_total", "Entries added by a single-entry lookup: the kernel created them without a notification.")
-	)
+	families := map[*mirror.Family]metric{}
+	for _, ci := range mirror.CounterInfo {
+		if f := ci.Family; f != nil && families[f].desc == nil {
+			if f.Label == "" {
+				families[f] = s.counter(f.Name, f.Help)
+			} else {
+				families[f] = s.counter(f.Name, f.Help, f.Label)
+			}
+		}
+	}
 	s.update = func(ch chan<- prometheus.Metric) error {
 		k := src.Counters()
-		for reason, v := range map[string]uint64{
-			"enobufs": k.ResyncENOBUFS, "dump_interrupted": k.ResyncInterrupt,
-			"link": k.ResyncLink, "error": k.ResyncError, "periodic": k.ResyncPeriodic, "hooks": k.ResyncHooks,
-		} {
-			ch <- resyncs.with(float64(v), reason)
+		for i, ci := range mirror.CounterInfo {
+			switch {
+			case ci.Family == nil:
+			case ci.Family.Label == "":
+				ch <- families[ci.Family].with(float64(k[i]))
+			default:
+				ch <- families[ci.Family].with(float64(k[i]), ci.Value)
+			}
 		}
-		for kind, v := range map[string]uint64{"enobufs": k.ErrENOBUFS, "decode": k.ErrDecode, "socket": k.ErrSocket} {
-			ch <- errs.with(float64(v), kind)
-		}
-		ch <- messages.with(float64(k.Messages))
-		ch <- lookups.with(float64(k.Lookups))
 		return nil
 	}
 	return s

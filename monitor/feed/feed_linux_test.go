@@ -312,7 +312,7 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 		t.Fatalf("stopped before ready: %v", err)
 	}
 	// The second dump, once the hooks are attached, is part of start-up.
-	lab.WaitFor(t, 5*time.Second, "the dump after the hooks", func() bool { return mir.Counters().Dumps == 2 })
+	lab.WaitFor(t, 5*time.Second, "the dump after the hooks", func() bool { return mir.Counters()[mirror.Dumps] == 2 })
 	n0, _ := l.Node.Ifindex(lab.NodeClientIf)
 	group := netip.MustParseAddr("ff02::1:ff00:2") // a solicited-node group nobody else uses here
 	k := table.Key{Ifindex: int32(n0), Addr: group}
@@ -336,13 +336,13 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 	// another update (the counters below are of the whole namespace).
 	c, fc := mir.Counters(), f.Counters()
 	how := fmt.Sprintf("lookups that added an entry %d, netlink messages %d, silent transitions %d, creations looked up %d",
-		c.Lookups-mc0.Lookups, c.Messages-mc0.Messages, fc.Transitions-fc0.Transitions, fc.Created-fc0.Created)
+		c[mirror.Lookups]-mc0[mirror.Lookups], c[mirror.Messages]-mc0[mirror.Messages], fc.Transitions-fc0.Transitions, fc.Created-fc0.Created)
 	t.Logf("while the entry came: %s", how)
 	if fc.Created == fc0.Created {
 		t.Errorf("no creation was named by the tracepoint and looked up: %s", how)
 	}
-	if c.Dumps != 2 || c.ResyncHooks != 1 {
-		t.Errorf("dumps %d (%d after the hooks): want no resync past start-up (%s)", c.Dumps, c.ResyncHooks, how)
+	if c[mirror.Dumps] != 2 || c[mirror.ResyncHooks] != 1 {
+		t.Errorf("dumps %d (%d after the hooks): want no resync past start-up (%s)", c[mirror.Dumps], c[mirror.ResyncHooks], how)
 	}
 	if ke, err := l.Node.Entry(lab.NodeClientIf, group); err != nil || ke.State[0] != "NOARP" {
 		t.Errorf("kernel entry: %+v %v", ke, err)

@@ -57,7 +57,7 @@ func TestApplyBatchKeepsNeighboursOnly(t *testing.T) {
 			t.Fatal("fewer events than entries applied")
 		}
 	}
-	if c := m.c.snapshot(); c.Ignored != 3 || c.Messages != 2 {
-		t.Errorf("counted %d ignored and %d applied, want 3 and 2", c.Ignored, c.Messages)
+	if c := m.c.snapshot(); c[Ignored] != 3 || c[Messages] != 2 {
+		t.Errorf("counted %d ignored and %d applied, want 3 and 2", c[Ignored], c[Messages])
 	}
 }

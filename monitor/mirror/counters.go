@@ -2,41 +2,84 @@ package mirror
 
 import "sync/atomic"
 
-// Counters are the mirror's operational counters at one moment.
-type Counters struct {
-	Messages        uint64 // neighbour messages applied to the table
-	Ignored         uint64 // messages for unwatched interfaces, other families or proxies
-	Dumps           uint64 // full dumps completed
-	ResyncENOBUFS   uint64 // resyncs after the socket overflowed
-	ResyncInterrupt uint64 // dumps redone because the kernel flagged them inconsistent
-	ResyncLink      uint64 // resyncs after an interface came into scope
-	ResyncError     uint64 // resyncs after another socket error
-	ResyncPeriodic  uint64 // scheduled reconciliations
-	ResyncHooks     uint64 // once the tracer's neigh_create hook is attached
-	ErrENOBUFS      uint64
-	ErrDecode       uint64
-	ErrSocket       uint64
-	LinkResubscribe uint64 // link subscriptions that failed and were renewed
-	LinkENOBUFS     uint64 // link sockets that overflowed, after which the links were listed again
-	Lookups         uint64 // entries added by Lookup: created without a notification
+// Counter is one thing the mirror counts. Each is declared once, in
+// CounterInfo: the metric it is exported as and the label value that
+// tells it from its family's others. The metrics collector and the
+// README's test read that table; the mirror counts where it happens
+// (m.c.add). A new counter is its line below, its line in CounterInfo
+// and its count: one file and the one that counts.
+type Counter int
+
+// The mirror's counters.
+const (
+	Messages        Counter = iota // neighbour messages applied to the table
+	Ignored                        // messages for unwatched interfaces, other families or proxies
+	Dumps                          // full dumps completed
+	ResyncENOBUFS                  // resyncs after the socket overflowed
+	ResyncInterrupt                // dumps redone because the kernel flagged them inconsistent
+	ResyncLink                     // resyncs after an interface came into scope
+	ResyncError                    // resyncs after another socket error
+	ResyncPeriodic                 // scheduled reconciliations
+	ResyncHooks                    // once the tracer's neigh_create hook is attached
+	ErrENOBUFS                     // the neighbour socket overflowed
+	ErrDecode                      // a message that did not decode
+	ErrSocket                      // another receive error
+	LinkResubscribe                // link subscriptions that failed and were renewed
+	LinkENOBUFS                    // link sockets that overflowed, after which the links were listed again
+	Lookups                        // entries added by Lookup: created without a notification
+
+	NumCounters
+)
+
+// Family is a metric family some counters are exported in.
+type Family struct {
+	Name, Help, Label string // Label "" for a family of one counter
 }
+
+// The families.
+var (
+	FamilyMessages = Family{"netlink_messages_total", "Neighbour messages applied to the table.", ""}
+	FamilyResyncs  = Family{"netlink_resyncs_total", "Full dumps that reconciled the table, by reason.", "reason"}
+	FamilyErrors   = Family{"netlink_errors_total", "Netlink receive and decode errors, by kind.", "kind"}
+	FamilyLookups  = Family{"netlink_lookups_total", "Entries added by a single-entry lookup: the kernel created them without a notification.", ""}
+)
+
+// CounterInfo says how each counter is exported: its family (nil for
+// one only the tests read) and its label value there.
+var CounterInfo = [NumCounters]struct {
+	Family *Family
+	Value  string
+}{
+	Messages:        {&FamilyMessages, ""},
+	Ignored:         {nil, ""},
+	Dumps:           {nil, ""},
+	ResyncENOBUFS:   {&FamilyResyncs, "enobufs"},
+	ResyncInterrupt: {&FamilyResyncs, "dump_interrupted"},
+	ResyncLink:      {&FamilyResyncs, "link"},
+	ResyncError:     {&FamilyResyncs, "error"},
+	ResyncPeriodic:  {&FamilyResyncs, "periodic"},
+	ResyncHooks:     {&FamilyResyncs, "hooks"},
+	ErrENOBUFS:      {&FamilyErrors, "enobufs"},
+	ErrDecode:       {&FamilyErrors, "decode"},
+	ErrSocket:       {&FamilyErrors, "socket"},
+	LinkResubscribe: {nil, ""},
+	LinkENOBUFS:     {nil, ""},
+	Lookups:         {&FamilyLookups, ""},
+}
+
+// Counters are the mirror's counters at one moment, by Counter.
+type Counters [NumCounters]uint64
 
 // counters is the live form of Counters.
-type counters struct {
-	messages, ignored, dumps                                                       atomic.Uint64
-	resyncENOBUFS, resyncInterrupt, resyncLink, resyncError                        atomic.Uint64
-	resyncPeriodic, errENOBUFS, errDecode, errSocket, linkResubscribe, linkENOBUFS atomic.Uint64
-	resyncHooks                                                                    atomic.Uint64
-	lookups                                                                        atomic.Uint64
-}
+type counters [NumCounters]atomic.Uint64
+
+// add counts one of c.
+func (c *counters) add(k Counter) { c[k].Add(1) }
 
 func (c *counters) snapshot() Counters {
-	return Counters{
-		Messages: c.messages.Load(), Ignored: c.ignored.Load(), Dumps: c.dumps.Load(),
-		ResyncENOBUFS: c.resyncENOBUFS.Load(), ResyncInterrupt: c.resyncInterrupt.Load(),
-		ResyncLink: c.resyncLink.Load(), ResyncError: c.resyncError.Load(), ResyncPeriodic: c.resyncPeriodic.Load(),
-		ResyncHooks: c.resyncHooks.Load(),
-		ErrENOBUFS:  c.errENOBUFS.Load(), ErrDecode: c.errDecode.Load(), ErrSocket: c.errSocket.Load(),
-		LinkResubscribe: c.linkResubscribe.Load(), LinkENOBUFS: c.linkENOBUFS.Load(), Lookups: c.lookups.Load(),
+	var s Counters
+	for i := range c {
+		s[i] = c[i].Load()
 	}
+	return s
 }

@@ -96,10 +96,10 @@ func drainMonitor(b *testing.B, ns lab.NS, h netns.NsHandle, lines []string) flo
 	_ = sock.f.SetReadDeadline(time.Now().Add(60 * time.Second))
 	batch := make([]table.Update, 0, 256)
 	start := time.Now()
-	for m.c.messages.Load() < uint64(len(lines)) {
+	for m.c[Messages].Load() < uint64(len(lines)) {
 		d, err := sock.recv()
 		if err != nil {
-			b.Fatalf("after %d of %d events: %v", m.c.messages.Load(), len(lines), err)
+			b.Fatalf("after %d of %d events: %v", m.c[Messages].Load(), len(lines), err)
 		}
 		if _, _, err := m.processDatagram(d, 0, false, &batch); err != nil {
 			b.Fatal(err)

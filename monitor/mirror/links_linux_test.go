@@ -52,7 +52,7 @@ func TestInterfaceFiltersAndRenames(t *testing.T) {
 	}
 	l.Node.MustIP(t, "link", "set", "b1", "name", "n9")
 	lab.WaitFor(t, 5*time.Second, "n9's entry to come back by resync", func() bool { return has(n1, "10.0.2.71") })
-	if m.Counters().ResyncLink == 0 {
+	if m.Counters()[mirror.ResyncLink] == 0 {
 		t.Error("no link resync counted")
 	}
 }
@@ -113,9 +113,9 @@ func TestLinksSurviveENOBUFS(t *testing.T) {
 	if n, extra := missing(); n > 0 || len(extra) > 0 {
 		t.Fatalf("after 15 s the mirror misses %d of the namespace's %d test links and keeps %d it deleted (%v); counters %+v", n, len(want), len(extra), extra, m.Counters())
 	}
-	if c := m.Counters(); c.LinkENOBUFS == 0 {
+	if c := m.Counters(); c[mirror.LinkENOBUFS] == 0 {
 		t.Errorf("no overflow of the link socket recorded (%+v): the test did not test it", c)
 	} else {
-		t.Logf("link socket overflows: %d, subscriptions renewed: %d", c.LinkENOBUFS, c.LinkResubscribe)
+		t.Logf("link socket overflows: %d, subscriptions renewed: %d", c[mirror.LinkENOBUFS], c[mirror.LinkResubscribe])
 	}
 }

@@ -45,7 +45,7 @@ func (m *Mirror) Lookup(keys []table.Key) (int, error) {
 			}
 			u, err := DecodeNeigh(unix.RTM_NEWNEIGH, b)
 			if err != nil {
-				m.c.errDecode.Add(1)
+				m.c.add(ErrDecode)
 				return nil
 			}
 			u.LLAddr = append([]byte(nil), u.LLAddr...) // b is not ours to keep
@@ -67,6 +67,6 @@ func (m *Mirror) Lookup(keys []table.Key) (int, error) {
 		m.table.Apply(table.CauseTracepoint, u)
 		added++
 	}
-	m.c.lookups.Add(uint64(added))
+	m.c[Lookups].Add(uint64(added))
 	return added, errors.Join(errs...)
 }

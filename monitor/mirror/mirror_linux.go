@@ -181,7 +181,7 @@ func (m *Mirror) resyncPeriodically(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		m.c.resyncPeriodic.Add(1)
+		m.c.add(ResyncPeriodic)
 		m.Resync()
 		took := time.Duration(m.lastResync.Load())
 		next := pace.Wait(m.cfg.ResyncInterval, took)
@@ -199,7 +199,7 @@ func (m *Mirror) resyncPeriodically(ctx context.Context) error {
 // message (NOARP, IPv6 multicast, INCOMPLETE), and one created between
 // the first dump and the hook would wait for the periodic resync.
 func (m *Mirror) ResyncAfterHooks() {
-	m.c.resyncHooks.Add(1)
+	m.c.add(ResyncHooks)
 	m.Resync()
 }
 
@@ -233,13 +233,13 @@ func (m *Mirror) runNeigh(ctx context.Context) error {
 		}
 		initial = initial && !m.loaded()
 		if errors.Is(err, unix.ENOBUFS) {
-			m.c.errENOBUFS.Add(1)
-			m.c.resyncENOBUFS.Add(1)
+			m.c.add(ErrENOBUFS)
+			m.c.add(ResyncENOBUFS)
 			m.log.Debug("neighbour socket overflowed, resyncing", "rcvbuf", m.rcvbuf.Load())
 			continue // no backoff: the overflow is over, the dump is the cure
 		}
-		m.c.errSocket.Add(1)
-		m.c.resyncError.Add(1)
+		m.c.add(ErrSocket)
+		m.c.add(ResyncError)
 		wait := retryWait(&b, time.Since(began))
 		m.log.Warn("neighbour socket failed, resyncing", "err", err, "retry_in", wait)
 		select {
@@ -362,7 +362,7 @@ func (s *dumpState) ended() error {
 	m := s.m
 	s.dumping = false
 	deleted := m.table.EndSync()
-	m.c.dumps.Add(1)
+	m.c.add(Dumps)
 	if s.initial {
 		s.initial = false
 		m.log.Info("neighbour table loaded", "entries", m.table.Len(), "took", s.cost.Wall(), "rcvbuf", s.sock.rcvbuf)
@@ -378,7 +378,7 @@ func (s *dumpState) ended() error {
 		return nil
 	}
 	if s.redump {
-		m.c.resyncInterrupt.Add(1)
+		m.c.add(ResyncInterrupt)
 	}
 	s.redump = false
 	return s.start()
@@ -420,14 +420,14 @@ func (m *Mirror) processDatagram(b []byte, seq uint32, dumping bool, batch *[]ta
 		}
 		u, derr := DecodeNeigh(h.Type, msg.Body)
 		if derr != nil {
-			m.c.errDecode.Add(1)
+			m.c.add(ErrDecode)
 			return nil
 		}
 		*batch = append(*batch, u)
 		return nil
 	})
 	if perr != nil {
-		m.c.errDecode.Add(1)
+		m.c.add(ErrDecode)
 	}
 	if err != nil {
 		return false, false, err
@@ -449,13 +449,13 @@ func (m *Mirror) applyBatch(cause table.Cause, batch []table.Update) {
 	kept := batch[:0]
 	for _, u := range batch {
 		if (u.Family != table.FamilyInet && u.Family != table.FamilyInet6) || u.Flags&table.FlagProxy != 0 || !m.watchedIndex(u.Ifindex) {
-			m.c.ignored.Add(1)
+			m.c.add(Ignored)
 			continue
 		}
 		kept = append(kept, u)
 	}
 	m.table.Apply(cause, kept...)
-	m.c.messages.Add(uint64(len(kept)))
+	m.c[Messages].Add(uint64(len(kept)))
 }
 
 // watchedIndex reports whether entries of an interface belong in the
@@ -511,7 +511,7 @@ func (m *Mirror) updateLink(l netlink.Link, announce bool) *Link {
 		m.log.Info("interface left scope", "interface", a.Name, "entries_dropped", n)
 	}
 	if announce && old != nil && !old.Watched && li.Watched {
-		m.c.resyncLink.Add(1)
+		m.c.add(ResyncLink)
 		m.Resync()
 	}
 	if m.cfg.OnLink != nil {
@@ -606,7 +606,7 @@ func (m *Mirror) runLinks(ctx context.Context) error {
 				return fmt.Errorf("subscribe to link notifications: %w", err)
 			}
 			wait := b.Duration()
-			m.c.linkResubscribe.Add(1)
+			m.c.add(LinkResubscribe)
 			m.log.Warn("subscribing to link notifications failed; trying again", "err", err, "in", wait.Round(time.Millisecond))
 			select {
 			case <-time.After(wait):
@@ -621,10 +621,10 @@ func (m *Mirror) runLinks(ctx context.Context) error {
 			return nil
 		}
 		if errors.Is(err, unix.ENOBUFS) {
-			m.c.linkENOBUFS.Add(1)
+			m.c.add(LinkENOBUFS)
 			continue
 		}
-		m.c.linkResubscribe.Add(1)
+		m.c.add(LinkResubscribe)
 		m.log.Warn("link subscription failed, subscribing again", "err", err)
 		select {
 		case <-time.After(100 * time.Millisecond):
@@ -657,7 +657,7 @@ func (m *Mirror) followLinks(ctx context.Context, sock *nlSocket) error {
 			case unix.RTM_NEWLINK:
 				l, err := netlink.LinkDeserialize(&msg.Header, msg.Body)
 				if err != nil {
-					m.c.errDecode.Add(1)
+					m.c.add(ErrDecode)
 					return nil
 				}
 				m.updateLink(l, true)
@@ -665,7 +665,7 @@ func (m *Mirror) followLinks(ctx context.Context, sock *nlSocket) error {
 			return nil
 		})
 		if err != nil {
-			m.c.errDecode.Add(1)
+			m.c.add(ErrDecode)
 		}
 	}
 }

@@ -299,19 +299,19 @@ func TestMirrorSurvivesENOBUFS(t *testing.T) {
 	m.Resync()
 	requireMirror(t, m, l.Node, 5*time.Second, true)
 	c := m.Counters()
-	if c.ResyncENOBUFS == 0 {
+	if c[mirror.ResyncENOBUFS] == 0 {
 		rb, _ := m.ReceiveBuffer()
 		t.Fatalf("no ENOBUFS resync with a %d-byte receive buffer after %d changes", rb, len(lines))
 	}
-	t.Logf("ENOBUFS resyncs: %d, dumps: %d, messages: %d", c.ResyncENOBUFS, c.Dumps, c.Messages)
+	t.Logf("ENOBUFS resyncs: %d, dumps: %d, messages: %d", c[mirror.ResyncENOBUFS], c[mirror.Dumps], c[mirror.Messages])
 	// Every resync replaced the socket; none may stay open. Other tests
 	// run in parallel and open files too, so allow a little slack but far
 	// less than one descriptor per resync.
 	if fds := openFDs(t); fds > fdsBefore+20 {
-		t.Errorf("open descriptors grew from %d to %d over %d resyncs", fdsBefore, fds, c.ResyncENOBUFS)
+		t.Errorf("open descriptors grew from %d to %d over %d resyncs", fdsBefore, fds, c[mirror.ResyncENOBUFS])
 	}
 	if g := runtime.NumGoroutine(); g > goBefore+20 {
-		t.Errorf("goroutines grew from %d to %d over %d resyncs", goBefore, g, c.ResyncENOBUFS)
+		t.Errorf("goroutines grew from %d to %d over %d resyncs", goBefore, g, c[mirror.ResyncENOBUFS])
 	}
 }
 
@@ -343,12 +343,12 @@ func TestPeriodicResyncPacedByCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := startMirror(t, l.Node, mirror.Config{ResyncInterval: 10 * time.Millisecond})
-	lab.WaitFor(t, 20*time.Second, "a periodic resync", func() bool { return m.Counters().Dumps >= 2 })
+	lab.WaitFor(t, 20*time.Second, "a periodic resync", func() bool { return m.Counters()[mirror.Dumps] >= 2 })
 	before := m.Counters()
 	window := 1500 * time.Millisecond
 	time.Sleep(window)
 	after := m.Counters()
-	n := after.ResyncPeriodic - before.ResyncPeriodic
+	n := after[mirror.ResyncPeriodic] - before[mirror.ResyncPeriodic]
 	t.Logf("%d periodic resyncs in %v with a %d-entry table, interval 10ms", n, window, m.table.Len())
 	if n >= 30 {
 		t.Errorf("%d periodic resyncs in %v: not paced by their cost (unpaced: one per 10ms)", n, window)
