@@ -247,8 +247,8 @@ func TestCandidatesInKernelAsOneByOne(t *testing.T) {
 				t.Errorf("refused %v: the changed candidate's MAC %v (%v), want %v", refuse, net.HardwareAddr(sv.Mac[:]), err, c(1, 99).MAC)
 			}
 		}
-		r.bloom = [16384]uint8(tr.sourceBloom())
-		r.ifaces = maps.Clone(tr.candIfaces)
+		r.bloom = [16384]uint8(tr.cands.sourceBloom())
+		r.ifaces = maps.Clone(tr.cands.ifaces)
 		return tr, r
 	}
 	kernel, inKernel := update(nil)

@@ -138,8 +138,16 @@ func (t CandidateFilter) UpdateCandidates(cs []Candidate) (notWatched int, err e
 				d = -1
 			}
 			delete(t.sightings, k) // counts from zero again
-			slots = t.candSlot(k, d) || slots
-			ifaces = t.candIface(int(k.Ifindex), int(d)) || ifaces
+			slots = t.cands.slot(k, d) || slots
+			idx := int(k.Ifindex)
+			ifaces = t.cands.iface(idx, int(d)) || ifaces
+			// tr_source runs where candidates are (an interface that
+			// vanished under it is dropped there, and comes back here).
+			if t.cands.ifaces[idx] > 0 {
+				t.sourceIfaces[idx] = true
+			} else {
+				delete(t.sourceIfaces, idx)
+			}
 		case tracerCandResultCAND_FULL:
 			notWatched++
 		case tracerCandResultCAND_FAILED:
@@ -162,7 +170,7 @@ func (t CandidateFilter) UpdateCandidates(cs []Candidate) (notWatched int, err e
 		}
 	}
 	if slots {
-		bloom := t.sourceBloom()
+		bloom := t.cands.sourceBloom()
 		if err := t.objs.SourceBloom.Set(bloom); err != nil {
 			errs = append(errs, fmt.Errorf("set source filter: %w", err))
 		}
@@ -254,44 +262,51 @@ func (t CandidateFilter) candidatesEach(cs []Candidate, note func(tracerNkey, tr
 	}
 }
 
+// candidateCounts is the candidate filter's own state: the source-MAC
+// candidates are the map's, and these count them per filter slot and per
+// interface, so a change costs O(1). Only this file uses it.
+type candidateCounts struct {
+	slots  [16384]int32
+	bloom  []uint8     // the source filter as last written (sourceBloom)
+	ifaces map[int]int // candidates per interface
+}
+
 // sourceBloom is the source filter the candidates make: a slot is set
 // while some candidate hashes to it. It is one buffer, rewritten each
 // time: a 16 KiB array returned by value grew the stack of every caller
 // to 128 KiB (the copies through the embedding wrappers), and the
 // goroutine that updates candidates kept it.
-func (t *tracerCore) sourceBloom() []uint8 {
-	if t.bloom == nil {
-		t.bloom = make([]uint8, len(t.candSlots))
+func (c *candidateCounts) sourceBloom() []uint8 {
+	if c.bloom == nil {
+		c.bloom = make([]uint8, len(c.slots))
 	}
-	for i, n := range t.candSlots {
-		t.bloom[i] = 0
+	for i, n := range c.slots {
+		c.bloom[i] = 0
 		if n > 0 {
-			t.bloom[i] = 1
+			c.bloom[i] = 1
 		}
 	}
-	return t.bloom
+	return c.bloom
 }
 
-// candSlot counts a candidate in or out of its filter slot and reports
+// slot counts a candidate in or out of its filter slot and reports
 // whether the slot turned on or off.
-func (t *tracerCore) candSlot(k tracerNkey, d int32) bool {
+func (c *candidateCounts) slot(k tracerNkey, d int32) bool {
 	i := sourceSlot(k)
-	was := t.candSlots[i] > 0
-	t.candSlots[i] += d
-	return was != (t.candSlots[i] > 0)
+	was := c.slots[i] > 0
+	c.slots[i] += d
+	return was != (c.slots[i] > 0)
 }
 
-// candIface counts a candidate in or out of its interface and reports
+// iface counts a candidate in or out of its interface and reports
 // whether the interface gained its first or lost its last.
-func (t *tracerCore) candIface(ifindex int, d int) bool {
-	n := t.candIfaces[ifindex] + d
+func (c *candidateCounts) iface(ifindex int, d int) bool {
+	n := c.ifaces[ifindex] + d
 	if n > 0 {
-		t.candIfaces[ifindex] = n
-		t.sourceIfaces[ifindex] = true
+		c.ifaces[ifindex] = n
 		return n == d
 	}
-	delete(t.candIfaces, ifindex)
-	delete(t.sourceIfaces, ifindex)
+	delete(c.ifaces, ifindex)
 	return true
 }
 
@@ -300,7 +315,7 @@ func (t CandidateFilter) Candidates() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for _, c := range t.candIfaces {
+	for _, c := range t.cands.ifaces {
 		n += c
 	}
 	return n

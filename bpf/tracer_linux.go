@@ -25,7 +25,7 @@ import (
 //     program's candidates and its filter;
 //   - Seeder (tracer_seed_linux.go): the in-kernel mirror of STALE
 //     entries, seeded and counted;
-//   - Reader (tracer_read_linux.go): bypass hits, sightings, redirects
+//   - Readout (tracer_read_linux.go): bypass hits, sightings, redirects
 //     and the ring buffer of transitions.
 //
 // Close releases it all.
@@ -35,7 +35,7 @@ type Tracer struct {
 	Hooks
 	CandidateFilter
 	Seeder
-	Reader
+	Readout
 }
 
 // The jobs: views of one core.
@@ -44,7 +44,7 @@ type (
 	Hooks           struct{ *tracerCore }
 	CandidateFilter struct{ *tracerCore }
 	Seeder          struct{ *tracerCore }
-	Reader          struct{ *tracerCore }
+	Readout         struct{ *tracerCore }
 )
 
 // tracerCore is the state every job shares.
@@ -94,15 +94,11 @@ type tracerCore struct {
 	attached     time.Duration // attached before since
 	xmitLink     link.Link
 	fentryLinks  []link.Link
-	sourceIfaces map[int]bool    // interfaces with candidates
-	sourceLinks  map[int]ingress // tr_source on their ingress
-	sourceFailed map[int]string  // interfaces where tr_source did not attach, and why
-	// The source-MAC candidates are the map's own; these count them per
-	// filter slot and per interface, so a change costs O(1).
-	candSlots  [16384]int32
-	bloom      []uint8 // the source filter as last written (sourceBloom)
-	candIfaces map[int]int
-	sightings  map[tracerNkey]uint32 // packets already returned by SightingsOf (the count wraps)
+	sourceIfaces map[int]bool          // interfaces with candidates
+	sourceLinks  map[int]ingress       // tr_source on their ingress
+	sourceFailed map[int]string        // interfaces where tr_source did not attach, and why
+	cands        candidateCounts       // the candidate filter's (tracer_candidates_linux.go)
+	sightings    map[tracerNkey]uint32 // packets already returned by SightingsOf (the count wraps)
 }
 
 // TracerOptions configure LoadTracer.
@@ -159,9 +155,9 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoBTF, err)
 	}
 	c := &tracerCore{watched: make(map[int]bool), inNetNS: opts.InNetNS, sourceIfaces: map[int]bool{},
-		sourceLinks: map[int]ingress{}, sourceFailed: map[int]string{}, candIfaces: map[int]int{},
+		sourceLinks: map[int]ingress{}, sourceFailed: map[int]string{}, cands: candidateCounts{ifaces: map[int]int{}},
 		sightings: map[tracerNkey]uint32{}, features: map[Feature]FeatureStatus{}, mode: TracerOff}
-	t := &Tracer{tracerCore: c, Loader: Loader{c}, Hooks: Hooks{c}, CandidateFilter: CandidateFilter{c}, Seeder: Seeder{c}, Reader: Reader{c}}
+	t := &Tracer{tracerCore: c, Loader: Loader{c}, Hooks: Hooks{c}, CandidateFilter: CandidateFilter{c}, Seeder: Seeder{c}, Readout: Readout{c}}
 	if t.inNetNS == nil {
 		t.inNetNS = func(fn func() error) error { return fn() }
 	}

@@ -304,7 +304,7 @@ func (t *tracerCore) loadFentry(opts TracerOptions, kernelBTF *btf.Cache) error 
 	t.feRedirects = l.maps["fe_redirects"]
 	t.feEpoch, t.feSourceBloom = l.own.Variables["epoch"], l.own.Variables["source_bloom"]
 	if t.feSourceBloom != nil {
-		if err := t.feSourceBloom.Set(t.sourceBloom()); err != nil {
+		if err := t.feSourceBloom.Set(t.cands.sourceBloom()); err != nil {
 			return fmt.Errorf("set the fentry object's source filter: %w", err)
 		}
 	}

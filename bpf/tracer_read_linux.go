@@ -26,7 +26,7 @@ type Sighting struct {
 // SightingsOf returns, of the candidates the programs announced (keys,
 // with the MAC each announcement named), those whose address was seen at
 // another MAC since the last call, with the packets since then.
-func (t Reader) SightingsOf(keys map[HitKey]net.HardwareAddr, out map[HitKey]Sighting) error {
+func (t Readout) SightingsOf(keys map[HitKey]net.HardwareAddr, out map[HitKey]Sighting) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	clear(out)
@@ -52,7 +52,7 @@ func (t Reader) SightingsOf(keys map[HitKey]net.HardwareAddr, out map[HitKey]Sig
 // Hits returns the bypass packets counted per entry in its current STALE
 // period, summed over CPUs, walking the whole map (tests; the feed asks
 // for the entries the programs announced, HitsOf).
-func (t Reader) Hits() (map[HitKey]uint64, error) {
+func (t Readout) Hits() (map[HitKey]uint64, error) {
 	out := make(map[HitKey]uint64)
 	var k tracerNkey
 	var per []tracerHitv
@@ -71,7 +71,7 @@ func (t Reader) Hits() (map[HitKey]uint64, error) {
 
 // HitsOf returns the bypass packets of some entries in their current
 // STALE period, summed over CPUs; an entry without counters is absent.
-func (t Reader) HitsOf(keys []HitKey, out map[HitKey]uint64) error {
+func (t Readout) HitsOf(keys []HitKey, out map[HitKey]uint64) error {
 	clear(out)
 	per := t.hitBuf[:0]
 	for _, hk := range keys {
@@ -96,7 +96,7 @@ func sumHits(per []tracerHitv) uint64 {
 }
 
 // Stats reads the counters and how full the maps are.
-func (t Reader) Stats() (TracerStats, error) {
+func (t Readout) Stats() (TracerStats, error) {
 	var s TracerStats
 	for stat, dst := range map[tracerTrStat]*uint64{
 		tracerTrStatST_HITS_DROPPED:   &s.HitsDropped,
@@ -122,7 +122,7 @@ func (t Reader) Stats() (TracerStats, error) {
 
 // Redirects returns, in fentry mode, the redirect helper calls counted
 // per helper and next-hop state. It returns nil in xmit mode.
-func (t Reader) Redirects() (RedirectCounts, error) {
+func (t Readout) Redirects() (RedirectCounts, error) {
 	if t.feRedirects == nil {
 		return nil, nil
 	}
@@ -161,7 +161,7 @@ var sources = map[tracerTpSource]string{
 // ReadTransitions calls fn for each silent transition the tracepoints
 // report, until ctx ends or the tracer is closed. Records that do not
 // decode go to bad.
-func (t Reader) ReadTransitions(ctx context.Context, fn func(SilentTransition), bad func(error)) error {
+func (t Readout) ReadTransitions(ctx context.Context, fn func(SilentTransition), bad func(error)) error {
 	// Flush wakes a blocked read without the reader's lock, which a
 	// blocked read holds (SetDeadline would wait for it).
 	stop := context.AfterFunc(ctx, func() { _ = t.rd.Flush() })
@@ -208,7 +208,7 @@ func decodeTransition(b []byte) (SilentTransition, error) {
 // maps takes: the memlock the kernel reports for it (fdinfo), which
 // kernels since 5.11 charge to the agent's memory cgroup. A map the
 // kernel reports no figure for is left out.
-func (t Reader) MapMemory() (map[string]uint64, error) {
+func (t Readout) MapMemory() (map[string]uint64, error) {
 	out := map[string]uint64{}
 	add := func(name string, m *ebpf.Map) error {
 		if m == nil {
@@ -243,7 +243,7 @@ func (t Reader) MapMemory() (map[string]uint64, error) {
 // epochs later, or as soon as an entry with the MAC turns STALE). The
 // hook checks the answer against the mirror at every packet. A question
 // the hook dropped meanwhile is not answered: it asks again.
-func (t Reader) NameGateway(ifindex int, family netip.Addr, mac net.HardwareAddr, addr netip.Addr) error {
+func (t Readout) NameGateway(ifindex int, family netip.Addr, mac net.HardwareAddr, addr netip.Addr) error {
 	if len(mac) != 6 {
 		return fmt.Errorf("gateway MAC %v: not Ethernet", mac)
 	}

@@ -27,7 +27,7 @@ type TracerSource interface {
 	// StaleCounted is how many STALE entries the tracer's maps count.
 	StaleCounted() (uint64, error)
 	// MapMemory is the kernel memory of each of the tracer's maps, by
-	// name (bpf.Reader.MapMemory).
+	// name (bpf.Readout.MapMemory).
 	MapMemory() (map[string]uint64, error)
 }
 

@@ -40,10 +40,10 @@ func NewNetActor() (*NetActor, error) {
 // Close releases the handle.
 func (a *NetActor) Close() { a.h.Close() }
 
-func ifaceOf(e *table.Entry) (*net.Interface, error) {
-	ifi, err := net.InterfaceByIndex(int(e.Ifindex))
+func ifaceOf(en *table.Entry) (*net.Interface, error) {
+	ifi, err := net.InterfaceByIndex(int(en.Ifindex))
 	if err != nil {
-		return nil, fmt.Errorf("interface %d of %s is gone: %w", e.Ifindex, e.Addr, err)
+		return nil, fmt.Errorf("interface %d of %s is gone: %w", en.Ifindex, en.Addr, err)
 	}
 	return ifi, nil
 }
@@ -82,15 +82,15 @@ func sourceIPv4(ifi *net.Interface, target netip.Addr) (netip.Addr, error) {
 // if it moved. With listen > 0, Probe then reads the answers for that long
 // (or until ctx ends) and returns each MAC that answered for the IP, once,
 // in the order they came.
-func (a *NetActor) Probe(ctx context.Context, e *table.Entry, phase int, listen time.Duration) ([]net.HardwareAddr, error) {
-	ifi, err := ifaceOf(e)
+func (a *NetActor) Probe(ctx context.Context, en *table.Entry, phase int, listen time.Duration) ([]net.HardwareAddr, error) {
+	ifi, err := ifaceOf(en)
 	if err != nil {
 		return nil, err
 	}
-	if e.Addr.Is4() {
-		return probeARP(ctx, ifi, e, phase, listen)
+	if en.Addr.Is4() {
+		return probeARP(ctx, ifi, en, phase, listen)
 	}
-	return probeNDP(ctx, ifi, e, phase, listen)
+	return probeNDP(ctx, ifi, en, phase, listen)
 }
 
 // answers collects distinct MACs in arrival order.
@@ -114,8 +114,8 @@ func listenUntil(ctx context.Context, listen time.Duration) time.Time {
 	return end
 }
 
-func probeARP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int, listen time.Duration) ([]net.HardwareAddr, error) {
-	src, err := sourceIPv4(ifi, e.Addr)
+func probeARP(ctx context.Context, ifi *net.Interface, en *table.Entry, phase int, listen time.Duration) ([]net.HardwareAddr, error) {
+	src, err := sourceIPv4(ifi, en.Addr)
 	if err != nil {
 		return nil, err
 	}
@@ -130,14 +130,14 @@ func probeARP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int
 	}
 	dst := ethernet.Broadcast
 	if phase == 0 {
-		dst = e.HardwareAddr()
+		dst = en.HardwareAddr()
 	}
-	p, err := arp.NewPacket(arp.OperationRequest, ifi.HardwareAddr, src, net.HardwareAddr{0, 0, 0, 0, 0, 0}, e.Addr)
+	p, err := arp.NewPacket(arp.OperationRequest, ifi.HardwareAddr, src, net.HardwareAddr{0, 0, 0, 0, 0, 0}, en.Addr)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.WriteTo(p, dst); err != nil {
-		return nil, fmt.Errorf("send ARP request for %s on %s: %w", e.Addr, ifi.Name, err)
+		return nil, fmt.Errorf("send ARP request for %s on %s: %w", en.Addr, ifi.Name, err)
 	}
 	if listen <= 0 {
 		return nil, nil
@@ -154,14 +154,14 @@ func probeARP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int
 			}
 			continue // not an ARP packet this client parses
 		}
-		if r.Operation == arp.OperationReply && r.SenderIP == e.Addr && !bytes.Equal(r.SenderHardwareAddr, ifi.HardwareAddr) {
+		if r.Operation == arp.OperationReply && r.SenderIP == en.Addr && !bytes.Equal(r.SenderHardwareAddr, ifi.HardwareAddr) {
 			got.add(r.SenderHardwareAddr)
 		}
 	}
 	return got, nil
 }
 
-func probeNDP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int, listen time.Duration) ([]net.HardwareAddr, error) {
+func probeNDP(ctx context.Context, ifi *net.Interface, en *table.Entry, phase int, listen time.Duration) ([]net.HardwareAddr, error) {
 	// The link-local address, as the kernel would use; while it is still
 	// tentative (a new interface), any other address of the interface.
 	var conn *ndp.Conn
@@ -177,7 +177,7 @@ func probeNDP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int
 	}
 	defer conn.Close()
 	m := &ndp.NeighborSolicitation{
-		TargetAddress: e.Addr,
+		TargetAddress: en.Addr,
 		Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: ifi.HardwareAddr}},
 	}
 	if phase == 0 {
@@ -185,16 +185,16 @@ func probeNDP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int
 		// kernel's IPv6 output, the solicitation would use the entry
 		// itself and start its re-validation (STALE -> DELAY), which a
 		// confirmation in dry-run must not.
-		err = sendUnicastNS(ifi, e, src.WithZone(""), m)
+		err = sendUnicastNS(ifi, en, src.WithZone(""), m)
 	} else {
 		var dst netip.Addr
-		if dst, err = ndp.SolicitedNodeMulticast(e.Addr); err != nil {
+		if dst, err = ndp.SolicitedNodeMulticast(en.Addr); err != nil {
 			return nil, err
 		}
 		err = conn.WriteTo(m, nil, dst.WithZone(ifi.Name))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("send Neighbor Solicitation for %s on %s: %w", e.Addr, ifi.Name, err)
+		return nil, fmt.Errorf("send Neighbor Solicitation for %s on %s: %w", en.Addr, ifi.Name, err)
 	}
 	if listen <= 0 {
 		return nil, nil
@@ -212,7 +212,7 @@ func probeNDP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int
 			continue // a message the ndp package does not parse
 		}
 		na, ok := msg.(*ndp.NeighborAdvertisement)
-		if !ok || na.TargetAddress != e.Addr {
+		if !ok || na.TargetAddress != en.Addr {
 			continue
 		}
 		// An answer names its MAC in the target link-layer address option
@@ -229,7 +229,7 @@ func probeNDP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int
 			}
 		}
 		if !named && na.Solicited && phase == 0 {
-			got.add(e.HardwareAddr())
+			got.add(en.HardwareAddr())
 		}
 	}
 	return got, nil
@@ -239,8 +239,8 @@ func probeNDP(ctx context.Context, ifi *net.Interface, e *table.Entry, phase int
 // an Ethernet frame to the entry's MAC, from src, on a packet socket: the
 // probe the kernel sends to a STALE entry in PROBE, without the kernel's
 // neighbour entry.
-func sendUnicastNS(ifi *net.Interface, e *table.Entry, src netip.Addr, m *ndp.NeighborSolicitation) error {
-	icmp, err := ndp.MarshalMessageChecksum(m, src, e.Addr)
+func sendUnicastNS(ifi *net.Interface, en *table.Entry, src netip.Addr, m *ndp.NeighborSolicitation) error {
+	icmp, err := ndp.MarshalMessageChecksum(m, src, en.Addr)
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func sendUnicastNS(ifi *net.Interface, e *table.Entry, src netip.Addr, m *ndp.Ne
 	}
 	defer pc.Close()
 	frame := make([]byte, 14+40+len(icmp))
-	copy(frame[0:6], e.HardwareAddr())
+	copy(frame[0:6], en.HardwareAddr())
 	copy(frame[6:12], ifi.HardwareAddr)
 	binary.BigEndian.PutUint16(frame[12:14], unix.ETH_P_IPV6)
 	ip := frame[14:54]
@@ -258,39 +258,39 @@ func sendUnicastNS(ifi *net.Interface, e *table.Entry, src netip.Addr, m *ndp.Ne
 	binary.BigEndian.PutUint16(ip[4:6], uint16(len(icmp)))
 	ip[6] = unix.IPPROTO_ICMPV6
 	ip[7] = 255 // NDP's hop limit: a solicitation from further away is ignored
-	s16, d16 := src.As16(), e.Addr.As16()
+	s16, d16 := src.As16(), en.Addr.As16()
 	copy(ip[8:24], s16[:])
 	copy(ip[24:40], d16[:])
 	copy(frame[54:], icmp)
-	_, err = pc.WriteTo(frame, &packet.Addr{HardwareAddr: e.HardwareAddr()})
+	_, err = pc.WriteTo(frame, &packet.Addr{HardwareAddr: en.HardwareAddr()})
 	return err
 }
 
-func (a *NetActor) neigh(e *table.Entry) *netlink.Neigh {
+func (a *NetActor) neigh(en *table.Entry) *netlink.Neigh {
 	fam := unix.AF_INET
-	if e.Addr.Is6() {
+	if en.Addr.Is6() {
 		fam = unix.AF_INET6
 	}
-	return &netlink.Neigh{LinkIndex: int(e.Ifindex), Family: fam, IP: net.IP(e.Addr.AsSlice()), State: int(e.State)}
+	return &netlink.Neigh{LinkIndex: int(en.Ifindex), Family: fam, IP: net.IP(en.Addr.AsSlice()), State: int(en.State)}
 }
 
 // Kick asks the kernel to re-resolve the entry (RTM_NEWNEIGH, NTF_USE): it
 // runs neigh_event_send(), STALE -> DELAY -> PROBE. The kernel's unicast
 // probes go to the old MAC, so a host that moved is not found unless
 // mcast_resolicit is set; see docs/remediation.md.
-func (a *NetActor) Kick(e *table.Entry) error {
-	n := a.neigh(e)
+func (a *NetActor) Kick(en *table.Entry) error {
+	n := a.neigh(en)
 	n.Flags = unix.NTF_USE
 	if err := a.h.NeighSet(n); err != nil {
-		return fmt.Errorf("kick %s on %d: %w", e.Addr, e.Ifindex, kernelRefusal(err))
+		return fmt.Errorf("kick %s on %d: %w", en.Addr, en.Ifindex, kernelRefusal(err))
 	}
 	return nil
 }
 
 // Flush deletes the entry.
-func (a *NetActor) Flush(e *table.Entry) error {
-	if err := a.h.NeighDel(a.neigh(e)); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("flush %s on %d: %w", e.Addr, e.Ifindex, kernelRefusal(err))
+func (a *NetActor) Flush(en *table.Entry) error {
+	if err := a.h.NeighDel(a.neigh(en)); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("flush %s on %d: %w", en.Addr, en.Ifindex, kernelRefusal(err))
 	}
 	return nil
 }

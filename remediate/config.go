@@ -45,14 +45,14 @@ type Actor interface {
 	// broadcast (ARP) or solicited-node multicast (NDP). With listen > 0
 	// it then reads answers for that long and returns each MAC that
 	// answered for the entry's IP, once, in the order they came.
-	Probe(ctx context.Context, e *table.Entry, phase int, listen time.Duration) ([]net.HardwareAddr, error)
+	Probe(ctx context.Context, en *table.Entry, phase int, listen time.Duration) ([]net.HardwareAddr, error)
 	// Kick sends RTM_NEWNEIGH with NTF_USE.
-	Kick(e *table.Entry) error
+	Kick(en *table.Entry) error
 	// Flush deletes the entry.
-	Flush(e *table.Entry) error
+	Flush(en *table.Entry) error
 	// Manage makes the entry managed, marked as neighwatch's
 	// (table.ProtocolNeighwatch), keeping its address and state.
-	Manage(e *table.Entry) error
+	Manage(en *table.Entry) error
 	// Release clears managed: a valid entry goes back to STALE and the
 	// kernel's normal life, an invalid one (FAILED, INCOMPLETE) is
 	// deleted. A missing entry or link is not an error.
@@ -60,7 +60,7 @@ type Actor interface {
 	// Repoint sets an entry neighwatch manages to mac, STALE, still
 	// managed: its host moved there, a probe proved it, and a REACHABLE
 	// managed entry takes no ARP answer within its locktime.
-	Repoint(e *table.Entry, mac net.HardwareAddr) error
+	Repoint(en *table.Entry, mac net.HardwareAddr) error
 }
 
 // Swapper swaps an interface's datapath to bpf_redirect_neigh; the agent
@@ -162,8 +162,8 @@ func DefaultStrategies(manageSupported, swapPossible bool) []Strategy {
 	}
 	var rs []ranked
 	for _, s := range registry {
-		if r, ok := s.rank(manageSupported, swapPossible); ok {
-			rs = append(rs, ranked{s.name(), r})
+		if r, ok := s.ranked(manageSupported, swapPossible); ok {
+			rs = append(rs, ranked{s.name, r})
 		}
 	}
 	slices.SortStableFunc(rs, func(a, b ranked) int { return a.rank - b.rank })

@@ -284,7 +284,7 @@ func (e *Engine) Next(en *table.Entry, ifname string) Strategy {
 	kt := e.kit()
 	for _, s := range e.strategies(d) {
 		if s.applicable(kt, en, false) {
-			return s.name()
+			return s.name
 		}
 	}
 	return ""
@@ -306,14 +306,14 @@ func (e *Engine) policy(mode Mode) Policy {
 // preventing ones alone for prevention (a policy prevents only when one
 // is among the strategies); those that repair a move for an entry
 // neighwatch manages whose host moved; else all.
-func (e *Engine) strategies(d Decision) []strategy {
-	var out []strategy
+func (e *Engine) strategies(d Decision) []*strategyInfo {
+	var out []*strategyInfo
 	for _, name := range e.conf().Strategies {
 		s := lookup(name)
 		switch {
 		case s == nil:
-		case d.Prevent && !s.prevents():
-		case d.Moved && !s.repairsMove():
+		case d.Prevent && !s.prevents:
+		case d.Moved && !s.repairsMove:
 		default:
 			out = append(out, s)
 		}
@@ -344,7 +344,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 					// back-off; the next sweep looks at it in the new mode.
 					return
 				}
-				e.record(&en, s.name(), OutcomeDryRun, d.Reason(), nil)
+				e.record(&en, s.name, OutcomeDryRun, d.Reason(), nil)
 				break
 			}
 		}
@@ -369,7 +369,7 @@ func (e *Engine) handle(ctx context.Context, k table.Key) {
 		if out == "" {
 			continue // turned down at the last moment
 		}
-		e.record(&cur, s.name(), out, d.Reason(), err)
+		e.record(&cur, s.name, out, d.Reason(), err)
 		switch out {
 		case OutcomeConflict, OutcomeConfirmed:
 			// Another strategy would only ask the same hosts again, or

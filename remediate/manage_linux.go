@@ -58,9 +58,9 @@ func neighRequest(typ int, k table.Key, state uint16, flagsExt uint32, withExt b
 // Manage sets NTF_EXT_MANAGED and neighwatch's protocol on the entry. No
 // state and no address: the kernel keeps the entry's lladdr and starts
 // re-validating it at once (as `ip neigh replace IP dev DEV managed`).
-func (a *NetActor) Manage(e *table.Entry) error {
-	if err := neighRequest(unix.RTM_NEWNEIGH, e.Key, 0, table.FlagExtManaged, true, table.ProtocolNeighwatch); err != nil {
-		return fmt.Errorf("manage %s on %d: %w", e.Addr, e.Ifindex, kernelRefusal(err))
+func (a *NetActor) Manage(en *table.Entry) error {
+	if err := neighRequest(unix.RTM_NEWNEIGH, en.Key, 0, table.FlagExtManaged, true, table.ProtocolNeighwatch); err != nil {
+		return fmt.Errorf("manage %s on %d: %w", en.Addr, en.Ifindex, kernelRefusal(err))
 	}
 	return nil
 }
@@ -70,11 +70,11 @@ func (a *NetActor) Manage(e *table.Entry) error {
 // address given with the managed flag, so first STALE at mac (which
 // clears managed; neighwatch's protocol stays), then managed again, which
 // makes the kernel re-validate it there at once.
-func (a *NetActor) Repoint(e *table.Entry, mac net.HardwareAddr) error {
-	if err := neighRequest(unix.RTM_NEWNEIGH, e.Key, unix.NUD_STALE, 0, true, table.ProtocolNeighwatch, mac...); err != nil {
-		return fmt.Errorf("repoint %s on %d to %s: %w", e.Addr, e.Ifindex, mac, kernelRefusal(err))
+func (a *NetActor) Repoint(en *table.Entry, mac net.HardwareAddr) error {
+	if err := neighRequest(unix.RTM_NEWNEIGH, en.Key, unix.NUD_STALE, 0, true, table.ProtocolNeighwatch, mac...); err != nil {
+		return fmt.Errorf("repoint %s on %d to %s: %w", en.Addr, en.Ifindex, mac, kernelRefusal(err))
 	}
-	return a.Manage(e)
+	return a.Manage(en)
 }
 
 // Release clears managed. A valid entry is set STALE with its address

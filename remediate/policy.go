@@ -150,52 +150,52 @@ type Policy struct {
 // (PERMANENT, NOARP, managed by others, extern_learn) are never touched,
 // whatever the scope; entries neighwatch manages only when their host
 // was seen at another MAC.
-func Decide(e *table.Entry, ifname string, p Policy) Decision {
+func Decide(en *table.Entry, ifname string, p Policy) Decision {
 	moved := false
 	switch {
 	case p.Mode == ModeOff:
 		return Decision{Skip: SkipModeOff}
-	case e.State == table.StatePermanent:
+	case en.State == table.StatePermanent:
 		return Decision{Skip: SkipPermanent}
-	case e.State == table.StateNoARP:
+	case en.State == table.StateNoARP:
 		return Decision{Skip: SkipNoARP}
-	case e.FlagsExt&table.FlagExtManaged != 0:
-		if e.Owner() != table.OwnerNeighwatch || !e.State.Valid() || e.DisputingMAC() == "" {
+	case en.FlagsExt&table.FlagExtManaged != 0:
+		if en.Owner() != table.OwnerNeighwatch || !en.State.Valid() || en.DisputingMAC() == "" {
 			return Decision{Skip: SkipManaged}
 		}
 		moved = true
-	case e.Flags&table.FlagExtLearned != 0:
+	case en.Flags&table.FlagExtLearned != 0:
 		return Decision{Skip: SkipExternLearn}
-	case e.State != table.StateStale:
+	case en.State != table.StateStale:
 		return Decision{Skip: SkipNotStale}
 	}
 	switch {
-	case e.LLAddr == "":
+	case en.LLAddr == "":
 		return Decision{Skip: SkipNoLinkLayer}
-	case !e.Addr.IsGlobalUnicast() && !e.Addr.IsLinkLocalUnicast():
+	case !en.Addr.IsGlobalUnicast() && !en.Addr.IsLinkLocalUnicast():
 		return Decision{Skip: SkipSpecialAddr}
 	}
 	if f := p.Filter; f != nil {
 		if !(table.Selector{Include: f.Interfaces, Exclude: f.ExcludeInterfaces}).Match(ifname) {
 			return Decision{Skip: SkipInterface}
 		}
-		if !cidrAllowed(e.Addr, f.AllowCIDRs, f.DenyCIDRs) {
+		if !cidrAllowed(en.Addr, f.AllowCIDRs, f.DenyCIDRs) {
 			return Decision{Skip: SkipCIDR}
 		}
 	}
 	if moved {
-		return Decision{Act: true, Moved: true, Evidence: "managed-moved:" + evidenceList(e)}
+		return Decision{Act: true, Moved: true, Evidence: "managed-moved:" + evidenceList(en)}
 	}
-	c := e.Class()
+	c := en.Class()
 	switch {
 	case c == table.ClassOK:
 		return Decision{Skip: SkipNotLong}
 	case c == table.ClassConflict:
 		return Decision{Skip: SkipConflict}
 	case c >= p.Scope.MinClass():
-		return Decision{Act: true, Evidence: reason(e)}
+		return Decision{Act: true, Evidence: reason(en)}
 	case c == table.ClassAtRisk && p.Prevent:
-		return Decision{Act: true, Prevent: true, Evidence: reason(e)}
+		return Decision{Act: true, Prevent: true, Evidence: reason(en)}
 	case c == table.ClassAtRisk:
 		return Decision{Skip: SkipAtRisk}
 	}
@@ -207,38 +207,38 @@ func Decide(e *table.Entry, ifname string, p Policy) Decision {
 // the entry's own MAC, as the kernel sends for a STALE entry in use. That
 // is a STALE entry, young or not, or one neighwatch manages, that
 // remediation may touch (not off, not another's, not filtered out).
-func Confirmable(e *table.Entry, ifname string, p Policy) bool {
+func Confirmable(en *table.Entry, ifname string, p Policy) bool {
 	switch {
-	case p.Mode == ModeOff || !e.Suspect() || e.Class() == table.ClassStuck:
+	case p.Mode == ModeOff || !en.Suspect() || en.Class() == table.ClassStuck:
 		return false // nothing to confirm, or already proven
-	case e.State == table.StateStale && !e.Managed():
-	case e.Owner() == table.OwnerNeighwatch && e.State.Valid():
+	case en.State == table.StateStale && !en.Managed():
+	case en.Owner() == table.OwnerNeighwatch && en.State.Valid():
 	default:
 		return false
 	}
-	return probeable(e, ifname, p)
+	return probeable(en, ifname, p)
 }
 
 // MoveCheckable reports whether an entry the kernel just pointed at
 // another MAC may have its old MAC asked whether it still holds the IP
 // (movecheck.go): in dry-run and on, for a unicast address of a dynamic
 // entry the filter lets remediation act on.
-func MoveCheckable(e *table.Entry, ifname string, p Policy) bool {
-	if p.Mode == ModeOff || e.State == table.StatePermanent || e.State == table.StateNoARP {
+func MoveCheckable(en *table.Entry, ifname string, p Policy) bool {
+	if p.Mode == ModeOff || en.State == table.StatePermanent || en.State == table.StateNoARP {
 		return false // off, or set by hand, not by the network
 	}
-	return probeable(e, ifname, p)
+	return probeable(en, ifname, p)
 }
 
-// probeable reports whether the agent may send unicast probes about e (a
+// probeable reports whether the agent may send unicast probes about en (a
 // confirmation, a move check): it has a MAC, its address is unicast, and
 // the filter lets remediation act on it.
-func probeable(e *table.Entry, ifname string, p Policy) bool {
-	if e.LLAddr == "" || (!e.Addr.IsGlobalUnicast() && !e.Addr.IsLinkLocalUnicast()) {
+func probeable(en *table.Entry, ifname string, p Policy) bool {
+	if en.LLAddr == "" || (!en.Addr.IsGlobalUnicast() && !en.Addr.IsLinkLocalUnicast()) {
 		return false
 	}
 	if f := p.Filter; f != nil {
-		if !(table.Selector{Include: f.Interfaces, Exclude: f.ExcludeInterfaces}).Match(ifname) || !cidrAllowed(e.Addr, f.AllowCIDRs, f.DenyCIDRs) {
+		if !(table.Selector{Include: f.Interfaces, Exclude: f.ExcludeInterfaces}).Match(ifname) || !cidrAllowed(en.Addr, f.AllowCIDRs, f.DenyCIDRs) {
 			return false
 		}
 	}
@@ -254,16 +254,16 @@ func (p Policy) MinClass() table.Class {
 }
 
 // reason names the class and its evidence: "stuck:source-mac+bypass".
-func reason(e *table.Entry) string {
-	if why := evidenceList(e); why != "" {
-		return e.Class().String() + ":" + why
+func reason(en *table.Entry) string {
+	if why := evidenceList(en); why != "" {
+		return en.Class().String() + ":" + why
 	}
-	return e.Class().String()
+	return en.Class().String()
 }
 
-func evidenceList(e *table.Entry) string {
+func evidenceList(en *table.Entry) string {
 	var why []string
-	for _, ev := range e.Evidence() {
+	for _, ev := range en.Evidence() {
 		why = append(why, string(ev.Signal))
 	}
 	return strings.Join(why, "+")

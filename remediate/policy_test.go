@@ -224,7 +224,7 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 	_, err := ParseStrategies("probe,teleport")
-	if err == nil || !strings.Contains(err.Error(), "want manage, probe, kick, swap or flush") {
+	if err == nil || !strings.Contains(err.Error(), "want "+orList(Strategies())) {
 		t.Errorf("ParseStrategies(probe,teleport) error = %v", err)
 	}
 	if _, err := ParseStrategies("probe,probe"); err == nil {

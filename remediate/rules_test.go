@@ -380,9 +380,21 @@ func TestSkipReasonNamesEnd(t *testing.T) {
 // TestStrategiesHelpNotes: the help names each strategy and adds a note
 // only where there is one.
 func TestStrategiesHelpNotes(t *testing.T) {
-	want := "strategies in order, from manage, probe, kick, swap, flush; manage only on Linux 5.16 and later; swap first with --datapath.mode=auto"
-	if got := StrategiesHelp(); got != want {
-		t.Errorf("help %q, want %q", got, want)
+	help := StrategiesHelp()
+	if want := "strategies in order, from " + strings.ReplaceAll(joinStrategies(Strategies()), ",", ", ") + "; "; !strings.HasPrefix(help, want) {
+		t.Errorf("help %q does not start %q", help, want)
+	}
+	notes := 0
+	for _, s := range registry {
+		if s.note != "" {
+			notes++
+			if !strings.Contains(help, "; "+string(s.name)+" "+s.note) {
+				t.Errorf("help %q lacks %s's note %q", help, s.name, s.note)
+			}
+		}
+	}
+	if got := strings.Count(help, "; "); got != notes {
+		t.Errorf("help %q has %d parts after the names, want one note each for %d", help, got, notes)
 	}
 }
 

@@ -15,56 +15,104 @@ import (
 // from needing a repair).
 type Strategy string
 
-// strategy is one way to act on an entry: a type in its own file
-// (strategy_*.go), listed once in registry. The Engine keeps what all
-// share: the queue, the rate limits, the back-off, the dry-run and the
-// record of each action. A strategy says what it is for, when it can
-// act, acts and verifies what it did against the table, with what the
-// engine hands it (kit), never the engine itself.
+// A strategy is one way to act on an entry, in its own file
+// (strategy_*.go): what it is, as data (strategyInfo), and what it does,
+// two methods (strategy). The registry lists each once. The Engine keeps
+// what all share: the queue, the rate limits, the back-off, the dry-run
+// and the record of each action. A strategy acts and verifies what it did
+// against the table with what the engine hands it (kit), never the
+// engine itself.
 type strategy interface {
-	name() Strategy
-	// note is said of it in the flag's help ("" for nothing).
-	note() string
-	// rank is its place in the default order, 0 first; ok is false when
-	// it is not a default where the kernel keeps managed neighbours (or
-	// not) and the datapath can swap (or not).
-	rank(manageSupported, swapPossible bool) (rank int, ok bool)
-	// inert says why it can never act under c ("" when it can); kernel
-	// is set when the kernel, not the configuration, is why (one
-	// configuration serves a fleet of kernels: only a warning).
-	inert(c *Config, swapPossible bool) (why string, kernel bool)
-	// prevents says it keeps entries from getting stuck rather than
-	// repairing them: a policy with such a strategy acts on at-risk
-	// entries, and only the preventing strategies act on them.
-	prevents() bool
-	// repairs says whether it repairs a stuck entry.
-	repairs(swapPossible bool) bool
-	// repairsMove says whether it repairs an entry neighwatch manages
-	// whose host moved: one that is REACHABLE at the old MAC.
-	repairsMove() bool
-	// feature names the kernel feature it needs on every watched
-	// interface, with whether the kernel has it and why not ("" for
-	// none): the agent's detection reports it.
-	feature(c *Config) (name string, ok bool, why string)
 	// applicable says whether it can act on the entry now; count says
 	// whether a refusal (the manage cap's) is counted, not when only
 	// asked what would happen.
-	applicable(k *kit, en *table.Entry, count bool) bool
+	applicable(kt *kit, en *table.Entry, count bool) bool
 	// act acts on the entry and verifies the outcome. The outcome ""
 	// means it turned the entry down at the last moment: nothing done,
 	// nothing recorded, the next strategy's turn.
-	act(ctx context.Context, k *kit, en *table.Entry, a *attempt) (Outcome, error)
+	act(ctx context.Context, kt *kit, en *table.Entry, a *attempt) (Outcome, error)
+}
+
+// strategyInfo is what a strategy is.
+type strategyInfo struct {
+	name Strategy
+	note string // said of it in the flag's help ("" for nothing)
+	// rank is its place in the default order, 0 first (where what it
+	// needs is there).
+	rank int
+	// needs is what it cannot act without: the kernel's managed
+	// neighbours, or a datapath that may swap.
+	needs need
+	// prevents says it keeps entries from getting stuck rather than
+	// repairing them: a policy with such a strategy acts on at-risk
+	// entries, and only the preventing strategies act on them.
+	prevents bool
+	// repairsMove says whether it repairs an entry neighwatch manages
+	// whose host moved: one that is REACHABLE at the old MAC.
+	repairsMove bool
+	strategy
+}
+
+// need is what a strategy cannot act without.
+type need int
+
+const (
+	needNothing need = iota
+	needManaged      // a kernel that keeps managed neighbours (Linux 5.16+): the kernel's feature "managed"
+	needSwap         // a datapath that may swap (the agent's --datapath.mode=auto)
+)
+
+// ranked returns its place in the default order, and false when it is
+// not a default where the kernel keeps managed neighbours (or not) and
+// the datapath can swap (or not).
+func (s *strategyInfo) ranked(manageSupported, swapPossible bool) (int, bool) {
+	switch s.needs {
+	case needManaged:
+		return s.rank, manageSupported
+	case needSwap:
+		return s.rank, swapPossible
+	}
+	return s.rank, true
+}
+
+// inert says why it can never act under c ("" when it can); kernel is
+// set when the kernel, not the configuration, is why (one configuration
+// serves a fleet of kernels: only a warning).
+func (s *strategyInfo) inert(c *Config, swapPossible bool) (why string, kernel bool) {
+	switch {
+	case s.needs == needManaged && !c.Manage.Supported:
+		return "this kernel keeps no managed neighbours (Linux 5.16+)", true
+	case s.needs == needSwap && !swapPossible:
+		return "it needs a datapath that may swap (the agent's auto datapath mode)", false
+	}
+	return "", false
+}
+
+// repairs says whether it repairs a stuck entry: every strategy that
+// does not prevent, a swap only where the datapath can swap.
+func (s *strategyInfo) repairs(swapPossible bool) bool {
+	return !s.prevents && (s.needs != needSwap || swapPossible)
+}
+
+// feature names the kernel feature it needs on every watched interface,
+// with whether the kernel has it and why not ("" for none): the agent's
+// detection reports it.
+func (s *strategyInfo) feature(c *Config) (name string, ok bool, why string) {
+	if s.needs == needManaged {
+		return "managed", c.Manage.Supported, "the kernel keeps no managed neighbours (NTF_EXT_MANAGED needs Linux 5.16)"
+	}
+	return "", false, ""
 }
 
 // registry lists every strategy once, in the order of the counters and
 // of Strategies.
-var registry = []strategy{manageStrategy{}, probeStrategy{}, kickStrategy{}, swapStrategy{}, flushStrategy{}}
+var registry = []*strategyInfo{&manageInfo, &probeInfo, &kickInfo, &swapInfo, &flushInfo}
 
 // prevents says whether a strategy in c that can act prevents: then
 // at-risk entries are candidates for prevention.
 func prevents(c *Config) bool {
 	for _, name := range c.Strategies {
-		if s := lookup(name); s != nil && s.prevents() {
+		if s := lookup(name); s != nil && s.prevents {
 			if why, _ := s.inert(c, false); why == "" {
 				return true
 			}
@@ -102,15 +150,15 @@ func Features(c Config) []Feature {
 func Strategies() []Strategy {
 	out := make([]Strategy, len(registry))
 	for i, s := range registry {
-		out[i] = s.name()
+		out[i] = s.name
 	}
 	return out
 }
 
 // lookup returns the strategy named s, or nil.
-func lookup(s Strategy) strategy {
+func lookup(s Strategy) *strategyInfo {
 	for _, x := range registry {
-		if x.name() == s {
+		if x.name == s {
 			return x
 		}
 	}
@@ -122,9 +170,9 @@ func lookup(s Strategy) strategy {
 func StrategiesHelp() string {
 	var names, notes []string
 	for _, s := range registry {
-		names = append(names, string(s.name()))
-		if n := s.note(); n != "" {
-			notes = append(notes, string(s.name())+" "+n)
+		names = append(names, string(s.name))
+		if s.note != "" {
+			notes = append(notes, string(s.name)+" "+s.note)
 		}
 	}
 	return "strategies in order, from " + strings.Join(names, ", ") + "; " + strings.Join(notes, "; ")
@@ -159,6 +207,10 @@ func orList(ss []Strategy) string {
 	return strings.ReplaceAll(s, ",", ", ") + " or " + string(ss[len(ss)-1])
 }
 
+// JoinStrategies writes a list as --remediation.strategies takes it:
+// "manage,probe".
+func JoinStrategies(ss []Strategy) string { return joinStrategies(ss) }
+
 func joinStrategies(ss []Strategy) string {
 	var s []string
 	for _, x := range ss {
@@ -187,7 +239,7 @@ type attempt struct {
 
 // act runs one strategy on an entry and verifies its outcome against
 // the table.
-func (e *Engine) act(ctx context.Context, en *table.Entry, s strategy) (Outcome, error) {
+func (e *Engine) act(ctx context.Context, en *table.Entry, s *strategyInfo) (Outcome, error) {
 	defer e.acting.mark(en.Key, func() { e.table.Lookup(en.Key) })()
 	kt := e.kit()
 	ch, stop := kt.watch(en.Key)

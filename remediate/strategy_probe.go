@@ -13,37 +13,33 @@ import (
 // carries traffic, then broadcast (or solicited-node multicast).
 const StrategyProbe Strategy = "probe"
 
+// probeInfo: the first repair where nothing prevents; an answer from a
+// new MAC repairs a move.
+var probeInfo = strategyInfo{name: StrategyProbe, rank: 2, repairsMove: true, strategy: probeStrategy{}}
+
 type probeStrategy struct{}
 
-func (probeStrategy) name() Strategy                           { return StrategyProbe }
-func (probeStrategy) note() string                             { return "" }
-func (probeStrategy) rank(bool, bool) (int, bool)              { return 2, true }
-func (probeStrategy) inert(*Config, bool) (string, bool)       { return "", false }
-func (probeStrategy) prevents() bool                           { return false }
-func (probeStrategy) repairs(bool) bool                        { return true }
-func (probeStrategy) repairsMove() bool                        { return true }
-func (probeStrategy) feature(*Config) (string, bool, string)   { return "", false, "" }
 func (probeStrategy) applicable(*kit, *table.Entry, bool) bool { return true }
 
-func (p probeStrategy) act(ctx context.Context, k *kit, en *table.Entry, a *attempt) (Outcome, error) {
+func (p probeStrategy) act(ctx context.Context, kt *kit, en *table.Entry, a *attempt) (Outcome, error) {
 	if a.claim != nil {
-		return p.disputed(ctx, k, en, a)
+		return p.disputed(ctx, kt, en, a)
 	}
 	// Unicast first; the broadcast one only if no answer came.
-	if _, err := k.actor.Probe(ctx, en, 0, 0); err != nil {
+	if _, err := kt.actor.Probe(ctx, en, 0, 0); err != nil {
 		return OutcomeFailed, err
 	}
-	if o, done := k.await(ctx, a.ch, en.Key, a.oldMAC, a.needMove, k.cfg.ProbeGap, false); done {
+	if o, done := kt.await(ctx, a.ch, en.Key, a.oldMAC, a.needMove, kt.cfg.ProbeGap, false); done {
 		return o, nil
 	}
-	if _, err := k.actor.Probe(ctx, en, 1, 0); err != nil {
+	if _, err := kt.actor.Probe(ctx, en, 1, 0); err != nil {
 		return OutcomeFailed, err
 	}
-	o := k.verify(ctx, en, a, k.cfg.VerifyTimeout)
+	o := kt.verify(ctx, en, a, kt.cfg.VerifyTimeout)
 	if o != OutcomeFixed && ctx.Err() == nil {
 		// Nobody answered at the entry's MAC: evidence that the host is
 		// not there (the table keeps it while the entry keeps that MAC).
-		k.table.ProbeUnanswered(en.Key, a.oldMAC, time.Now())
+		kt.table.ProbeUnanswered(en.Key, a.oldMAC, time.Now())
 	}
 	return o, nil
 }
@@ -54,21 +50,21 @@ func (p probeStrategy) act(ctx context.Context, k *kit, en *table.Entry, a *atte
 // answer from the entry's MAC while another MAC claims the IP is a
 // conflict, never a repair: the table records it and keeps the entry
 // stuck.
-func (probeStrategy) disputed(ctx context.Context, k *kit, en *table.Entry, a *attempt) (Outcome, error) {
-	listen := k.cfg.VerifyTimeout
+func (probeStrategy) disputed(ctx context.Context, kt *kit, en *table.Entry, a *attempt) (Outcome, error) {
+	listen := kt.cfg.VerifyTimeout
 	if en.Owner() == table.OwnerNeighwatch {
 		// The kernel ignores answers for a managed entry, so the host's
 		// traffic waits for the repoint after the listen: a short one
 		// (the evidence watcher still hears a second MAC that answers
 		// later, as a conflict).
-		listen = min(listen, k.cfg.ProbeGap)
+		listen = min(listen, kt.cfg.ProbeGap)
 	}
-	answered, err := k.actor.Probe(ctx, en, 1, listen)
+	answered, err := kt.actor.Probe(ctx, en, 1, listen)
 	if err != nil {
 		return OutcomeFailed, err
 	}
-	k.log.Debug("broadcast probe answered", "interface", k.table.LinkName(en.Ifindex), "ip", en.Addr, "claimed", a.claim.String(), "answers", fmt.Sprint(answered))
-	if o, ok := k.judgeAnswers(en, answered); ok {
+	kt.log.Debug("broadcast probe answered", "interface", kt.table.LinkName(en.Ifindex), "ip", en.Addr, "claimed", a.claim.String(), "answers", fmt.Sprint(answered))
+	if o, ok := kt.judgeAnswers(en, answered); ok {
 		return o, nil
 	}
 	// The entry's MAC did not answer, so only a new MAC repairs it: the
@@ -80,11 +76,11 @@ func (probeStrategy) disputed(ctx context.Context, k *kit, en *table.Entry, a *a
 		// The kernel does not take an ARP or NDP answer with a new
 		// address for a managed entry (it follows only its own
 		// re-validation): give it the proven address.
-		if err := k.repoint(en, answered[0]); err != nil {
+		if err := kt.repoint(en, answered[0]); err != nil {
 			return OutcomeFailed, err
 		}
-		return k.verify(ctx, en, a, k.cfg.VerifyTimeout), nil
+		return kt.verify(ctx, en, a, kt.cfg.VerifyTimeout), nil
 	}
 	// Another MAC answered alone (the kernel took it), or nobody did.
-	return k.verify(ctx, en, a, k.cfg.ProbeGap), nil
+	return kt.verify(ctx, en, a, kt.cfg.ProbeGap), nil
 }

@@ -11,8 +11,8 @@ import (
 // suspect and managed entries) and reports what probes found to.
 // *table.Table is one.
 type Table interface {
-	Walk(min table.Class, fn func(e *table.Entry, ifname string) bool) []table.Entry
-	Suspects(fn func(e *table.Entry, ifname string) bool) []table.Entry
+	Walk(min table.Class, fn func(en *table.Entry, ifname string) bool) []table.Entry
+	Suspects(fn func(en *table.Entry, ifname string) bool) []table.Entry
 	Owned() []table.Entry
 	Lookup(k table.Key) (table.Entry, bool)
 	LinkName(ifindex int32) string

@@ -110,7 +110,9 @@ func declare(fs *flag.FlagSet) (*bound, *options.Table) {
 	r := &c.Remediation
 	o.Values(options.Parsed(&r.Mode, remediate.ParseMode), "remediation", "", live, "auto-remediation: off (sends nothing), dry-run (decides and reports, changes no entry; sends only the confirmations' unicast probes to an entry's own MAC, see --remediation.confirm) or on; change it at runtime with neighwatch remediation")
 	o.Values(options.Parsed(&r.Scope, remediate.ParseScope), "remediation.scope", "", live, "entries to act on: stuck (evidence the host is not at the entry's MAC), at-risk (and entries that bypassing traffic keeps from re-validation) or all-stale (every stale-long entry)")
-	o.Values(strategyList{&r.Strategies}, "remediation.strategies", "`manage,probe,kick,flush`", live, remediate.StrategiesHelp())
+	// The default shown is the order on a kernel that keeps managed
+	// neighbours, without swap; the agent's own depends on both.
+	o.Values(strategyList{&r.Strategies}, "remediation.strategies", "`"+remediate.JoinStrategies(remediate.DefaultStrategies(true, false))+"`", live, remediate.StrategiesHelp())
 	o.Int(&r.Manage.Max, "manage.max", options.Between(1, 1_000_000), live, "most entries kept managed at once; more are refused (counted) and go to the next strategy")
 	o.Duration(&r.Manage.Idle, "manage.idle", options.BetweenOrOff(time.Second, 7*24*time.Hour), live, "release a managed entry after this long without bypass traffic (0: never)")
 	o.Duration(&r.Manage.FailedTimeout, "manage.failed-timeout", options.Between(time.Second, 24*time.Hour), live, "release a managed entry that stays FAILED this long: its host is gone")
@@ -257,11 +259,7 @@ func (v strategyList) String() string {
 	if v.p == nil {
 		return ""
 	}
-	var s []string
-	for _, x := range *v.p {
-		s = append(s, string(x))
-	}
-	return strings.Join(s, ",")
+	return remediate.JoinStrategies(*v.p)
 }
 
 func (v strategyList) Set(s string) error {
