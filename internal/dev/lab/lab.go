@@ -468,14 +468,16 @@ func (n NS) HTTPGet(url string) (int, string, error) {
 	host := u.Host
 	err = n.Do(func() error {
 		var err error
-		conn, err = net.DialTimeout("tcp", host, 5*time.Second)
+		conn, err = net.DialTimeout("tcp", host, Patience(5*time.Second))
 		return err
 	})
 	if err != nil {
 		return 0, "", fmt.Errorf("connect to %s in %s: %w", host, n.Name, err)
 	}
 	tr := &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return conn, nil }, DisableKeepAlives: true}
-	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(url)
+	// Stretched in a guest under emulation (Patience): a loaded one took
+	// longer than 10 s to answer a scrape.
+	resp, err := (&http.Client{Transport: tr, Timeout: Patience(10 * time.Second)}).Get(url)
 	if err != nil {
 		return 0, "", err
 	}
