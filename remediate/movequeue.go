@@ -26,10 +26,10 @@ import (
 //   - settled: the address was not seen moving before (this is the
 //     first move the table saw, or its old MAC held for moveSettled); a
 //     flood moves the same addresses again and again;
-//   - one of few: its new MAC claimed fewer than manyClaims addresses
-//     within the last claimWindow or two; a MAC that claims many at once
-//     is a spoofer or a proxy, and its claims are the evidence, not each
-//     of its moves.
+//   - one of few: entries moved to its new MAC fewer than manyClaims
+//     times within the last claimWindow or two (each move a claim); a
+//     MAC that claims many addresses at once is a spoofer or a proxy,
+//     and its claims are the evidence, not each of its moves.
 //
 // The watcher queues a move while the table publishes it (the table's
 // lock held), so the queue sees every move the table does: none is lost
@@ -44,7 +44,7 @@ import (
 type stake uint8
 
 const (
-	stakeFewClaims stake = 1 << iota // the new MAC claimed few addresses lately
+	stakeFewClaims stake = 1 << iota // few moves went to the new MAC lately
 	stakeSettled                     // the address was not seen moving before
 	stakeInUse                       // traffic used the entry lately
 
