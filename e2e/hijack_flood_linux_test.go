@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,12 +52,8 @@ func TestHijackHiddenInAFlood(t *testing.T) {
 	// would measure each other), nor with the other tests that hold the
 	// neighbour thresholds.
 	for _, rate := range []int{0, 10_000} {
-		name := "fastest"
-		if rate > 0 {
-			name = strconv.Itoa(rate) + "/s"
-		}
 		for run := range runs {
-			t.Run(fmt.Sprintf("%s/%d", name, run), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%d", rateName(rate), run), func(t *testing.T) {
 				hijackInFlood(t, fmt.Sprintf("hf%d%d", rate/10_000, run), rate, lead)
 			})
 		}
@@ -104,28 +101,23 @@ func hijackInFlood(t *testing.T, name string, rate int, lead time.Duration) {
 	spoofMAC := net.HardwareAddr{0x02, 0x66, 0, 0, 0, 1}
 
 	cpu0, sent0 := procCPU(t, a.pid()), nodeSent(t, seg)
-	stop := make(chan struct{})
-	type result struct {
-		f   lab.MoveFlood
-		err error
-	}
-	flooded := make(chan result, 1)
+	var (
+		flood    lab.MoveFlood
+		floodErr error
+		stopOnce sync.Once
+	)
+	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
-		f, err := attacker.SendMoves(lab.SegmentHostIf, nodeMAC, movers, rate, 0, stop)
-		flooded <- result{f, err}
+		defer close(done)
+		flood, floodErr = attacker.SendMoves(lab.SegmentHostIf, nodeMAC, movers, rate, 0, stop)
 	}()
-	stopped := false
 	stopFlood := func() lab.MoveFlood {
-		if !stopped {
-			close(stop)
-			stopped = true
+		stopOnce.Do(func() { close(stop) })
+		<-done
+		if floodErr != nil {
+			t.Fatal(floodErr)
 		}
-		r := <-flooded
-		flooded <- r
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		return r.f
+		return flood
 	}
 	defer stopFlood()
 	// lead of flood first, and every entry moved at least twice: the
@@ -133,9 +125,8 @@ func hijackInFlood(t *testing.T, name string, rate int, lead time.Duration) {
 	floodStart := time.Now()
 	lab.WaitFor(t, 10*time.Minute, fmt.Sprintf("%v of flood, every entry moved twice", lead), func() bool {
 		select {
-		case r := <-flooded:
-			flooded <- r
-			t.Fatalf("the flood ended early: %+v %v", r.f, r.err)
+		case <-done:
+			t.Fatalf("the flood ended early: %+v %v", flood, floodErr)
 		default:
 		}
 		return time.Since(floodStart) >= lead &&

@@ -516,7 +516,7 @@ func TestBackOffCapped(t *testing.T) {
 func TestDefaultStrategies(t *testing.T) {
 	for _, tc := range []struct{ manage, swap bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
 		want := defaultsFor(t, tc.manage, tc.swap)
-		if got := joinStrategies(DefaultStrategies(tc.manage, tc.swap)); got != want {
+		if got := JoinStrategies(DefaultStrategies(tc.manage, tc.swap)); got != want {
 			t.Errorf("manage %v, swap %v: %s, want %s", tc.manage, tc.swap, got, want)
 		}
 	}

@@ -99,18 +99,19 @@ func newMoveQueue(capacity int, dropped func()) *moveQueue {
 // It runs under the table's lock: it must not call the table.
 func (q *moveQueue) add(ev *table.Event) {
 	k := table.Key{Ifindex: ev.Ifindex, Addr: ev.IP}
+	now := string(ev.LLAddr) // one copy of the table's bytes, for the claims and the check
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	st := moveStake(ev, q.claims.add(string(ev.LLAddr), ev.Time.UnixNano()))
+	st := moveStake(ev, q.claims.add(now, ev.Time.UnixNano()))
 	if el := q.byKey[k]; el != nil {
 		mc := el.Value.(*moveCheck)
-		if string(ev.LLAddr) == mc.old {
+		if now == mc.old {
 			q.remove(el) // back where it was before: nothing to ask
 			return
 		}
 		// Seen moving again: the stake is the new move's, but traffic
 		// that used the entry still did.
-		mc.now = string(ev.LLAddr)
+		mc.now = now
 		if st |= mc.stake & stakeInUse; st != mc.stake {
 			q.stakes[mc.stake].Remove(el)
 			mc.stake = st
@@ -127,7 +128,7 @@ func (q *moveQueue) add(ev *table.Event) {
 		q.remove(q.stakes[low].Front()) // the oldest of the lowest stake
 		q.dropped()
 	}
-	q.byKey[k] = q.stakes[st].PushBack(&moveCheck{key: k, old: string(ev.OldLLAddr), now: string(ev.LLAddr), stake: st})
+	q.byKey[k] = q.stakes[st].PushBack(&moveCheck{key: k, old: string(ev.OldLLAddr), now: now, stake: st})
 	q.signal()
 }
 

@@ -313,12 +313,12 @@ func Inert(c Config, swapPossible bool) (warnings []string, fatal error) {
 	}
 	if usable == 0 {
 		if !kernel {
-			return nil, fmt.Errorf("%s can never act: %s", joinStrategies(c.Strategies), strings.Join(warnings, "; "))
+			return nil, fmt.Errorf("%s can never act: %s", JoinStrategies(c.Strategies), strings.Join(warnings, "; "))
 		}
 		return warnings, nil
 	}
 	if !repair {
-		warnings = append(warnings, joinStrategies(c.Strategies)+": stuck entries are never repaired (manage only keeps at-risk entries fresh); add probe")
+		warnings = append(warnings, JoinStrategies(c.Strategies)+": stuck entries are never repaired (manage only keeps at-risk entries fresh); add probe")
 	}
 	return warnings, nil
 }

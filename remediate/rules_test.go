@@ -381,7 +381,7 @@ func TestSkipReasonNamesEnd(t *testing.T) {
 // only where there is one.
 func TestStrategiesHelpNotes(t *testing.T) {
 	help := StrategiesHelp()
-	if want := "strategies in order, from " + strings.ReplaceAll(joinStrategies(Strategies()), ",", ", ") + "; "; !strings.HasPrefix(help, want) {
+	if want := "strategies in order, from " + strings.ReplaceAll(JoinStrategies(Strategies()), ",", ", ") + "; "; !strings.HasPrefix(help, want) {
 		t.Errorf("help %q does not start %q", help, want)
 	}
 	notes := 0

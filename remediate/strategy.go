@@ -203,15 +203,13 @@ func ParseStrategies(s string) ([]Strategy, error) {
 
 // orList writes "a, b or c".
 func orList(ss []Strategy) string {
-	s := joinStrategies(ss[:len(ss)-1])
+	s := JoinStrategies(ss[:len(ss)-1])
 	return strings.ReplaceAll(s, ",", ", ") + " or " + string(ss[len(ss)-1])
 }
 
 // JoinStrategies writes a list as --remediation.strategies takes it:
 // "manage,probe".
-func JoinStrategies(ss []Strategy) string { return joinStrategies(ss) }
-
-func joinStrategies(ss []Strategy) string {
+func JoinStrategies(ss []Strategy) string {
 	var s []string
 	for _, x := range ss {
 		s = append(s, string(x))

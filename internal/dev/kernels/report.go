@@ -384,22 +384,8 @@ func noteKey(line string) string {
 // columns changed) is dropped, not misplaced. Rows follow Debian's
 // order, the host last.
 func MergeTable(old, table string) string {
-	split := func(t string) (header []string, rows, notes map[string][]string) {
-		rows, notes = map[string][]string{}, map[string][]string{}
-		for _, l := range strings.Split(t, "\n") {
-			switch {
-			case strings.HasPrefix(l, "| kernel |"), strings.HasPrefix(l, "|---"):
-				header = append(header, l)
-			case strings.HasPrefix(l, "| "):
-				rows[rowKey(l)] = append(rows[rowKey(l)], l)
-			case strings.HasPrefix(l, "- "):
-				notes[noteKey(l)] = append(notes[noteKey(l)], l)
-			}
-		}
-		return header, rows, notes
-	}
-	newHeader, rows, notes := split(table)
-	oldHeader, oldRows, oldNotes := split(old)
+	newHeader, rows, notes := splitTable(table)
+	oldHeader, oldRows, oldNotes := splitTable(old)
 	if strings.Join(oldHeader, "\n") == strings.Join(newHeader, "\n") {
 		for k, ls := range oldRows {
 			if rows[k] == nil { // this run did not boot it
@@ -408,16 +394,15 @@ func MergeTable(old, table string) string {
 			}
 		}
 	}
-	order := append(Names(), "host")
 	var b strings.Builder
 	b.WriteString(strings.Join(newHeader, "\n") + "\n")
-	for _, k := range order {
+	for _, k := range rowOrder() {
 		for _, l := range rows[k] {
 			b.WriteString(l + "\n")
 		}
 	}
 	var ns []string
-	for _, k := range order {
+	for _, k := range rowOrder() {
 		ns = append(ns, notes[k]...)
 	}
 	if len(ns) > 0 {
@@ -425,6 +410,26 @@ func MergeTable(old, table string) string {
 	}
 	return b.String()
 }
+
+// splitTable reads a kernel table: its header lines, and its rows and
+// notes by kernel (rowKey, noteKey).
+func splitTable(t string) (header []string, rows, notes map[string][]string) {
+	rows, notes = map[string][]string{}, map[string][]string{}
+	for _, l := range strings.Split(t, "\n") {
+		switch {
+		case strings.HasPrefix(l, "| kernel |"), strings.HasPrefix(l, "|---"):
+			header = append(header, l)
+		case strings.HasPrefix(l, "| "):
+			rows[rowKey(l)] = append(rows[rowKey(l)], l)
+		case strings.HasPrefix(l, "- "):
+			notes[noteKey(l)] = append(notes[noteKey(l)], l)
+		}
+	}
+	return header, rows, notes
+}
+
+// rowOrder is the order of a table's rows: Debian's, the host last.
+func rowOrder() []string { return append(Names(), "host") }
 
 // Block returns the text between the kernel-matrix markers of doc.
 func Block(doc string) string {
@@ -442,51 +447,38 @@ var measured = []string{"moved host: stuck, repaired"}
 
 // FactsDiffer compares two tables (the README's and a run's) but for the
 // measured columns, and returns the kernels whose rows or notes differ,
-// in the run's order ("layout" when the columns differ); none when they
-// say the same.
+// in the tables' order ("layout" when the columns differ); none when
+// they say the same.
 func FactsDiffer(readme, run string) []string {
-	facts := func(t string) (header string, rows map[string]string, notes map[string]string, order []string) {
-		rows, notes = map[string]string{}, map[string]string{}
-		var mask []int
-		for _, l := range strings.Split(t, "\n") {
-			switch {
-			case strings.HasPrefix(l, "| kernel |"):
-				header = l
-				for i, c := range strings.Split(l, "|") {
-					if slices.Contains(measured, strings.TrimSpace(c)) {
-						mask = append(mask, i)
-					}
-				}
-			case strings.HasPrefix(l, "|---"):
-			case strings.HasPrefix(l, "| "):
-				cells := strings.Split(l, "|")
-				for _, i := range mask {
-					if i < len(cells) {
-						cells[i] = ""
-					}
-				}
-				k := rowKey(l)
-				rows[k] += strings.Join(cells, "|") + "\n"
-				order = append(order, k)
-			case strings.HasPrefix(l, "- "):
-				notes[noteKey(l)] += l + "\n"
-			}
-		}
-		return header, rows, notes, order
-	}
-	rh, rrows, rnotes, _ := facts(readme)
-	nh, nrows, nnotes, order := facts(run)
-	if rh != nh {
+	rh, rrows, rnotes := splitTable(readme)
+	nh, nrows, nnotes := splitTable(run)
+	if strings.Join(rh, "\n") != strings.Join(nh, "\n") {
 		return []string{"layout"}
 	}
-	var out []string
-	for k := range rrows {
-		if _, ok := nrows[k]; !ok {
-			order = append(order, k)
+	var mask []int
+	if len(nh) > 0 {
+		for i, c := range strings.Split(nh[0], "|") {
+			if slices.Contains(measured, strings.TrimSpace(c)) {
+				mask = append(mask, i)
+			}
 		}
 	}
-	for _, k := range order {
-		if rrows[k] != nrows[k] || rnotes[k] != nnotes[k] {
+	facts := func(ls []string) string {
+		var b strings.Builder
+		for _, l := range ls {
+			cells := strings.Split(l, "|")
+			for _, i := range mask {
+				if i < len(cells) {
+					cells[i] = ""
+				}
+			}
+			b.WriteString(strings.Join(cells, "|") + "\n")
+		}
+		return b.String()
+	}
+	var out []string
+	for _, k := range rowOrder() {
+		if facts(rrows[k]) != facts(nrows[k]) || !slices.Equal(rnotes[k], nnotes[k]) {
 			out = append(out, k)
 		}
 	}

@@ -120,12 +120,12 @@ func (n NS) SendMoves(dev string, dst net.HardwareAddr, movers []Mover, perSecon
 			defer tick.Stop()
 		}
 		due := func() int { return int(time.Since(start).Seconds() * float64(perSecond)) }
+		defer func() { res.Took = time.Since(start) }()
 		for round := 0; rounds <= 0 || round < rounds; round++ {
 			for _, m := range movers {
 				if tick != nil && res.Sent+res.Refused >= due() {
 					select {
 					case <-stop:
-						res.Took = time.Since(start)
 						return nil
 					case <-tick.C:
 					}
@@ -147,12 +147,10 @@ func (n NS) SendMoves(dev string, dst net.HardwareAddr, movers []Mover, perSecon
 			}
 			select {
 			case <-stop:
-				res.Took = time.Since(start)
 				return nil
 			default:
 			}
 		}
-		res.Took = time.Since(start)
 		return nil
 	})
 	return res, err
