@@ -75,7 +75,7 @@ func seedReachable(tb testing.TB, tr *Tracer, n int) {
 		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
 		batch = append(batch, SeedEntry{Ifindex: 1 + i%3, Addr: a, State: unix.NUD_REACHABLE, MAC: net.HardwareAddr{2, 0, 0, byte(i >> 16), byte(i >> 8), byte(i)}})
 	}
-	if k, _, err := tr.Seed(batch); err != nil || k != n {
+	if k, _, err := tr.Seeder().Seed(batch); err != nil || k != n {
 		tb.Fatalf("seeded %d of %d: %v", k, n, err)
 	}
 }

@@ -68,10 +68,10 @@ func TestSeedInKernelAsEntryByEntry(t *testing.T) {
 			t.Fatal(err)
 		}
 		var r result
-		if r.n, r.unmirrored, err = tr.Seed(batch); err != nil {
+		if r.n, r.unmirrored, err = tr.Seeder().Seed(batch); err != nil {
 			t.Fatalf("seed (refused %v): %v", refuse, err)
 		}
-		if r.counted, err = tr.StaleCounted(); err != nil {
+		if r.counted, err = tr.Seeder().StaleCounted(); err != nil {
 			t.Fatal(err)
 		}
 		if err := tr.objs.MacBloom.Get(&r.bloom); err != nil {
@@ -86,15 +86,15 @@ func TestSeedInKernelAsEntryByEntry(t *testing.T) {
 	kernel, inKernel := seed(nil)
 	user, byEntry := seed([]string{"tr_seed"})
 
-	if user.SeedsInKernel() {
+	if user.Seeder().SeedsInKernel() {
 		t.Error("tr_seed refused, yet Seed runs in the kernel")
 	}
-	if ok, rel := lab.KernelAtLeast(6, 1); ok && !kernel.SeedsInKernel() {
-		t.Fatalf("kernel %s refused tr_seed: %+v", rel, kernel.Programs())
-	} else if ok, _ := lab.KernelAtLeast(6, 0); !ok && kernel.SeedsInKernel() {
+	if ok, rel := lab.KernelAtLeast(6, 1); ok && !kernel.Seeder().SeedsInKernel() {
+		t.Fatalf("kernel %s refused tr_seed: %+v", rel, kernel.Loader().Programs())
+	} else if ok, _ := lab.KernelAtLeast(6, 0); !ok && kernel.Seeder().SeedsInKernel() {
 		t.Fatalf("kernel %s took tr_seed, which needs 6.0", rel)
 	} else {
-		t.Logf("kernel %s: tr_seed taken: %v", rel, kernel.SeedsInKernel())
+		t.Logf("kernel %s: tr_seed taken: %v", rel, kernel.Seeder().SeedsInKernel())
 	}
 
 	// 20 + 10 + 1 + 12 + 4 mirrored; 1 uncounted and 4 + 1 left out. The
@@ -201,10 +201,10 @@ func TestCandidatesInKernelAsOneByOne(t *testing.T) {
 		for _, i := range []byte{0, 1, 2, 3, 4, 5, 10, 11, 12} {
 			mirrored = append(mirrored, SeedEntry{Ifindex: c(i, i).Ifindex, Addr: c(i, i).Addr, State: unix.NUD_REACHABLE, MAC: c(i, i).MAC})
 		}
-		if n, _, err := tr.Seed(mirrored); n != len(mirrored) || err != nil {
+		if n, _, err := tr.Seeder().Seed(mirrored); n != len(mirrored) || err != nil {
 			t.Fatalf("refused %v: seeded %d of %d: %v", refuse, n, len(mirrored), err)
 		}
-		if n, err := tr.UpdateCandidates(first); n != 0 || err != nil {
+		if n, err := tr.CandidateFilter().UpdateCandidates(first); n != 0 || err != nil {
 			t.Fatalf("refused %v: first six: %d not watched, %v", refuse, n, err)
 		}
 		// What the source-MAC program would have seen of the first two.
@@ -229,12 +229,12 @@ func TestCandidatesInKernelAsOneByOne(t *testing.T) {
 			}
 		}
 		var r result
-		r.notWatched, err = tr.UpdateCandidates(second)
+		r.notWatched, err = tr.CandidateFilter().UpdateCandidates(second)
 		if r.notWatched != 1 || err == nil || !strings.Contains(err.Error(), "full") {
 			t.Errorf("refused %v: %d not watched (%v); want 1, and the map named full", refuse, r.notWatched, err)
 		}
 		r.cands = map[tracerNkey]tracerCand{}
-		if err := tr.eachCandidate(func(k tracerNkey, v *tracerCand) {
+		if err := tr.CandidateFilter().eachCandidate(func(k tracerNkey, v *tracerCand) {
 			v.On = 0 // the mirror's mark; the map's have none
 			r.cands[k] = *v
 		}); err != nil {
@@ -254,7 +254,7 @@ func TestCandidatesInKernelAsOneByOne(t *testing.T) {
 	kernel, inKernel := update(nil)
 	_, oneByOne := update([]string{"tr_candidates"})
 	if ok, rel := lab.KernelAtLeast(6, 1); ok && (kernel.seed.cand == nil || !kernel.candInMirror) {
-		t.Fatalf("kernel %s refused tr_candidates (in the mirror: %v): %+v", rel, kernel.candInMirror, kernel.Programs())
+		t.Fatalf("kernel %s refused tr_candidates (in the mirror: %v): %+v", rel, kernel.candInMirror, kernel.Loader().Programs())
 	}
 
 	for name, r := range map[string]result{"in the kernel": inKernel, "one by one": oneByOne} {
@@ -295,10 +295,10 @@ func TestSeedAfterClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		e := SeedEntry{Ifindex: 1, Addr: netip.MustParseAddr("10.8.0.1"), State: unix.NUD_STALE, MAC: net.HardwareAddr{2, 0, 0, 0, 8, 1}}
-		if n, missed, err := tr.Seed([]SeedEntry{e, e}); n != 0 || (err == nil && len(missed) != 2) {
+		if n, missed, err := tr.Seeder().Seed([]SeedEntry{e, e}); n != 0 || (err == nil && len(missed) != 2) {
 			t.Errorf("refused %v: seeding a closed tracer: %d mirrored, %d returned, err %v", refuse, n, len(missed), err)
 		}
-		if n, err := tr.UpdateCandidates([]Candidate{{Ifindex: 1, Addr: e.Addr, MAC: e.MAC}}); err == nil && n != 1 {
+		if n, err := tr.CandidateFilter().UpdateCandidates([]Candidate{{Ifindex: 1, Addr: e.Addr, MAC: e.MAC}}); err == nil && n != 1 {
 			t.Errorf("refused %v: candidates into a closed tracer: %d not watched, no error", refuse, n)
 		}
 	}
@@ -318,7 +318,7 @@ func TestSeedDropsUnansweredVias(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tr.Close()
-		if refuse != nil && tr.SeedsInKernel() {
+		if refuse != nil && tr.Seeder().SeedsInKernel() {
 			t.Fatalf("tr_seed refused, and seeding in the kernel")
 		}
 		mac, other := [6]byte{2, 0, 0, 0, 8, 0x31}, [6]byte{2, 0, 0, 0, 8, 0x32}
@@ -334,7 +334,7 @@ func TestSeedDropsUnansweredVias(t *testing.T) {
 			}
 		}
 		e := SeedEntry{Ifindex: 5, Addr: netip.MustParseAddr("10.8.1.1"), State: unix.NUD_STALE, MAC: mac[:]}
-		if n, missed, err := tr.Seed([]SeedEntry{e}); n != 1 || len(missed) != 0 || err != nil {
+		if n, missed, err := tr.Seeder().Seed([]SeedEntry{e}); n != 1 || len(missed) != 0 || err != nil {
 			t.Fatalf("refused %v: seeded %d, %d unmirrored: %v", refuse, n, len(missed), err)
 		}
 		for name, k := range keys {

@@ -50,7 +50,7 @@ func candidatesInMirror(spec *ebpf.CollectionSpec, refuse []string, kernelBTF *b
 
 // eachCandidate calls fn for every candidate the maps hold: those in the
 // mirror's values, and those in source_candidates. The caller holds t.mu.
-func (t *tracerCore) eachCandidate(fn func(k tracerNkey, c *tracerCand)) error {
+func (t CandidateFilter) eachCandidate(fn func(k tracerNkey, c *tracerCand)) error {
 	var k tracerNkey
 	if t.candInMirror {
 		var v tracerNval
@@ -74,7 +74,7 @@ func (t *tracerCore) eachCandidate(fn func(k tracerNkey, c *tracerCand)) error {
 
 // lookupCandidate reads candidate k: from the mirror's value, else from
 // source_candidates. ok is false if neither holds it.
-func (t *tracerCore) lookupCandidate(k tracerNkey, c *tracerCand) (ok bool, err error) {
+func (t CandidateFilter) lookupCandidate(k tracerNkey, c *tracerCand) (ok bool, err error) {
 	if t.candInMirror {
 		var v tracerNval
 		switch err := t.objs.NeighMirror.Lookup(raw(&k), raw(&v)); {
@@ -181,7 +181,7 @@ func (t CandidateFilter) UpdateCandidates(cs []Candidate) (notWatched int, err e
 		}
 	}
 	if ifaces {
-		errs = append(errs, t.syncSourceLinksLocked())
+		errs = append(errs, Hooks(t).syncSourceLinksLocked())
 	}
 	return notWatched, errors.Join(errs...)
 }
@@ -209,7 +209,7 @@ func (t CandidateFilter) candidatesInKernel(cs []Candidate, note func(tracerNkey
 		}
 		return nil
 	}
-	ok, err = t.inBatches(func() *ebpf.Program { return t.seed.cand }, len(cs), fill, read)
+	ok, err = Seeder(t).inBatches(func() *ebpf.Program { return t.seed.cand }, len(cs), fill, read)
 	if err != nil {
 		err = fmt.Errorf("update source-MAC candidates in the kernel: %w", err)
 	}

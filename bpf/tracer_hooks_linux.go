@@ -28,7 +28,7 @@ func (t Hooks) SetHooks(bypass, source bool) error {
 	return t.setHooksLocked(bypass, source)
 }
 
-func (t *tracerCore) setHooksLocked(on, source bool) error {
+func (t Hooks) setHooksLocked(on, source bool) error {
 	if any := on || source; any != t.perPacket {
 		if any {
 			t.since = time.Now()
@@ -66,7 +66,7 @@ func (t *tracerCore) setHooksLocked(on, source bool) error {
 // interface with candidates) and detaches it elsewhere. An interface that
 // is gone is forgotten; one where it does not attach is remembered, with
 // why, for the blind-spot metric.
-func (t *tracerCore) syncSourceLinksLocked() error {
+func (t Hooks) syncSourceLinksLocked() error {
 	var errs []error
 	for idx, l := range t.sourceLinks {
 		if !t.sourceOn || !t.sourceIfaces[idx] {

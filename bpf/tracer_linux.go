@@ -29,13 +29,11 @@ import (
 //     and the ring buffer of transitions.
 //
 // Close releases it all.
+// A Tracer offers only its jobs (tr.Loader(), tr.Readout(), ...) and
+// Close; a reader declares the few methods it needs as its own interface
+// (metrics.TracerSource), which a job or a struct of jobs satisfies.
 type Tracer struct {
 	*tracerCore
-	Loader
-	Hooks
-	CandidateFilter
-	Seeder
-	Readout
 }
 
 // The jobs: views of one core.
@@ -47,13 +45,53 @@ type (
 	Readout         struct{ *tracerCore }
 )
 
-// tracerCore is the state every job shares.
+// Loader returns the job of loading, and of what loaded.
+func (t *Tracer) Loader() Loader { return Loader{t.tracerCore} }
+
+// Hooks returns the job of the per-packet hooks.
+func (t *Tracer) Hooks() Hooks { return Hooks{t.tracerCore} }
+
+// CandidateFilter returns the job of the source-MAC candidates.
+func (t *Tracer) CandidateFilter() CandidateFilter { return CandidateFilter{t.tracerCore} }
+
+// Seeder returns the job of the in-kernel mirror of STALE entries.
+func (t *Tracer) Seeder() Seeder { return Seeder{t.tracerCore} }
+
+// Readout returns the job of reading what the programs counted.
+func (t *Tracer) Readout() Readout { return Readout{t.tracerCore} }
+
+// tracerCore is the state the jobs share, and, each in a struct of its
+// own, the state one job keeps.
 type tracerCore struct {
 	objs    tracerObjects // maps and variables; the programs that loaded
 	loaders []*progLoader // own the data sections and fentry's maps
 	links   []link.Link   // the neighbour hooks
 	rd      *ringbuf.Reader
+	// The fentry object's own globals that user space writes while it
+	// runs, kept equal to the tracer object's (the candidate filter
+	// writes them).
+	feEpoch, feSourceBloom *ebpf.Variable
+	// fentryKept: on kernels that attach a tracing program only once in
+	// its life (before 5.11), the fentry programs stay attached from load
+	// to close, and these are their links.
+	fentryKept []link.Link
+	// candInMirror: the candidates are in neigh_mirror's values
+	// (tr_candidates writes them), not in source_candidates.
+	candInMirror bool
 
+	// mu guards the hooks' state, the candidate filter's and the seed.
+	mu sync.Mutex
+
+	loadState                 // the Loader's (tracer_load_linux.go)
+	hookState                 // the Hooks' (tracer_hooks_linux.go)
+	cands     candidateCounts // the CandidateFilter's (tracer_candidates_linux.go)
+	seed      seeding         // the Seeder's: tr_seed, where the kernel took it
+	readState                 // the Readout's (tracer_read_linux.go)
+}
+
+// loadState is what loading found: the mode, each program's status and
+// each feature's.
+type loadState struct {
 	mode     TracerMode // how bypass packets are counted: xmit, fentry, or off
 	fallback error      // why fentry was not used, when it was wanted
 	programs []ProgramStatus
@@ -63,30 +101,14 @@ type tracerCore struct {
 	namesMu   sync.Mutex
 	progNames []string // the kernel's names of progs, read once
 
-	// fentry mode: the programs attached per window, and their counters.
+	// fentry mode: the programs attached per window.
 	fentryProgs []*ebpf.Program
-	feRedirects *ebpf.Map
-	// The fentry object's own globals that user space writes while it
-	// runs, kept equal to the tracer object's.
-	feEpoch, feSourceBloom *ebpf.Variable
-	hitBuf                 []tracerHitv // HitsOf's per-CPU values
+}
 
-	// fentryKept: on kernels that attach a tracing program only once in
-	// its life (before 5.11), the fentry programs stay attached from load
-	// to close, and these are their links.
-	fentryKept []link.Link
-
-	mu      sync.Mutex
-	watched map[int]bool
-
-	hitEntries, mirrorEntries atomic.Int64
-
-	seed seeding // tr_seed, where the kernel took it
-	// candInMirror: the candidates are in neigh_mirror's values
-	// (tr_candidates writes them), not in source_candidates.
-	candInMirror bool
-
-	// Per-packet hooks, attached only while SetPerPacket(true).
+// hookState is the per-packet hooks', attached only while
+// SetPerPacket(true), and the interfaces they watch. Under mu.
+type hookState struct {
+	watched      map[int]bool
 	inNetNS      func(func() error) error
 	perPacket    bool          // any per-packet hook attached
 	sourceOn     bool          // the source-MAC program attached where candidates are
@@ -94,11 +116,30 @@ type tracerCore struct {
 	attached     time.Duration // attached before since
 	xmitLink     link.Link
 	fentryLinks  []link.Link
-	sourceIfaces map[int]bool          // interfaces with candidates
-	sourceLinks  map[int]ingress       // tr_source on their ingress
-	sourceFailed map[int]string        // interfaces where tr_source did not attach, and why
-	cands        candidateCounts       // the candidate filter's (tracer_candidates_linux.go)
-	sightings    map[tracerNkey]uint32 // packets already returned by SightingsOf (the count wraps)
+	sourceIfaces map[int]bool    // interfaces with candidates (the candidate filter keeps it)
+	sourceLinks  map[int]ingress // tr_source on their ingress
+	sourceFailed map[int]string  // interfaces where tr_source did not attach, and why
+}
+
+// readState is the Readout's: the fentry programs' redirect counters,
+// one buffer for per-CPU reads, and what was already returned.
+type readState struct {
+	feRedirects               *ebpf.Map
+	hitBuf                    []tracerHitv // HitsOf's per-CPU values
+	hitEntries, mirrorEntries atomic.Int64
+	sightings                 map[tracerNkey]uint32 // packets already returned by SightingsOf (the count wraps)
+}
+
+// newTracerCore is a core with nothing loaded yet: its maps made, the
+// mode off.
+func newTracerCore(inNetNS func(func() error) error) *tracerCore {
+	return &tracerCore{
+		loadState: loadState{features: map[Feature]FeatureStatus{}, mode: TracerOff},
+		hookState: hookState{watched: make(map[int]bool), inNetNS: inNetNS, sourceIfaces: map[int]bool{},
+			sourceLinks: map[int]ingress{}, sourceFailed: map[int]string{}},
+		cands:     candidateCounts{ifaces: map[int]int{}},
+		readState: readState{sightings: map[tracerNkey]uint32{}},
+	}
 }
 
 // TracerOptions configure LoadTracer.
@@ -154,10 +195,8 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	if _, err := kernelBTF.Kernel(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoBTF, err)
 	}
-	c := &tracerCore{watched: make(map[int]bool), inNetNS: opts.InNetNS, sourceIfaces: map[int]bool{},
-		sourceLinks: map[int]ingress{}, sourceFailed: map[int]string{}, cands: candidateCounts{ifaces: map[int]int{}},
-		sightings: map[tracerNkey]uint32{}, features: map[Feature]FeatureStatus{}, mode: TracerOff}
-	t := &Tracer{tracerCore: c, Loader: Loader{c}, Hooks: Hooks{c}, CandidateFilter: CandidateFilter{c}, Seeder: Seeder{c}, Readout: Readout{c}}
+	c := newTracerCore(opts.InNetNS)
+	t := &Tracer{tracerCore: c}
 	if t.inNetNS == nil {
 		t.inNetNS = func(fn func() error) error { return fn() }
 	}
@@ -198,14 +237,14 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	t.loadNeighbourHooks(l, spec)
 	t.loadBypass(l, opts)
 	t.loadSource(l)
-	t.loadSeed(l)
+	t.Seeder().loadSeed(l)
 	for _, l := range t.loaders {
 		l.loaded()
 	}
 
 	// The per-packet hooks start detached: the caller attaches them
 	// while some entry needs watching (SetPerPacket).
-	if err := t.SetPerPacket(false); err != nil {
+	if err := t.Hooks().SetPerPacket(false); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -263,7 +302,7 @@ func (t *Tracer) Close() error {
 		delete(t.sourceLinks, idx)
 	}
 	t.mu.Unlock()
-	errs = append(errs, t.closeSeed())
+	errs = append(errs, t.Seeder().closeSeed())
 	for _, p := range t.progs {
 		errs = append(errs, p.Close())
 	}

@@ -33,8 +33,8 @@ func TestFentryFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	if tr.Mode() != TracerXmit || tr.Fallback() == nil || !strings.Contains(tr.Fallback().Error(), "fentry") {
-		t.Fatalf("mode %s, fallback %v; want xmit and a reason naming fentry", tr.Mode(), tr.Fallback())
+	if tr.Loader().Mode() != TracerXmit || tr.Loader().Fallback() == nil || !strings.Contains(tr.Loader().Fallback().Error(), "fentry") {
+		t.Fatalf("mode %s, fallback %v; want xmit and a reason naming fentry", tr.Loader().Mode(), tr.Loader().Fallback())
 	}
 	// The real fentry object on this kernel: either it loads, or the
 	// refusal is reported the same way.
@@ -43,10 +43,10 @@ func TestFentryFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr2.Close()
-	if tr2.Mode() == TracerXmit && tr2.Fallback() == nil {
+	if tr2.Loader().Mode() == TracerXmit && tr2.Loader().Fallback() == nil {
 		t.Fatal("xmit mode without a fallback reason")
 	}
-	t.Logf("this kernel: fentry mode %s, fallback reason: %v", tr2.Mode(), tr2.Fallback())
+	t.Logf("this kernel: fentry mode %s, fallback reason: %v", tr2.Loader().Mode(), tr2.Loader().Fallback())
 }
 
 // TestTracerWatchesLargeIfindex: interfaces with an index beyond the
@@ -68,7 +68,7 @@ func TestTracerWatchesLargeIfindex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	if err := tr.SetWatched([]int{idx}, false); err != nil {
+	if err := tr.Hooks().SetWatched([]int{idx}, false); err != nil {
 		t.Fatal(err)
 	}
 	ns.MustIP(t, "neigh", "add", "10.7.0.1", "lladdr", "02:00:00:00:07:01", "dev", "big0", "nud", "stale")
@@ -77,11 +77,11 @@ func TestTracerWatchesLargeIfindex(t *testing.T) {
 	lab.WaitFor(t, 2*time.Second, "the entry in the mirror", func() bool {
 		return tr.objs.NeighMirror.Lookup(k, &v) == nil && v.State == unix.NUD_STALE
 	})
-	if n, err := tr.StaleCounted(); err != nil || n != 1 || v.StaleOk != 1 {
+	if n, err := tr.Seeder().StaleCounted(); err != nil || n != 1 || v.StaleOk != 1 {
 		t.Fatalf("STALE entry of ifindex %d not counted: %d (%v), %+v", idx, n, err, v)
 	}
 	// Unwatched again: new entries there are not mirrored.
-	if err := tr.SetWatched(nil, false); err != nil {
+	if err := tr.Hooks().SetWatched(nil, false); err != nil {
 		t.Fatal(err)
 	}
 	ns.MustIP(t, "neigh", "add", "10.7.0.2", "lladdr", "02:00:00:00:07:02", "dev", "big0", "nud", "stale")
@@ -109,7 +109,7 @@ func TestTracerPastCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	lab.WaitFor(t, 10*time.Second, "the entries past capacity to be counted as dropped", func() bool {
-		st, err := tr.Stats()
+		st, err := tr.Readout().Stats()
 		return err == nil && st.MirrorDropped >= n-capacity
 	})
 	bloomSum := func() uint32 {
@@ -137,7 +137,7 @@ func TestTracerPastCapacity(t *testing.T) {
 	lab.WaitFor(t, 10*time.Second, "every STALE count to go back to zero", func() bool {
 		return bucket() == 0 && bloomSum() == 0 && countKeys(tr.objs.NeighMirror) == 0
 	})
-	st, _ := tr.Stats()
+	st, _ := tr.Readout().Stats()
 	t.Logf("%d entries against a mirror of %d: %d mirror updates dropped, nothing left counted after the flush", n, capacity, st.MirrorDropped)
 }
 
@@ -159,14 +159,14 @@ func TestDeletedCandidateStaysUntilRemoved(t *testing.T) {
 	lab.WaitFor(t, 5*time.Second, "the entry in the mirror", func() bool {
 		return tr.objs.NeighMirror.Lookup(k, &v) == nil && v.State == unix.NUD_STALE
 	})
-	if n, err := tr.UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr, MAC: mac[:]}}); n != 0 || err != nil {
+	if n, err := tr.CandidateFilter().UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr, MAC: mac[:]}}); n != 0 || err != nil {
 		t.Fatalf("candidate not watched (%d): %v", n, err)
 	}
-	if n := tr.Candidates(); n != 1 {
+	if n := tr.CandidateFilter().Candidates(); n != 1 {
 		t.Fatalf("%d candidates, want 1", n)
 	}
 	var c tracerCand
-	if ok, err := tr.lookupCandidate(k, &c); !ok || err != nil {
+	if ok, err := tr.CandidateFilter().lookupCandidate(k, &c); !ok || err != nil {
 		t.Fatalf("candidate %v in the maps: %v %+v", ok, err, c)
 	}
 
@@ -183,17 +183,17 @@ func TestDeletedCandidateStaysUntilRemoved(t *testing.T) {
 			return tr.objs.NeighMirror.Lookup(k, &v) != nil
 		})
 	}
-	if n, err := tr.StaleCounted(); err != nil || n != 0 {
+	if n, err := tr.Seeder().StaleCounted(); err != nil || n != 0 {
 		t.Fatalf("STALE entries counted after the delete: %d (%v)", n, err)
 	}
 
-	if n, err := tr.UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr}}); n != 0 || err != nil {
+	if n, err := tr.CandidateFilter().UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr}}); n != 0 || err != nil {
 		t.Fatalf("removing the candidate: %d, %v", n, err)
 	}
-	if n := tr.Candidates(); n != 0 {
+	if n := tr.CandidateFilter().Candidates(); n != 0 {
 		t.Fatalf("%d candidates after the removal, want 0", n)
 	}
-	if ok, err := tr.lookupCandidate(k, &c); ok || err != nil {
+	if ok, err := tr.CandidateFilter().lookupCandidate(k, &c); ok || err != nil {
 		t.Fatalf("the removed candidate is still in the maps (%v): %+v", err, c)
 	}
 	if err := tr.objs.NeighMirror.Lookup(k, &v); err == nil {
@@ -213,7 +213,7 @@ func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
 	ns, idx, tr := watchedVeth(t, "via", TracerOptions{})
-	if err := tr.SetPerPacket(true); err != nil {
+	if err := tr.Hooks().SetPerPacket(true); err != nil {
 		t.Fatal(err)
 	}
 	mac := net.HardwareAddr{2, 0, 0, 0, 9, 1}
@@ -250,7 +250,7 @@ func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 	to := &unix.SockaddrLinklayer{Ifindex: idx, Halen: 6}
 	copy(to.Addr[:], mac)
 	stats := func() TracerStats {
-		st, err := tr.Stats()
+		st, err := tr.Readout().Stats()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,7 +280,7 @@ func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 	if a, h := stats().RoutedAsks, hits(); a != 1 || h != 0 {
 		t.Fatalf("5 routed frames, nobody named: %d asks, %d hits on the gateway; want 1 and 0", a, h)
 	}
-	if err := tr.NameGateway(idx, gw, mac, gw); err != nil {
+	if err := tr.Readout().NameGateway(idx, gw, mac, gw); err != nil {
 		t.Fatal(err)
 	}
 	send(5)
@@ -301,12 +301,12 @@ func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 
 	// None has it (as far as user space knows): not asked again for
 	// some epochs...
-	if err := tr.NameGateway(idx, gw, mac, netip.Addr{}); err != nil {
+	if err := tr.Readout().NameGateway(idx, gw, mac, netip.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	send(3)
 	for range 2 {
-		if err := tr.BumpEpoch(); err != nil {
+		if err := tr.CandidateFilter().BumpEpoch(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -320,11 +320,11 @@ func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 	if a := stats().RoutedAsks; a != 3 {
 		t.Fatalf("answered none, then an entry with the MAC turned STALE: %d asks, want 3", a)
 	}
-	if err := tr.NameGateway(idx, gw, mac, netip.Addr{}); err != nil {
+	if err := tr.Readout().NameGateway(idx, gw, mac, netip.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	for range 6 {
-		if err := tr.BumpEpoch(); err != nil {
+		if err := tr.CandidateFilter().BumpEpoch(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -360,7 +360,7 @@ func watchedVeth(t *testing.T, prefix string, opts TracerOptions) (lab.NS, int, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	if err := tr.SetWatched([]int{idx}, false); err != nil {
+	if err := tr.Hooks().SetWatched([]int{idx}, false); err != nil {
 		t.Fatal(err)
 	}
 	return ns, idx, tr
@@ -388,10 +388,10 @@ func TestSightingsInEitherPath(t *testing.T) {
 		lab.WaitFor(t, 5*time.Second, "the entry in the mirror", func() bool {
 			return tr.objs.NeighMirror.Lookup(nkeyOf(idx, addr), &v) == nil && v.State == unix.NUD_STALE
 		})
-		if n, err := tr.UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr, MAC: own}}); n != 0 || err != nil {
+		if n, err := tr.CandidateFilter().UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr, MAC: own}}); n != 0 || err != nil {
 			t.Fatalf("refused %v: candidate not watched (%d): %v", refuse, n, err)
 		}
-		if err := tr.SetPerPacket(true); err != nil {
+		if err := tr.Hooks().SetPerPacket(true); err != nil {
 			t.Fatal(err)
 		}
 		peerIdx, err := ns.Ifindex(prefix + "1")
@@ -437,7 +437,7 @@ func TestSightingsInEitherPath(t *testing.T) {
 		hk := HitKey{Ifindex: idx, Addr: addr}
 		sightings := func() Sighting {
 			out := map[HitKey]Sighting{}
-			if err := tr.SightingsOf(map[HitKey]net.HardwareAddr{hk: other}, out); err != nil {
+			if err := tr.Readout().SightingsOf(map[HitKey]net.HardwareAddr{hk: other}, out); err != nil {
 				t.Fatal(err)
 			}
 			return out[hk]

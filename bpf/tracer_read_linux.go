@@ -33,7 +33,7 @@ func (t Readout) SightingsOf(keys map[HitKey]net.HardwareAddr, out map[HitKey]Si
 	var v tracerCand
 	for hk, mac := range keys {
 		k := nkeyOf(hk.Ifindex, hk.Addr)
-		if ok, err := t.lookupCandidate(k, &v); err != nil {
+		if ok, err := CandidateFilter(t).lookupCandidate(k, &v); err != nil {
 			return fmt.Errorf("read source-MAC candidates: %w", err)
 		} else if !ok {
 			continue

@@ -95,7 +95,7 @@ type seeding struct {
 // loadSeed loads tr_seed and tr_candidates, and maps their batch; where
 // the kernel refuses them, Seed and UpdateCandidates go on entry by entry
 // and Programs says why.
-func (t *tracerCore) loadSeed(l *progLoader) {
+func (t Seeder) loadSeed(l *progLoader) {
 	var sts []ProgramStatus
 	var progs []*ebpf.Program // by sts's index, nil where refused
 	// Before 5.14 the kernel has no syscall programs, and its EINVAL
@@ -150,7 +150,7 @@ func (t *tracerCore) loadSeed(l *progLoader) {
 // time: fill writes items [off, off+len(b)) into the batch, and read
 // takes what the kernel wrote back. ok is false, and nothing done,
 // without p (refused, or the tracer closed).
-func (t *tracerCore) inBatches(p func() *ebpf.Program, n int, fill func(off int, b []tracerSeedEntry), read func(b []tracerSeedEntry) error) (ok bool, err error) {
+func (t Seeder) inBatches(p func() *ebpf.Program, n int, fill func(off int, b []tracerSeedEntry), read func(b []tracerSeedEntry) error) (ok bool, err error) {
 	t.seed.mu.Lock()
 	defer t.seed.mu.Unlock()
 	prog := p()
@@ -181,7 +181,7 @@ func (t Seeder) SeedsInKernel() bool {
 
 // closeSeed unmaps the batch, once no batch is in flight; the program
 // closes with the others.
-func (t *tracerCore) closeSeed() error {
+func (t Seeder) closeSeed() error {
 	t.seed.mu.Lock()
 	defer t.seed.mu.Unlock()
 	if t.seed.mem == nil {

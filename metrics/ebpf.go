@@ -11,7 +11,7 @@ import (
 )
 
 // TracerSource is what the tracer collector reads of a running tracer:
-// *bpf.Tracer is one.
+// a struct of a bpf.Tracer's Loader, Readout and Seeder is one.
 type TracerSource interface {
 	Mode() bpf.TracerMode
 	Stats() (bpf.TracerStats, error)

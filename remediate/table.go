@@ -9,7 +9,7 @@ import (
 
 // Table is what remediation reads its work from (stuck, at-risk,
 // suspect and managed entries) and reports what probes found to.
-// *table.Table is one.
+// TableOf gives a table's.
 type Table interface {
 	Walk(min table.Class, fn func(en *table.Entry, ifname string) bool) []table.Entry
 	Suspects(fn func(en *table.Entry, ifname string) bool) []table.Entry
@@ -26,4 +26,13 @@ type Table interface {
 	// OnSuspect sets the function called when a suspicion begins, so
 	// the engine confirms it at once rather than at the next sweep.
 	OnSuspect(fn func())
+}
+
+// TableOf is t's Table: its Classifier, Sightings and Reader doors.
+func TableOf(t *table.Table) Table {
+	return struct {
+		table.Classifier
+		table.Sightings
+		table.Reader
+	}{t.Classifier(), t.Sightings(), t.Reader()}
 }

@@ -45,6 +45,14 @@ func (t Classifier) SetThreshold(d time.Duration) {
 	t.advance(now)
 }
 
+// setThreshold sets the threshold and the times derived from it. The
+// caller holds t.mu (or owns t).
+func (t *core) setThreshold(d time.Duration) {
+	t.threshold = int64(d)
+	t.recheck = int64(d / 2)
+	t.silence = int64(max(d, MinSilence))
+}
+
 // Walk calls fn, under the table's lock, for each entry of class min or
 // worse, classified as of now: min ClassStuck walks the stuck entries,
 // ClassAtRisk the at-risk and stuck ones, ClassStaleLong every stale-long

@@ -12,8 +12,11 @@
 // bypass traffic), CandidateSet (candidates.go: the entries the tracer
 // watches), Classifier (classify.go: classes, aggregates, walks and the
 // event stream) and Reader (table.go: entries by key, in slot order, or
-// all). Each source declares the few methods it uses as its own
-// interface (mirror.Sink, evidence.Sink, feed.Sink, remediate.Table).
+// all). A *Table offers only its doors (t.Kernel(), t.Reader(), ...);
+// each source or reader declares the few methods it uses as its own
+// interface (mirror.Sink, evidence.Sink, feed.Sink, remediate.Table,
+// control.Table, metrics.TableReader), which one door or a struct of
+// doors satisfies, and holds that.
 //
 // Every write takes one path, in update.go, top to bottom: apply finds
 // the entry in the store (store.go: records in slabs, an index by key)

@@ -14,7 +14,7 @@ import (
 func staleFor(tb *Table, age time.Duration) Key {
 	u := upd(1, ipA, StateStale, macA)
 	u.UpdatedAge = age
-	tb.Apply(CauseNetlink, u)
+	tb.Kernel().Apply(CauseNetlink, u)
 	return Key{1, ipA}
 }
 
@@ -25,13 +25,13 @@ func staleFor(tb *Table, age time.Duration) Key {
 func TestBypassCountsInItsStalePeriod(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	k := staleFor(tb, time.Hour)
-	tb.AddBypass(k, 7, c.now())
+	tb.Sightings().AddBypass(k, 7, c.now())
 	if got := classOf(t, tb, k); got != ClassAtRisk {
 		t.Fatalf("stale-long with bypass traffic: %v, want at-risk", got)
 	}
-	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
+	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
 	staleFor(tb, time.Hour)
-	e, _ := tb.Lookup(k)
+	e, _ := tb.Reader().Lookup(k)
 	if e.Class() != ClassStaleLong || e.Observed().BypassInState != 0 {
 		t.Errorf("STALE again with no traffic since: %v, %d packets in the period; want stale-long and 0", e.Class(), e.Observed().BypassInState)
 	}
@@ -49,16 +49,16 @@ func TestMovedHostThatKeepsSendingIsStuck(t *testing.T) {
 	k := staleFor(tb, time.Hour)
 	first := c.now()
 	for range 9 {
-		tb.ObserveSourceMAC(k, macB, 10, c.now())
+		tb.Sightings().ObserveSourceMAC(k, macB, 10, c.now())
 		c.advance(time.Second)
 	}
-	tb.ObserveSourceMAC(k, macB, 10, c.now()) // 9 s after the first
+	tb.Sightings().ObserveSourceMAC(k, macB, 10, c.now()) // 9 s after the first
 	if got := classOf(t, tb, k); got != ClassStaleLong {
 		t.Fatalf("9 s after the first sighting: %v, want stale-long (a suspicion)", got)
 	}
 	c.t = first.Add(MinSilence)
-	tb.ObserveSourceMAC(k, macB, 10, c.now())
-	e, _ := tb.Lookup(k)
+	tb.Sightings().ObserveSourceMAC(k, macB, 10, c.now())
+	e, _ := tb.Reader().Lookup(k)
 	if e.Class() != ClassStuck {
 		t.Errorf("the silence window after the first sighting, the host still sending from %v: %v, want stuck", macB, e.Class())
 	}
@@ -74,9 +74,9 @@ func TestMovedHostThatKeepsSendingIsStuck(t *testing.T) {
 func TestHeardBeforeTheSightingExplainsNothing(t *testing.T) {
 	tb, c := newTestTable(time.Second)
 	k := staleFor(tb, time.Hour)
-	tb.ObserveSourceMAC(k, macB, 1, c.now())
-	tb.Heard(k, macA, c.now().Add(-time.Second))
-	e, _ := tb.Lookup(k)
+	tb.Sightings().ObserveSourceMAC(k, macB, 1, c.now())
+	tb.Sightings().Heard(k, macA, c.now().Add(-time.Second))
+	e, _ := tb.Reader().Lookup(k)
 	if !e.Suspect() || e.MultiMAC() {
 		t.Fatalf("heard before the sighting: suspect %v, multi-MAC %v; want still a suspect, no second MAC", e.Suspect(), e.MultiMAC())
 	}
@@ -93,15 +93,15 @@ func TestHeardBeforeTheSightingExplainsNothing(t *testing.T) {
 func TestStateChangeDropsAnUnansweredProbe(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	k := staleFor(tb, time.Hour)
-	if !tb.ProbeUnanswered(k, string(macA), c.now()) {
+	if !tb.Sightings().ProbeUnanswered(k, string(macA), c.now()) {
 		t.Fatal("probe not recorded")
 	}
 	if got := classOf(t, tb, k); got != ClassStuck {
 		t.Fatalf("unanswered: %v, want stuck", got)
 	}
-	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
+	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
 	staleFor(tb, time.Hour)
-	if e, _ := tb.Lookup(k); e.Class() != ClassStaleLong || len(e.Evidence()) != 0 {
+	if e, _ := tb.Reader().Lookup(k); e.Class() != ClassStaleLong || len(e.Evidence()) != 0 {
 		t.Errorf("STALE again after a confirmation: %v with %v, want stale-long with no evidence", e.Class(), e.Evidence())
 	}
 }
@@ -111,9 +111,9 @@ func TestStateChangeDropsAnUnansweredProbe(t *testing.T) {
 func TestConflictHeldFromTheLast(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	k := staleFor(tb, time.Hour)
-	tb.ObserveConflict(k, macA, macB, c.now())
+	tb.Sightings().ObserveConflict(k, macA, macB, c.now())
 	c.advance(4 * time.Minute)
-	tb.ObserveConflict(k, macA, macB, c.now())
+	tb.Sightings().ObserveConflict(k, macA, macB, c.now())
 	c.advance(ConflictHold - time.Second) // 9 min 59 s after the first
 	if got := classOf(t, tb, k); got != ClassConflict {
 		t.Fatalf("%v after the last conflict: %v, want conflict", ConflictHold-time.Second, got)
@@ -129,15 +129,15 @@ func TestConflictHeldFromTheLast(t *testing.T) {
 // after it, and only that change is counted.
 func TestInitialLoadIsSilent(t *testing.T) {
 	tb, _ := newTestTable(time.Minute)
-	sub := tb.Events().Subscribe(16)
+	sub := tb.Classifier().Events().Subscribe(16)
 	defer sub.Close()
-	tb.BeginSync(true)
+	tb.Kernel().BeginSync(true)
 	for i := range 3 {
-		tb.Apply(CauseNetlink, upd(1, netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), StateReachable, macA))
+		tb.Kernel().Apply(CauseNetlink, upd(1, netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), StateReachable, macA))
 	}
-	tb.EndSync()
+	tb.Kernel().EndSync()
 	after := netip.MustParseAddr("10.0.0.9")
-	tb.Apply(CauseNetlink, upd(1, after, StateReachable, macA)) // the sentinel
+	tb.Kernel().Apply(CauseNetlink, upd(1, after, StateReachable, macA)) // the sentinel
 	var ev Event
 	select {
 	case ev = <-sub.C(): // published within Apply
@@ -148,7 +148,7 @@ func TestInitialLoadIsSilent(t *testing.T) {
 		t.Errorf("first event: %v %s (created %v), want the creation of %v after the load", ev.IP, ev.Kind, ev.Created, after)
 	}
 	var n uint64
-	for _, tr := range tb.Stats(0).Transitions {
+	for _, tr := range tb.Classifier().Stats(0).Transitions {
 		n += tr.Count
 	}
 	if n != 1 {
@@ -166,7 +166,7 @@ func TestWalksAtEmptyAndFullStores(t *testing.T) {
 		t.Helper()
 		n := 0
 		for from := uint32(0); ; {
-			from = tb.Range(from, 4096, func(*Entry) { n++ })
+			from = tb.Reader().Range(from, 4096, func(*Entry) { n++ })
 			if from == 0 {
 				break
 			}
@@ -176,7 +176,7 @@ func TestWalksAtEmptyAndFullStores(t *testing.T) {
 		}
 		n = 0
 		for from := uint32(0); ; {
-			from = tb.Candidates(from, 4096, func(Key, string) { n++ })
+			from = tb.CandidateSet().Candidates(from, 4096, func(Key, string) { n++ })
 			if from == 0 {
 				break
 			}
@@ -184,18 +184,18 @@ func TestWalksAtEmptyAndFullStores(t *testing.T) {
 		if n != want {
 			t.Errorf("Candidates visited %d, want %d", n, want)
 		}
-		if s, _ := tb.Snapshot(); len(s) != want {
+		if s, _ := tb.Reader().Snapshot(); len(s) != want {
 			t.Errorf("Snapshot holds %d, want %d", len(s), want)
 		}
 		n = 0
-		tb.Walk(ClassOK, func(*Entry, string) bool { n++; return false })
+		tb.Classifier().Walk(ClassOK, func(*Entry, string) bool { n++; return false })
 		if n != want {
 			t.Errorf("Walk visited %d, want %d", n, want)
 		}
-		tb.BeginSync(false)
-		tb.EndSync() // confirms none: deletes every entry it walks to
-		if tb.Len() != 0 {
-			t.Errorf("%d entries left after a resync that confirmed none", tb.Len())
+		tb.Kernel().BeginSync(false)
+		tb.Kernel().EndSync() // confirms none: deletes every entry it walks to
+		if tb.Reader().Len() != 0 {
+			t.Errorf("%d entries left after a resync that confirmed none", tb.Reader().Len())
 		}
 	}
 	t.Run("never held an entry", func(t *testing.T) { walks(t, New(time.Minute, nil), 0) })
@@ -205,7 +205,7 @@ func TestWalksAtEmptyAndFullStores(t *testing.T) {
 		for i := range us {
 			us[i] = upd(1, netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), StateStale, macA)
 		}
-		tb.Apply(CauseNetlink, us...)
+		tb.Kernel().Apply(CauseNetlink, us...)
 		if tb.st.top != uint32(n) || len(tb.st.slabs) != n/slotsPerSlab {
 			t.Fatalf("%d entries: top %d in %d slabs, want every slab full", n, tb.st.top, len(tb.st.slabs))
 		}
@@ -220,7 +220,7 @@ func TestStaleAgeIsTheStates(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	u := upd(1, ipA, StateReachable, macA)
 	u.UpdatedAge = time.Hour
-	tb.Apply(CauseNetlink, u)
+	tb.Kernel().Apply(CauseNetlink, u)
 	k := staleFor(tb, 0) // the kernel's notification: STALE since now
 	if got := classOf(t, tb, k); got != ClassOK {
 		t.Fatalf("just turned STALE after an hour REACHABLE: %v, want ok", got)

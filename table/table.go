@@ -12,26 +12,47 @@ import (
 // the same with ten entries or a hundred thousand.
 //
 // A Table is one core seen through five doors, one per kind of writer
-// and reader; all methods are safe for concurrent use.
+// and reader. A Table offers only its doors: a source or reader is
+// handed the door it writes or reads through (or its own interface of
+// the few methods it needs, which a door, or a struct of doors, has).
+// All their methods are safe for concurrent use.
 type Table struct {
 	*core
-	Kernel       // the mirror's and the tracepoints' door: what the kernel says (kernel.go)
-	Sightings    // where the host was seen or heard: ARP/NDP, its packets, probes (sightings.go)
-	CandidateSet // the STALE and managed entries the tracer watches (candidates.go)
-	Classifier   // classes, aggregates, the event stream; what readers ask (classify.go)
-	Reader       // entries by key, in slot order, or all; links' names (table.go)
 }
 
-// The doors: each a view of one core, under its one lock. A source takes
-// the door it writes through (or its own interface of the few methods it
-// needs); *Table has them all.
+// The doors: each a view of one core, under its one lock.
 type (
-	Kernel       struct{ *core }
-	Sightings    struct{ *core }
+	// Kernel is the mirror's and the tracepoints' door: what the kernel
+	// says (kernel.go).
+	Kernel struct{ *core }
+	// Sightings is where the host was seen or heard: ARP/NDP, its
+	// packets, probes (sightings.go).
+	Sightings struct{ *core }
+	// CandidateSet holds the STALE and managed entries the tracer
+	// watches (candidates.go).
 	CandidateSet struct{ *core }
-	Classifier   struct{ *core }
-	Reader       struct{ *core }
+	// Classifier holds classes, aggregates and the event stream: what
+	// readers ask (classify.go).
+	Classifier struct{ *core }
+	// Reader reads entries by key, in slot order, or all, and links'
+	// names (table.go).
+	Reader struct{ *core }
 )
+
+// Kernel returns the door of what the kernel says.
+func (t *Table) Kernel() Kernel { return Kernel{t.core} }
+
+// Sightings returns the door of where hosts were seen or heard.
+func (t *Table) Sightings() Sightings { return Sightings{t.core} }
+
+// CandidateSet returns the door of the tracer's candidates.
+func (t *Table) CandidateSet() CandidateSet { return CandidateSet{t.core} }
+
+// Classifier returns the door of classes, aggregates and events.
+func (t *Table) Classifier() Classifier { return Classifier{t.core} }
+
+// Reader returns the door of plain reads.
+func (t *Table) Reader() Reader { return Reader{t.core} }
 
 // core is the state behind every door: the entries, their indexes and
 // aggregates, and the lock that guards them all.
@@ -112,24 +133,7 @@ func New(threshold time.Duration, events *Broadcaster) *Table {
 	// table is collected.
 	runtime.AddCleanup(t, func(st *store) { st.release() }, t.st)
 	t.setThreshold(threshold)
-	return &Table{core: t, Kernel: Kernel{t}, Sightings: Sightings{t}, CandidateSet: CandidateSet{t}, Classifier: Classifier{t}, Reader: Reader{t}}
-}
-
-// setThreshold sets the threshold and the times derived from it. The
-// caller holds t.mu (or owns t).
-func (t *core) setThreshold(d time.Duration) {
-	t.threshold = int64(d)
-	t.recheck = int64(d / 2)
-	t.silence = int64(max(d, MinSilence))
-}
-
-func (t *core) iface(ifindex int32) *ifaceState {
-	s := t.ifaces[ifindex]
-	if s == nil {
-		s = &ifaceState{name: strconv.Itoa(int(ifindex))}
-		t.ifaces[ifindex] = s
-	}
-	return s
+	return &Table{core: t}
 }
 
 // Len returns the number of entries.

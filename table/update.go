@@ -4,6 +4,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"strconv"
 	"time"
 	"unsafe"
 )
@@ -387,3 +388,13 @@ func (t *core) event(e ent, kind Kind, cause Cause, now int64) Event {
 }
 
 func (t *core) publishing() bool { return !t.loading && t.events.Active() }
+
+// iface is the aggregates of an interface, made at its first entry.
+func (t *core) iface(ifindex int32) *ifaceState {
+	s := t.ifaces[ifindex]
+	if s == nil {
+		s = &ifaceState{name: strconv.Itoa(int(ifindex))}
+		t.ifaces[ifindex] = s
+	}
+	return s
+}

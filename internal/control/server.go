@@ -34,10 +34,18 @@ const MaxSubscribers = 16
 var streamWrite = 10 * time.Second
 
 // Table is what the control API reads: a classified copy of every entry,
-// and the event stream. *table.Table is one.
+// and the event stream. TableOf gives a table's.
 type Table interface {
 	Snapshot() ([]table.Entry, map[int32]string)
 	Events() *table.Broadcaster
+}
+
+// TableOf is t's Table: its Reader and Classifier doors.
+func TableOf(t *table.Table) Table {
+	return struct {
+		table.Reader
+		table.Classifier
+	}{t.Reader(), t.Classifier()}
 }
 
 // Handler serves the control API for a table.

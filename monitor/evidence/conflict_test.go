@@ -52,7 +52,7 @@ func TestMoveOrConflict(t *testing.T) {
 // detected.
 func TestHostMapBounded(t *testing.T) {
 	tb := table.New(time.Minute, nil)
-	w := New(Config{MaxHosts: 3, HostTTL: time.Hour, ConflictWindow: 5 * time.Second}, tb)
+	w := New(Config{MaxHosts: 3, HostTTL: time.Hour, ConflictWindow: 5 * time.Second}, tb.Sightings())
 	t0 := time.Unix(1_700_000_000, 0)
 	obs := func(ip string, mac byte, at time.Duration) {
 		w.Observe(1, Observation{Kind: ARPRequest, SenderIP: netip.MustParseAddr(ip), SenderMAC: net.HardwareAddr{2, 0, 0, 0, 0, mac}}, t0.Add(at))
@@ -100,8 +100,8 @@ func TestMismatchesCountEntriesBecomingMismatched(t *testing.T) {
 	ip := netip.MustParseAddr("10.0.0.1")
 	own, other, third := net.HardwareAddr{2, 0, 0, 0, 0, 1}, net.HardwareAddr{2, 0, 0, 0, 0, 2}, net.HardwareAddr{2, 0, 0, 0, 0, 3}
 	t0 := time.Now() // evidence counts only after the entry got its MAC
-	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: table.FamilyInet, Addr: ip, LLAddr: own, State: table.StateStale})
-	w := New(Config{ConflictWindow: time.Second}, tb)
+	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: table.FamilyInet, Addr: ip, LLAddr: own, State: table.StateStale})
+	w := New(Config{ConflictWindow: time.Second}, tb.Sightings())
 	at := t0
 	obs := func(mac net.HardwareAddr) uint64 {
 		at = at.Add(10 * time.Second) // past the conflict window each time
@@ -125,9 +125,9 @@ func TestConflictEventSaysTheEntry(t *testing.T) {
 	tb := table.New(time.Minute, nil)
 	ip := netip.MustParseAddr("10.0.0.9")
 	a, b := net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
-	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: a})
-	w := New(Config{ConflictWindow: 5 * time.Second}, tb)
-	sub := tb.Events().SubscribeFunc(16, func(ev table.Event) bool { return ev.Kind == table.KindConflict })
+	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: a})
+	w := New(Config{ConflictWindow: 5 * time.Second}, tb.Sightings())
+	sub := tb.Classifier().Events().SubscribeFunc(16, func(ev table.Event) bool { return ev.Kind == table.KindConflict })
 	defer sub.Close()
 	t0 := time.Now()
 	for i, mac := range []net.HardwareAddr{a, b, a} {

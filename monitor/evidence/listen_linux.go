@@ -14,15 +14,9 @@ import (
 // neighwatch_arp_socket_drops_total counts.
 const readBuffer = 1 << 20
 
-func (w *Watcher) ns() netns.NsHandle {
-	if w.cfg.NetNS == nil {
-		return netns.None()
-	}
-	return *w.cfg.NetNS
-}
-
-// open opens one listener socket (ARP, or NDP with v6) on an interface.
-func (w *Watcher) open(ifindex int32, li Link, v6 bool) (*listener, error) {
+// openListener opens one listener socket (ARP, or NDP with v6) on an
+// interface, in namespace ns (nil: the caller's).
+func openListener(ns *netns.NsHandle, ifindex int32, li Link, v6 bool) (*listener, error) {
 	ifi := &net.Interface{Index: int(ifindex), Name: li.Name, HardwareAddr: li.HardwareAddr, MTU: li.MTU}
 	proto, parse := unix.ETH_P_ARP, ParseARP
 	var cfg *packet.Config
@@ -33,7 +27,7 @@ func (w *Watcher) open(ifindex int32, li Link, v6 bool) (*listener, error) {
 		}
 		proto, parse, cfg = unix.ETH_P_IPV6, ParseNDP, &packet.Config{Filter: filter}
 	}
-	conn, err := nsenter.Open(w.ns(), func() (*packet.Conn, error) { return packet.Listen(ifi, packet.Raw, proto, cfg) })
+	conn, err := nsenter.Open(handle(ns), func() (*packet.Conn, error) { return packet.Listen(ifi, packet.Raw, proto, cfg) })
 	if err != nil {
 		return nil, err
 	}
@@ -43,4 +37,12 @@ func (w *Watcher) open(ifindex int32, li Link, v6 bool) (*listener, error) {
 		})
 	}
 	return &listener{conn: conn, link: li, done: make(chan struct{}), parse: parse}, nil
+}
+
+// handle is ns, or the caller's namespace for nil.
+func handle(ns *netns.NsHandle) netns.NsHandle {
+	if ns == nil {
+		return netns.None()
+	}
+	return *ns
 }

@@ -2,9 +2,13 @@
 
 package evidence
 
-import "errors"
+import (
+	"errors"
 
-// open: packet sockets exist only on Linux.
-func (w *Watcher) open(int32, Link, bool) (*listener, error) {
+	"github.com/vishvananda/netns"
+)
+
+// openListener: packet sockets exist only on Linux.
+func openListener(*netns.NsHandle, int32, Link, bool) (*listener, error) {
 	return nil, errors.ErrUnsupported
 }

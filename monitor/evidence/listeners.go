@@ -164,7 +164,7 @@ func (w *Watcher) reconcileLink(idx int32) {
 		if !start {
 			continue
 		}
-		l, err := w.open(idx, want, v6)
+		l, err := openListener(w.cfg.NetNS, idx, want, v6)
 		w.mu.Lock()
 		cur, still := w.links[idx]
 		switch {

@@ -9,7 +9,7 @@ import (
 )
 
 // Sink is what the watcher reports ARP and NDP sightings and conflicts
-// to. *table.Table is one.
+// to. A table's Sightings door is one.
 type Sink interface {
 	ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr, when time.Time) bool
 	ReportConflict(k table.Key, old, now net.HardwareAddr, when time.Time, cause table.Cause, detail string) bool

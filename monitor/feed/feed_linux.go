@@ -120,7 +120,7 @@ func (f *Feed) Ready() <-chan struct{} { return f.ready }
 // Counters returns the feed's counters.
 func (f *Feed) Counters() Counters {
 	c := f.c.snapshot()
-	c.Attached, c.AttachedTime = f.tracer.PerPacket()
+	c.Attached, c.AttachedTime = f.tracer.Hooks().PerPacket()
 	return c
 }
 
@@ -133,7 +133,7 @@ func (f *Feed) Run(ctx context.Context) error {
 		return nil
 	}
 	defer func() {
-		if err := f.tracer.SetPerPacket(false); err != nil {
+		if err := f.tracer.Hooks().SetPerPacket(false); err != nil {
 			f.log.Warn("tracer: detaching the per-packet hooks failed", "err", err)
 		}
 	}()
@@ -148,12 +148,12 @@ func (f *Feed) Run(ctx context.Context) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return f.tracer.ReadTransitions(ctx, f.applyTransition, func(error) { f.c.transitionsBroken.Add(1) })
+		return f.tracer.Readout().ReadTransitions(ctx, f.applyTransition, func(error) { f.c.transitionsBroken.Add(1) })
 	})
 	g.Go(func() error { return f.sample(ctx) })
 	g.Go(func() error { return f.lookupCreatedSoon(ctx) })
 	close(f.ready)
-	f.log.Info("tracer running", "mode", f.tracer.Mode(), "seeded", n, "interfaces", len(f.watched),
+	f.log.Info("tracer running", "mode", f.tracer.Loader().Mode(), "seeded", n, "interfaces", len(f.watched),
 		"window", f.cfg.Window, "period", f.cfg.Period)
 	g.Go(func() error {
 		tick := time.NewTicker(f.cfg.Interval)
@@ -183,7 +183,7 @@ func (f *Feed) syncWatched() {
 	if slices.Equal(idx, f.watched) {
 		return
 	}
-	if err := f.tracer.SetWatched(idx, false); err != nil {
+	if err := f.tracer.Hooks().SetWatched(idx, false); err != nil {
 		f.log.Warn("tracer: updating watched interfaces failed", "err", err)
 		return
 	}
@@ -206,7 +206,7 @@ func (f *Feed) interval() {
 	f.syncWatched()
 	// A new epoch first: whatever is counted from here on is announced
 	// again, and read at the next interval.
-	if err := f.tracer.BumpEpoch(); err != nil {
+	if err := f.tracer.CandidateFilter().BumpEpoch(); err != nil {
 		f.log.Warn("tracer: starting a new epoch failed", "err", err)
 	}
 	f.mu.Lock()
@@ -234,7 +234,7 @@ func (f *Feed) interval() {
 	}
 	if time.Since(f.lastSizes) >= pace.Wait(sizesEvery, f.sizesTook) {
 		cost := pace.Start()
-		f.tracer.RefreshMirrorSize()
+		f.tracer.Seeder().RefreshMirrorSize()
 		f.lastSizes = time.Now()
 		f.sizesTook = cost.Took()
 	}
@@ -267,7 +267,7 @@ func (f *Feed) seed() (int, error) {
 	macs := make([]byte, 0, 6*cap(batch))
 	n := 0
 	flush := func() error {
-		k, missed, err := f.tracer.Seed(batch)
+		k, missed, err := f.tracer.Seeder().Seed(batch)
 		n += k
 		batch = batch[:0]
 		f.mu.Lock()
@@ -319,7 +319,7 @@ func (f *Feed) sample(ctx context.Context) error {
 		on, wake := s.step(time.Now(), need)
 		if on != attached || (on && bypass != bypassOn) {
 			f.log.Debug("tracer: per-packet hooks", "attached", on, "bypass", on && bypass, "stale_long", f.table.CountClass(table.ClassStaleLong))
-			if err := f.tracer.SetHooks(on && bypass, on); err != nil {
+			if err := f.tracer.Hooks().SetHooks(on && bypass, on); err != nil {
 				f.log.Warn("tracer: switching the per-packet hooks failed", "on", on, "err", err)
 			}
 			if !on && attached {
@@ -361,7 +361,7 @@ func (f *Feed) syncCandidates(all bool) {
 		if len(cs) == 0 {
 			return
 		}
-		_, err := f.tracer.UpdateCandidates(cs)
+		_, err := f.tracer.CandidateFilter().UpdateCandidates(cs)
 		errs = append(errs, err)
 	} else {
 		// The whole set, a batch at a time: nothing the size of the
@@ -369,7 +369,7 @@ func (f *Feed) syncCandidates(all bool) {
 		for from := uint32(0); ; {
 			cs, macs = cs[:0], macs[:0]
 			from = f.table.Candidates(from, candBatch, add)
-			_, err := f.tracer.UpdateCandidates(cs)
+			_, err := f.tracer.CandidateFilter().UpdateCandidates(cs)
 			errs = append(errs, err)
 			if from == 0 {
 				break
@@ -377,7 +377,7 @@ func (f *Feed) syncCandidates(all bool) {
 		}
 		if f.candWalked {
 			// What the map still holds that the table no longer names.
-			errs = append(errs, f.tracer.PruneCandidates(func(ifindex int, addr netip.Addr) bool {
+			errs = append(errs, f.tracer.CandidateFilter().PruneCandidates(func(ifindex int, addr netip.Addr) bool {
 				return f.table.IsCandidate(table.Key{Ifindex: int32(ifindex), Addr: addr})
 			}))
 		}
@@ -386,7 +386,7 @@ func (f *Feed) syncCandidates(all bool) {
 	if err := errors.Join(errs...); err != nil {
 		f.log.Warn("tracer: setting source-MAC candidates", "err", err)
 	}
-	f.c.candidates.Store(int64(f.tracer.Candidates()))
+	f.c.candidates.Store(int64(f.tracer.CandidateFilter().Candidates()))
 	if cap(cs) > 4096 {
 		cs = nil // a storm's: let it go
 	}
@@ -450,7 +450,7 @@ func (f *Feed) nameGateway(tr bpf.SilentTransition) {
 		fam = table.FamilyInet6
 	}
 	gw, _ := f.table.StaleWithMAC(int32(tr.Key.Ifindex), fam, string(tr.MAC))
-	if err := f.tracer.NameGateway(tr.Key.Ifindex, tr.Key.Addr, tr.MAC, gw); err != nil {
+	if err := f.tracer.Readout().NameGateway(tr.Key.Ifindex, tr.Key.Addr, tr.MAC, gw); err != nil {
 		f.log.Warn("tracer: naming the gateway of routed traffic failed", "err", err)
 		return
 	}
@@ -509,7 +509,7 @@ func (f *Feed) applyHits(keys []bpf.HitKey) {
 	if len(keys) == 0 {
 		return
 	}
-	if err := f.tracer.HitsOf(keys, f.totals); err != nil {
+	if err := f.tracer.Readout().HitsOf(keys, f.totals); err != nil {
 		f.log.Warn("tracer: reading hits failed", "err", err)
 		return
 	}
@@ -561,13 +561,13 @@ func (f *Feed) retryUnmirrored() {
 	var done []bpf.HitKey
 	for _, k := range keys {
 		e, ok := f.table.Lookup(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr})
-		if !ok || f.tracer.Mirrored(k) {
+		if !ok || f.tracer.Seeder().Mirrored(k) {
 			done = append(done, k)
 			continue
 		}
 		retry = append(retry, bpf.SeedEntry{Ifindex: int(e.Ifindex), Addr: e.Addr, State: uint8(e.State), MAC: e.HardwareAddr()})
 	}
-	_, missed, err := f.tracer.Seed(retry)
+	_, missed, err := f.tracer.Seeder().Seed(retry)
 	if err != nil {
 		f.log.Warn("tracer: mirroring entries that did not fit failed", "err", err)
 	}
@@ -580,7 +580,7 @@ func (f *Feed) retryUnmirrored() {
 		delete(f.unmirrored, k)
 	}
 	for _, r := range retry {
-		if k := (bpf.HitKey{Ifindex: r.Ifindex, Addr: r.Addr}); !still[k] && f.tracer.Mirrored(k) {
+		if k := (bpf.HitKey{Ifindex: r.Ifindex, Addr: r.Addr}); !still[k] && f.tracer.Seeder().Mirrored(k) {
 			delete(f.unmirrored, k)
 		}
 	}
@@ -612,7 +612,7 @@ func (f *Feed) Unmirrored() map[int32]int {
 // own MACs heard.
 func (f *Feed) applySources(sights, own map[bpf.HitKey]net.HardwareAddr) {
 	if len(sights) > 0 {
-		if err := f.tracer.SightingsOf(sights, f.sights); err != nil {
+		if err := f.tracer.Readout().SightingsOf(sights, f.sights); err != nil {
 			f.log.Warn("tracer: reading source-MAC sightings failed", "err", err)
 			clear(f.sights)
 		}

@@ -71,7 +71,7 @@ func newStuckLab(t *testing.T, prefix string, mode bpf.Mode, tmode bpf.TracerMod
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	mir := mirror.New(mirror.Config{NetNS: &h}, s.table)
+	mir := mirror.New(mirror.Config{NetNS: &h}, mirror.SinkOf(s.table))
 	ino, err := bpf.NetNSInode("/run/netns/" + l.Node.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func newStuckLab(t *testing.T, prefix string, mode bpf.Mode, tmode bpf.TracerMod
 		t.Fatal(err)
 	}
 	// Hooks attached all the time while some entry is stale-long.
-	s.feed = feed.New(s.tracer, s.table, mir, feed.Config{Interval: 200 * time.Millisecond, Window: time.Second, Period: time.Second,
+	s.feed = feed.New(s.tracer, feed.SinkOf(s.table), mir, feed.Config{Interval: 200 * time.Millisecond, Window: time.Second, Period: time.Second,
 		Logger: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())
 	mirDone := make(chan error, 1)
@@ -108,7 +108,7 @@ func newStuckLab(t *testing.T, prefix string, mode bpf.Mode, tmode bpf.TracerMod
 	// The per-packet hooks attach once the entry is stale-long.
 	k := s.clientKey(t)
 	lab.WaitFor(t, 20*time.Second, "the client's entry to be stale-long and the hooks attached", func() bool {
-		e, ok := s.table.Lookup(k)
+		e, ok := s.table.Reader().Lookup(k)
 		return ok && e.Class() >= table.ClassStaleLong && s.feed.Counters().Attached
 	})
 	newMAC := lab.HostMAC(77, 3)
@@ -151,10 +151,10 @@ func TestTracerCountsLegacyBypass(t *testing.T) {
 func testLegacyBypass(t *testing.T, tm bpf.TracerMode) {
 	s := newStuckLab(t, "trl", bpf.ModeLegacy, tm)
 	if tm == bpf.TracerFentry {
-		if s.tracer.Mode() == bpf.TracerXmit && s.tracer.Fallback() == nil {
+		if s.tracer.Loader().Mode() == bpf.TracerXmit && s.tracer.Loader().Fallback() == nil {
 			t.Fatal("fell back to xmit without saying why")
 		}
-		t.Logf("asked for fentry, running %s (fallback: %v)", s.tracer.Mode(), s.tracer.Fallback())
+		t.Logf("asked for fentry, running %s (fallback: %v)", s.tracer.Loader().Mode(), s.tracer.Loader().Fallback())
 	}
 	if err := s.traffic(15); err == nil {
 		t.Fatal("pings got through with the legacy datapath and a moved client: the lab does not reproduce the failure")
@@ -162,7 +162,7 @@ func testLegacyBypass(t *testing.T, tm bpf.TracerMode) {
 	k := s.clientKey(t)
 	var e table.Entry
 	lab.WaitFor(t, 5*time.Second, "bypass hits on the client's entry", func() bool {
-		e, _ = s.table.Lookup(k)
+		e, _ = s.table.Reader().Lookup(k)
 		return e.Observed().BypassPackets >= 10
 	})
 	ke, err := s.Node.Entry(lab.NodeClientIf, lab.ClientIP)
@@ -177,13 +177,13 @@ func testLegacyBypass(t *testing.T, tm bpf.TracerMode) {
 		t.Fatal("pings got through")
 	}
 	lab.WaitFor(t, 5*time.Second, "hits to keep rising with traffic", func() bool {
-		e, _ = s.table.Lookup(k)
+		e, _ = s.table.Reader().Lookup(k)
 		return e.Observed().BypassPackets >= before+4
 	})
 	// The moved client keeps sending: its packets arrive from the new MAC
 	// while the node sends to the old one.
 	lab.WaitFor(t, 10*time.Second, "the entry to be classified stuck by its source MAC", func() bool {
-		e, _ = s.table.Lookup(k)
+		e, _ = s.table.Reader().Lookup(k)
 		return e.Class() == table.ClassStuck
 	})
 	if !e.Observed().SourceMismatch || e.HardwareAddr().String() == s.newMAC || net.HardwareAddr(e.Observed().SourceMAC).String() != s.newMAC {
@@ -212,19 +212,19 @@ func TestTracerNoFalsePositives(t *testing.T) {
 			t.Parallel()
 			s := newStuckLab(t, "trn", tc.mode, bpf.TracerXmit)
 			k := s.clientKey(t)
-			sub := s.table.Events().Subscribe(256)
+			sub := s.table.Classifier().Events().Subscribe(256)
 			defer sub.Close()
 			start := time.Now()
 			lab.WaitFor(t, 20*time.Second, "the entry to recover with the new MAC", func() bool {
 				_ = s.Client.Ping(lab.BackendIP, 1, 1*time.Second) // replies make the kernel re-resolve
-				e, ok := s.table.Lookup(k)
+				e, ok := s.table.Reader().Lookup(k)
 				return ok && e.HardwareAddr().String() == s.newMAC && (e.State == table.StateReachable || e.State == table.StateStale)
 			})
 			t.Logf("recovered after %v", time.Since(start).Round(100*time.Millisecond))
 			if err := s.traffic(10); err != nil {
 				t.Fatalf("traffic does not flow after recovery: %v", err)
 			}
-			e, _ := s.table.Lookup(k)
+			e, _ := s.table.Reader().Lookup(k)
 			if e.Observed().BypassPackets != 0 {
 				t.Errorf("%d bypass packets counted for traffic that went through the neighbour subsystem", e.Observed().BypassPackets)
 			}
@@ -261,10 +261,10 @@ func TestTracerBlamesTheGateway(t *testing.T) {
 	}
 	k := s.clientKey(t)
 	lab.WaitFor(t, 5*time.Second, "hits on the gateway's entry", func() bool {
-		e, _ := s.table.Lookup(k)
+		e, _ := s.table.Reader().Lookup(k)
 		return e.Observed().BypassPackets >= 8
 	})
-	if _, ok := s.table.Lookup(table.Key{Ifindex: k.Ifindex, Addr: netip.MustParseAddr("10.0.9.5")}); ok {
+	if _, ok := s.table.Reader().Lookup(table.Key{Ifindex: k.Ifindex, Addr: netip.MustParseAddr("10.0.9.5")}); ok {
 		t.Fatal("an entry for the routed destination exists: the test would not show attribution")
 	}
 }
@@ -283,7 +283,7 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 	}
 	t.Cleanup(func() { h.Close() })
 	tb := table.New(time.Minute, nil)
-	mir := mirror.New(mirror.Config{NetNS: &h}, tb)
+	mir := mirror.New(mirror.Config{NetNS: &h}, mirror.SinkOf(tb))
 	ino, err := bpf.NetNSInode("/run/netns/" + l.Node.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := feed.New(tr, tb, mir, feed.Config{Interval: 200 * time.Millisecond})
+	f := feed.New(tr, feed.SinkOf(tb), mir, feed.Config{Interval: 200 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	go func() { done <- mir.Run(ctx) }()
@@ -316,7 +316,7 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 	n0, _ := l.Node.Ifindex(lab.NodeClientIf)
 	group := netip.MustParseAddr("ff02::1:ff00:2") // a solicited-node group nobody else uses here
 	k := table.Key{Ifindex: int32(n0), Addr: group}
-	if _, ok := tb.Lookup(k); ok {
+	if _, ok := tb.Reader().Lookup(k); ok {
 		t.Fatal("the multicast entry exists before the test made it")
 	}
 	mc0, fc0 := mir.Counters(), f.Counters()
@@ -326,7 +326,7 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	lab.WaitFor(t, 5*time.Second, "the multicast entry in the table", func() bool {
-		e, ok := tb.Lookup(k)
+		e, ok := tb.Reader().Lookup(k)
 		return ok && e.State == table.StateNoARP
 	})
 	// The contract: the tracepoint named the entry, the feed asked the

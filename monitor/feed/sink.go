@@ -10,7 +10,7 @@ import (
 
 // Sink is what the feed writes the tracer's findings into (the
 // transitions netlink never reports, bypass traffic, the hosts' source
-// MACs) and reads its candidates from. *table.Table is one.
+// MACs) and reads its candidates from. SinkOf gives a table's.
 type Sink interface {
 	ApplyTracepoint(k table.Key, from, to table.State, when time.Time) bool
 	AddBypass(k table.Key, packets uint64, when time.Time) bool
@@ -25,4 +25,16 @@ type Sink interface {
 	Range(from uint32, max int, fn func(e *table.Entry)) uint32
 	Len() int
 	Lookup(k table.Key) (table.Entry, bool)
+}
+
+// SinkOf is t's Sink: the feed writes through its Kernel (transitions)
+// and Sightings doors and reads its CandidateSet, Classifier and Reader.
+func SinkOf(t *table.Table) Sink {
+	return struct {
+		table.Kernel
+		table.Sightings
+		table.CandidateSet
+		table.Classifier
+		table.Reader
+	}{t.Kernel(), t.Sightings(), t.CandidateSet(), t.Classifier(), t.Reader()}
 }

@@ -47,13 +47,13 @@ func TestOwnMACInTheSameInterval(t *testing.T) {
 		tb := table.New(time.Minute, nil)
 		k := bpf.HitKey{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
 		tk := table.Key{Ifindex: 3, Addr: k.Addr}
-		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: own})
+		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: own})
 		ownSeen := map[bpf.HitKey]net.HardwareAddr{}
 		if both {
 			ownSeen[k] = own
 		}
-		heard := observeSources(tb, map[bpf.HitKey]bpf.Sighting{k: {MAC: other, Packets: 4}}, ownSeen, time.Now())
-		e, _ := tb.Lookup(tk)
+		heard := observeSources(SinkOf(tb), map[bpf.HitKey]bpf.Sighting{k: {MAC: other, Packets: 4}}, ownSeen, time.Now())
+		e, _ := tb.Reader().Lookup(tk)
 		if both && (e.Suspect() || !e.MultiMAC() || heard != 1) {
 			t.Errorf("both MACs in one interval: suspect %v, multi-MAC %v, %d heard; want heard, the other MAC the host's", e.Suspect(), e.MultiMAC(), heard)
 		}

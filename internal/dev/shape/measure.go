@@ -186,7 +186,12 @@ func (t *typ) spread() int {
 // section is docs/shape.md's generated part.
 func (c *code) section() string {
 	var b strings.Builder
-	list := func(items []string) string { return strings.Join(items, ", ") }
+	list := func(items []string) string {
+		if len(items) == 0 {
+			return "none"
+		}
+		return strings.Join(items, ", ")
+	}
 	var most []string
 	for _, t := range c.byMethods()[:6] {
 		most = append(most, fmt.Sprintf("`%s` %d", t, len(c.types[t].methods)))

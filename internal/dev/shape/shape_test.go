@@ -23,8 +23,9 @@ func TestShapeDocIsCurrent(t *testing.T) {
 }
 
 // TestShapeLimits: no type of the product has 25 methods of its own or
-// more, and no function is over 80 lines but the tracer collector's
-// list of metrics.
+// more, nor offers 25 or more with the views it embeds, nor has its
+// methods in four files or more; and no function is over 80 lines but
+// the tracer collector's list of metrics.
 func TestShapeLimits(t *testing.T) {
 	c, err := measure("../../..")
 	if err != nil {
@@ -33,6 +34,12 @@ func TestShapeLimits(t *testing.T) {
 	for name, tp := range c.types {
 		if n := len(tp.methods); n >= 25 {
 			t.Errorf("%s has %d methods of its own: split off what only some callers need", name, n)
+		}
+		if n := len(c.offer(name)); n >= 25 {
+			t.Errorf("%s offers %d exported methods, its embedded views' included: hand callers a view, not the whole", name, n)
+		}
+		if n := tp.spread(); n >= 4 {
+			t.Errorf("%s has its methods in %d files: keep a type in three at most", name, n)
 		}
 	}
 	for _, f := range c.funcs {
