@@ -155,17 +155,17 @@ func (t Classifier) Publish(ev Event) {
 
 // reattach recomputes an entry's aggregates after its evidence or age
 // changed, publishing a class event when its class changed.
-func (t *core) reattach(e ent, now int64, cause Cause) {
-	old := e.class()
-	t.detach(e)
-	if e.observed() {
-		o := t.st.observed(e)
-		o.Mismatch, o.SourceMismatch = t.mismatch(e)
+func (t *core) reattach(le ent, now int64, cause Cause) {
+	old := le.class()
+	t.detach(le)
+	if le.observed() {
+		o := t.st.observed(le)
+		o.Mismatch, o.SourceMismatch = t.mismatch(le)
 	}
-	t.attach(e, now)
-	if e.class() != old && t.publishing() {
-		ev := t.event(e, KindClass, cause, now)
-		ev.Detail = classChanges[old][e.class()]
+	t.attach(le, now)
+	if le.class() != old && t.publishing() {
+		ev := t.event(le, KindClass, cause, now)
+		ev.Detail = classChanges[old][le.class()]
 		t.events.Publish(ev)
 	}
 }
@@ -193,24 +193,24 @@ func (t *core) advance(now int64) {
 	if t.suspectDue != 0 && now >= t.suspectDue {
 		t.suspectDue = 0
 		for slot := range t.suspects {
-			e := t.st.ent(slot)
-			o := t.st.observe(e)
+			le := t.st.ent(slot)
+			o := t.st.observe(le)
 			switch due := o.SuspectAt + t.silence; {
 			case o.silent:
 			case now >= due:
 				o.silent = true
-				t.reattach(e, now, CauseClassify)
+				t.reattach(le, now, CauseClassify)
 			case t.suspectDue == 0 || due < t.suspectDue:
 				t.suspectDue = due
 			}
 		}
 	}
 	for slot := range t.conflicts {
-		e := t.st.ent(slot)
-		if o := t.st.observe(e); now-o.ConflictAt >= int64(ConflictHold) {
+		le := t.st.ent(slot)
+		if o := t.st.observe(le); now-o.ConflictAt >= int64(ConflictHold) {
 			delete(t.conflicts, slot)
 			o.ConflictMACs, o.ConflictAt = [2]string{}, 0
-			t.reattach(e, now, CauseClassify)
+			t.reattach(le, now, CauseClassify)
 		}
 	}
 	for _, s := range t.ifaces {
@@ -220,8 +220,8 @@ func (t *core) advance(now int64) {
 				if !ok {
 					break
 				}
-				e := t.st.ent(slot)
-				if !t.pastThreshold(e.rec, now) {
+				le := t.st.ent(slot)
+				if !t.pastThreshold(le.rec, now) {
 					break
 				}
 				if n == promotionStorm {
@@ -244,7 +244,7 @@ func (t *core) advance(now int64) {
 					s.pending[f].shrink()
 					break
 				}
-				t.reattach(e, now, CauseClassify)
+				t.reattach(le, now, CauseClassify)
 				t.promoted++
 			}
 		}

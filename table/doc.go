@@ -18,6 +18,13 @@
 // control.Table, metrics.TableReader), which one door or a struct of
 // doors satisfies, and holds that.
 //
+// An entry has one name per layer, each a different thing: Entry is the
+// copy a reader gets (entry.go; e in this package, en in remediate);
+// Observed is the part of it that says what was seen of the host (o);
+// rec is the packed record the store keeps in its slabs (store.go; r);
+// ent is a record held under the lock with its slot (ent.go; le, a
+// locked entry), valid until the lock is released.
+//
 // Every write takes one path, in update.go, top to bottom: apply finds
 // the entry in the store (store.go: records in slabs, an index by key)
 // and removes, creates or changes it; detach and attach keep the

@@ -14,17 +14,17 @@ func (s *store) ent(slot uint32) ent { return ent{slot, s.at(slot)} }
 // hostGone reports whether the evidence says the host is not at the
 // entry's MAC: a unicast probe to it went unanswered, or it stayed
 // silent for the silence window after the host was seen at another MAC.
-func (s *store) hostGone(e ent) bool {
-	o := s.observed(e)
-	return (o.ProbeUnansweredAt != 0 && s.macIs(e, o.ProbeMAC)) || (o.SuspectAt != 0 && o.silent)
+func (s *store) hostGone(le ent) bool {
+	o := s.observed(le)
+	return (o.ProbeUnansweredAt != 0 && s.macIs(le, o.ProbeMAC)) || (o.SuspectAt != 0 && o.silent)
 }
 
 // conflicted reports whether the entry's MAC is one of two that answered
 // for its IP (while it is in a dynamic state: the kernel follows answers).
-func (s *store) conflicted(e ent) bool {
-	o := s.observed(e)
-	return o.ConflictAt != 0 && e.macLen != 0 && (s.macIs(e, o.ConflictMACs[0]) || s.macIs(e, o.ConflictMACs[1])) &&
-		e.state&(StateReachable|StateStale|StateDelay|StateProbe) != 0
+func (s *store) conflicted(le ent) bool {
+	o := s.observed(le)
+	return o.ConflictAt != 0 && le.macLen != 0 && (s.macIs(le, o.ConflictMACs[0]) || s.macIs(le, o.ConflictMACs[1])) &&
+		le.state&(StateReachable|StateStale|StateDelay|StateProbe) != 0
 }
 
 // fill writes the record's entry into e, without its lladdr or its

@@ -13,31 +13,31 @@ func (t Sightings) ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr
 	now := when.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.get(Key{Ifindex: ifindex, Addr: ip})
+	le, ok := t.get(Key{Ifindex: ifindex, Addr: ip})
 	if !ok {
 		return false
 	}
-	o := t.st.observe(e)
+	o := t.st.observe(le)
 	was := o.Mismatch
 	if o.SeenMAC != string(mac) {
 		o.SeenMAC = string(mac)
 	}
 	o.SeenAt = now
 	explained := false
-	if t.st.macIs(e, string(mac)) {
-		explained = t.heard(e, now)
+	if t.st.macIs(le, string(mac)) {
+		explained = t.heard(le, now)
 	} else {
-		t.sighted(e, string(mac), now)
+		t.sighted(le, string(mac), now)
 	}
-	t.reattach(e, now, CauseARP)
+	t.reattach(le, now, CauseARP)
 	switch {
 	case !t.publishing():
 	case o.Mismatch && !was:
-		ev := t.event(e, KindMismatch, CauseARP, now)
-		ev.Detail = "seen at " + mac.String() + ", kernel sends to " + hwString(t.st.lladdr(e.slot, e.rec)) + ": stuck if that MAC stays silent"
+		ev := t.event(le, KindMismatch, CauseARP, now)
+		ev.Detail = "seen at " + mac.String() + ", kernel sends to " + hwString(t.st.lladdr(le.slot, le.rec)) + ": stuck if that MAC stays silent"
 		t.events.Publish(ev)
 	case explained:
-		t.publishExplained(e, CauseARP, now)
+		t.publishExplained(le, CauseARP, now)
 	}
 	return o.Mismatch && !was
 }
@@ -50,18 +50,18 @@ func (t Sightings) Heard(k Key, mac net.HardwareAddr, when time.Time) bool {
 	now := when.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.get(k)
-	if !ok || len(mac) == 0 || !t.st.macIs(e, string(mac)) {
+	le, ok := t.get(k)
+	if !ok || len(mac) == 0 || !t.st.macIs(le, string(mac)) {
 		return false
 	}
-	if t.heard(e, now) {
-		t.reattach(e, now, CauseTraffic)
+	if t.heard(le, now) {
+		t.reattach(le, now, CauseTraffic)
 		if t.publishing() {
-			t.publishExplained(e, CauseTraffic, now)
+			t.publishExplained(le, CauseTraffic, now)
 		}
 		return true
 	}
-	t.reattach(e, now, CauseTraffic)
+	t.reattach(le, now, CauseTraffic)
 	return true
 }
 
@@ -73,13 +73,13 @@ func (t Sightings) ObserveSourceMAC(k Key, mac net.HardwareAddr, packets uint64,
 	now := when.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.get(k)
+	le, ok := t.get(k)
 	if !ok || len(mac) == 0 {
 		return false
 	}
-	o := t.st.observe(e)
+	o := t.st.observe(le)
 	was := o.SourceMismatch
-	if t.st.macIs(e, string(mac)) {
+	if t.st.macIs(le, string(mac)) {
 		return false // its own MAC: Heard
 	}
 	if o.SourceMAC != string(mac) {
@@ -88,11 +88,11 @@ func (t Sightings) ObserveSourceMAC(k Key, mac net.HardwareAddr, packets uint64,
 	}
 	o.SourcePackets += packets
 	o.SourceAt = now
-	t.sighted(e, string(mac), now)
-	t.reattach(e, now, CauseTraffic)
+	t.sighted(le, string(mac), now)
+	t.reattach(le, now, CauseTraffic)
 	if o.SourceMismatch && !was && t.publishing() {
-		ev := t.event(e, KindMismatch, CauseTraffic, now)
-		ev.Detail = "packets from " + e.ip().String() + " come from " + mac.String() + ", kernel sends to " + hwString(t.st.lladdr(e.slot, e.rec)) + ": stuck if that MAC stays silent"
+		ev := t.event(le, KindMismatch, CauseTraffic, now)
+		ev.Detail = "packets from " + le.ip().String() + " come from " + mac.String() + ", kernel sends to " + hwString(t.st.lladdr(le.slot, le.rec)) + ": stuck if that MAC stays silent"
 		t.events.Publish(ev)
 	}
 	return o.SourceMismatch && !was
@@ -107,18 +107,18 @@ func (t Sightings) AddBypass(k Key, packets uint64, when time.Time) bool {
 	now := when.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.get(k)
+	le, ok := t.get(k)
 	if !ok {
 		return false
 	}
-	o := t.st.observe(e)
+	o := t.st.observe(le)
 	o.BypassPackets += packets
 	o.LastBypass = now
-	t.iface(e.ifindex).bypass[e.family().idx()] += packets
-	if e.state == StateStale {
+	t.iface(le.ifindex).bypass[le.family().idx()] += packets
+	if le.state == StateStale {
 		o.BypassInState += packets
 		if o.BypassInState == packets { // first evidence in this period
-			t.reattach(e, now, CauseTraffic)
+			t.reattach(le, now, CauseTraffic)
 		}
 	}
 	return true
@@ -131,13 +131,13 @@ func (t Sightings) ProbeUnanswered(k Key, mac string, when time.Time) bool {
 	now := when.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.get(k)
-	if !ok || mac == "" || !t.st.macIs(e, mac) {
+	le, ok := t.get(k)
+	if !ok || mac == "" || !t.st.macIs(le, mac) {
 		return false
 	}
-	o := t.st.observe(e)
+	o := t.st.observe(le)
 	o.ProbeUnansweredAt, o.ProbeMAC = now, mac
-	t.reattach(e, now, CauseRemediate)
+	t.reattach(le, now, CauseRemediate)
 	return true
 }
 
@@ -171,8 +171,8 @@ func (t Sightings) ReportConflict(k Key, old, now net.HardwareAddr, when time.Ti
 	if s := t.ifaces[k.Ifindex]; s != nil {
 		ev.Interface = s.name
 	}
-	if e, ok := t.get(k); ok {
-		ev.From, ev.To, ev.Class, ev.Created, ev.Deleted = e.state, e.state, e.class(), false, false
+	if le, ok := t.get(k); ok {
+		ev.From, ev.To, ev.Class, ev.Created, ev.Deleted = le.state, le.state, le.class(), false, false
 	}
 	t.events.Publish(ev)
 	return recorded
@@ -180,17 +180,17 @@ func (t Sightings) ReportConflict(k Key, old, now net.HardwareAddr, when time.Ti
 
 // conflict records one; the caller holds t.mu.
 func (t *core) conflict(k Key, a, b net.HardwareAddr, now int64, cause Cause) bool {
-	e, ok := t.get(k)
+	le, ok := t.get(k)
 	if !ok || len(a) == 0 || len(b) == 0 || string(a) == string(b) {
 		return false
 	}
-	o := t.st.observe(e)
+	o := t.st.observe(le)
 	if now > o.ConflictAt {
 		o.ConflictAt = now
 	}
 	o.ConflictMACs = [2]string{string(a), string(b)}
-	t.conflicts[e.slot] = struct{}{}
-	t.reattach(e, now, cause)
+	t.conflicts[le.slot] = struct{}{}
+	t.reattach(le, now, cause)
 	return true
 }
 
@@ -227,12 +227,12 @@ func (t Sightings) OnSuspect(fn func()) {
 // sighted records that the entry's host was seen at mac, another MAC
 // than the entry's, which begins a suspicion unless one is on. A MAC the
 // host is known at begins none while the entry's MAC was heard within the
-// recheck time. The caller holds t.mu and reattaches e.
-func (t *core) sighted(e ent, mac string, now int64) {
-	if e.macLen == 0 || !e.state.Valid() {
+// recheck time. The caller holds t.mu and reattaches le.
+func (t *core) sighted(le ent, mac string, now int64) {
+	if le.macLen == 0 || !le.state.Valid() {
 		return
 	}
-	o := t.st.observe(e)
+	o := t.st.observe(le)
 	if h := o.hostMAC(mac); h != nil {
 		h.At = max(h.At, now)
 		if o.OwnAt != 0 && now-o.OwnAt < t.recheck {
@@ -244,7 +244,7 @@ func (t *core) sighted(e ent, mac string, now int64) {
 		return
 	}
 	o.SuspectAt, o.silent = now, false
-	t.suspects[e.slot] = struct{}{}
+	t.suspects[le.slot] = struct{}{}
 	if due := now + t.silence; t.suspectDue == 0 || due < t.suspectDue {
 		t.suspectDue = due
 	}
@@ -256,9 +256,9 @@ func (t *core) sighted(e ent, mac string, now int64) {
 // heard records that the entry's own MAC was heard for its IP at now: a
 // suspicion since is explained (its MAC becomes one of the host's), and
 // so is an unanswered probe before. It reports whether it explained a
-// suspicion. The caller holds t.mu and reattaches e.
-func (t *core) heard(e ent, now int64) bool {
-	o := t.st.observe(e)
+// suspicion. The caller holds t.mu and reattaches le.
+func (t *core) heard(le ent, now int64) bool {
+	o := t.st.observe(le)
 	o.OwnAt = max(o.OwnAt, now)
 	if o.ProbeUnansweredAt != 0 && o.ProbeUnansweredAt <= now {
 		o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
@@ -267,16 +267,16 @@ func (t *core) heard(e ent, now int64) bool {
 		return false
 	}
 	o.addHostMAC(o.SuspectMAC, now)
-	t.unsuspect(e)
+	t.unsuspect(le)
 	return true
 }
 
 // publishExplained says that the entry's MAC answered after another MAC
 // was seen with the host's address. It claims no more than that: the
 // other MAC may be the host's second one, or anyone's using its address.
-func (t *core) publishExplained(e ent, cause Cause, now int64) {
-	ev := t.event(e, KindMismatch, cause, now)
-	ev.Detail = "the entry's MAC answered after " + hwString(t.st.observed(e).HostMACs[0].MAC) + " was seen with the host's address: not stuck while the entry's MAC answers"
+func (t *core) publishExplained(le ent, cause Cause, now int64) {
+	ev := t.event(le, KindMismatch, cause, now)
+	ev.Detail = "the entry's MAC answered after " + hwString(t.st.observed(le).HostMACs[0].MAC) + " was seen with the host's address: not stuck while the entry's MAC answers"
 	t.events.Publish(ev)
 }
 

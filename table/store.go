@@ -288,11 +288,11 @@ func (s *store) lladdr(slot uint32, r *rec) string {
 
 // macIs reports whether an entry's lladdr is mac (raw bytes), without
 // allocating.
-func (s *store) macIs(e ent, mac string) bool {
-	if e.macLen == longMAC {
-		return s.longMACs[e.slot] == mac
+func (s *store) macIs(le ent, mac string) bool {
+	if le.macLen == longMAC {
+		return s.longMACs[le.slot] == mac
 	}
-	return len(mac) == int(e.macLen) && string(e.mac[:e.macLen]) == mac
+	return len(mac) == int(le.macLen) && string(le.mac[:le.macLen]) == mac
 }
 
 // setLLAddr sets a record's lladdr.
@@ -312,22 +312,22 @@ func (s *store) setLLAddr(slot uint32, r *rec, mac []byte) {
 
 // observed returns what was observed of an entry's host, for reading: never
 // nil, never to be written through.
-func (s *store) observed(e ent) *Observed {
-	if !e.observed() {
+func (s *store) observed(le ent) *Observed {
+	if !le.observed() {
 		return &noObserved
 	}
-	return s.obs[e.slot]
+	return s.obs[le.slot]
 }
 
 // observe returns what was observed of an entry's host, for writing, making it
 // on first use.
-func (s *store) observe(e ent) *Observed {
-	if e.observed() {
-		return s.obs[e.slot]
+func (s *store) observe(le ent) *Observed {
+	if le.observed() {
+		return s.obs[le.slot]
 	}
 	o := &Observed{}
-	s.obs[e.slot] = o
-	e.bits |= recObs
+	s.obs[le.slot] = o
+	le.bits |= recObs
 	return o
 }
 

@@ -292,8 +292,8 @@ func TestEvidenceLeavesWithItsSlot(t *testing.T) {
 	if again != slot {
 		t.Fatalf("b took slot %d, not the freed %d", again, slot)
 	}
-	if e := st.ent(again); e.observed() || st.observed(e).SourcePackets != 0 {
-		t.Errorf("a new entry in a freed slot inherited evidence: %+v", *st.observed(e))
+	if le := st.ent(again); le.observed() || st.observed(le).SourcePackets != 0 {
+		t.Errorf("a new entry in a freed slot inherited evidence: %+v", *st.observed(le))
 	}
 }
 

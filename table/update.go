@@ -66,14 +66,14 @@ func (t *core) apply(u *Update, cause Cause, now int64) {
 // create stores a new entry, classifies it and says so.
 func (t *core) create(k Key, u *Update, cause Cause, now int64) {
 	slot, r := t.st.insert(k)
-	e := ent{slot, r}
+	le := ent{slot, r}
 	t.st.setLLAddr(slot, r, u.LLAddr)
 	r.state, r.flags, r.flagsExt, r.protocol = u.State, u.Flags, uint8(u.FlagsExt), u.Protocol
 	sn := since(u, now)
 	r.since, r.llSince = t.st.clk.cs(sn), t.st.clk.ms(sn)
 	r.gen = t.gen
 	r.cacheTimes(&t.st.clk, u, now)
-	t.attach(e, now)
+	t.attach(le, now)
 	if r.candidate() {
 		t.candChanged(k)
 	}
@@ -81,7 +81,7 @@ func (t *core) create(k Key, u *Update, cause Cause, now int64) {
 		t.trans[FamilyOf(u.Addr).idx()][idxAbsent][r.state.idx()]++
 	}
 	if t.publishing() {
-		ev := t.event(e, KindTransition, cause, now)
+		ev := t.event(le, KindTransition, cause, now)
 		ev.Created = true
 		ev.OldLLAddr = nil
 		t.events.Publish(ev)
@@ -90,12 +90,12 @@ func (t *core) create(k Key, u *Update, cause Cause, now int64) {
 
 // change applies an update to a stored entry: its state, its MAC, its
 // flags; then classifies it again and says what changed.
-func (t *core) change(e ent, u *Update, cause Cause, now int64) {
-	r := e.rec
+func (t *core) change(le ent, u *Update, cause Cause, now int64) {
+	r := le.rec
 	r.gen = t.gen
 	r.cacheTimes(&t.st.clk, u, now)
 	stateChanged := r.state != u.State
-	llChanged := !t.st.macIs(e, string(u.LLAddr))
+	llChanged := !t.st.macIs(le, string(u.LLAddr))
 	if !stateChanged && !llChanged && r.flags == u.Flags && r.flagsExt == uint8(u.FlagsExt) && r.protocol == u.Protocol {
 		return
 	}
@@ -105,32 +105,32 @@ func (t *core) change(e ent, u *Update, cause Cause, now int64) {
 		oldSince int64
 	)
 	if t.publishing() {
-		oldLL = net.HardwareAddr(t.st.lladdr(e.slot, r))
+		oldLL = net.HardwareAddr(t.st.lladdr(le.slot, r))
 		oldSince = t.st.clk.ns(r.llSince)
 	}
 	wasCand, oldOwner := r.candidate(), r.owner()
-	t.detach(e)
+	t.detach(le)
 	if stateChanged {
-		t.changeState(e, u, now)
+		t.changeState(le, u, now)
 	}
 	if llChanged {
-		t.changeMAC(e, u, now)
+		t.changeMAC(le, u, now)
 	}
 	r.flags, r.flagsExt, r.protocol = u.Flags, uint8(u.FlagsExt), u.Protocol
 	if r.observed() {
-		o := t.st.observed(e)
-		o.Mismatch, o.SourceMismatch = t.mismatch(e)
+		o := t.st.observed(le)
+		o.Mismatch, o.SourceMismatch = t.mismatch(le)
 	}
-	t.attach(e, now)
+	t.attach(le, now)
 	if (wasCand || r.candidate()) && (wasCand != r.candidate() || llChanged || oldOwner != r.owner()) {
-		t.candChanged(e.key())
+		t.candChanged(le.key())
 	}
 	if t.publishing() {
-		ev := t.event(e, KindTransition, cause, now)
+		ev := t.event(le, KindTransition, cause, now)
 		ev.From = oldState
 		ev.OldLLAddr = oldLL
 		if llChanged {
-			ev.Moves, ev.OldLLAddrSince, ev.LastUsed = uint32(r.llChanges), oldSince, t.lastUsed(e)
+			ev.Moves, ev.OldLLAddrSince, ev.LastUsed = uint32(r.llChanges), oldSince, t.lastUsed(le)
 		}
 		t.events.Publish(ev)
 	}
@@ -139,24 +139,24 @@ func (t *core) change(e ent, u *Update, cause Cause, now int64) {
 // lastUsed is when traffic last used the entry, as the table knows:
 // kernel output (NDA_CACHEINFO's used) or bypass traffic the tracer
 // counted, the later; 0 when neither is known.
-func (t *core) lastUsed(e ent) int64 {
-	used := t.st.clk.ns(e.used)
-	if e.observed() {
-		used = max(used, t.st.observed(e).LastBypass)
+func (t *core) lastUsed(le ent) int64 {
+	used := t.st.clk.ns(le.used)
+	if le.observed() {
+		used = max(used, t.st.observed(le).LastBypass)
 	}
 	return used
 }
 
 // changeState moves an entry to the update's state: the evidence
 // gathered in the old state (bypass traffic, an unanswered probe) goes.
-func (t *core) changeState(e ent, u *Update, now int64) {
-	r := e.rec
+func (t *core) changeState(le ent, u *Update, now int64) {
+	r := le.rec
 	t.trans[FamilyOf(u.Addr).idx()][r.state.idx()][u.State.idx()]++
 	r.state = u.State
 	r.since = t.st.clk.cs(since(u, now))
 	r.transitions++
 	if r.observed() {
-		o := t.st.observed(e)
+		o := t.st.observed(le)
 		o.BypassInState = 0
 		o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
 	}
@@ -166,12 +166,12 @@ func (t *core) changeState(e ent, u *Update, now int64) {
 // state afresh, as the kernel's "updated" does: evidence gathered
 // against the old MAC (sightings of the host's packets, bypass traffic,
 // probes) says nothing about it.
-func (t *core) changeMAC(e ent, u *Update, now int64) {
-	r := e.rec
+func (t *core) changeMAC(le ent, u *Update, now int64) {
+	r := le.rec
 	// The MAC it leaves, copied before the new one overwrites it.
 	var prev string
 	if r.macLen != 0 && r.observed() {
-		prev = string(t.st.lladdr(e.slot, r))
+		prev = string(t.st.lladdr(le.slot, r))
 	}
 	// Entries in INCOMPLETE or FAILED carry no lladdr; only a move from
 	// one address to another counts as a change.
@@ -181,13 +181,13 @@ func (t *core) changeMAC(e ent, u *Update, now int64) {
 		}
 		t.iface(r.ifindex).lladdrChanges[FamilyOf(u.Addr).idx()]++
 	}
-	t.st.setLLAddr(e.slot, r, u.LLAddr)
+	t.st.setLLAddr(le.slot, r, u.LLAddr)
 	r.since = t.st.clk.cs(since(u, now))
 	r.llSince = t.st.clk.ms(now) // seen changing: no older than this message
 	if !r.observed() {
 		return
 	}
-	o := t.st.observed(e)
+	o := t.st.observed(le)
 	o.SourceMAC, o.SourceAt, o.SourcePackets = "", 0, 0
 	o.BypassInState = 0
 	o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
@@ -196,7 +196,7 @@ func (t *core) changeMAC(e ent, u *Update, now int64) {
 	// known, but for the new one. A move to one of them is the host's
 	// own (a bond, ARP flux): the old MAC takes its place among them.
 	o.OwnAt = 0
-	t.unsuspect(e)
+	t.unsuspect(le)
 	if h := o.hostMAC(string(u.LLAddr)); h != nil {
 		*h = HostMAC{}
 		if prev != "" && len(u.LLAddr) > 0 && o.hostMAC(prev) == nil {
@@ -207,20 +207,20 @@ func (t *core) changeMAC(e ent, u *Update, now int64) {
 }
 
 // remove deletes an entry, after the event that says so is built.
-func (t *core) remove(e ent, cause Cause, now int64) {
-	if e.candidate() {
-		t.candChanged(e.key())
+func (t *core) remove(le ent, cause Cause, now int64) {
+	if le.candidate() {
+		t.candChanged(le.key())
 	}
-	t.detach(e)
-	delete(t.conflicts, e.slot)
-	delete(t.suspects, e.slot)
-	t.trans[e.family().idx()][e.state.idx()][idxAbsent]++
+	t.detach(le)
+	delete(t.conflicts, le.slot)
+	delete(t.suspects, le.slot)
+	t.trans[le.family().idx()][le.state.idx()][idxAbsent]++
 	if t.publishing() {
-		ev := t.event(e, KindTransition, cause, now)
+		ev := t.event(le, KindTransition, cause, now)
 		ev.Deleted = true
 		t.events.Publish(ev)
 	}
-	t.st.remove(e.slot)
+	t.st.remove(le.slot)
 }
 
 // since converts a cacheinfo age to the time the state began.
@@ -241,82 +241,82 @@ func (r *rec) cacheTimes(clk *timebase, u *Update, now int64) {
 	r.used = clk.ms(now - int64(u.UsedAge))
 }
 
-// detach removes e's contribution to every aggregate.
-func (t *core) detach(e ent) {
-	s := t.iface(e.ifindex)
-	f := e.family().idx()
-	s.counts[f][e.state.idx()]--
-	s.managed[f][e.owner()][e.state.idx()]--
-	if e.owner() == OwnerNeighwatch {
-		delete(t.owned, e.slot)
+// detach removes le's contribution to every aggregate.
+func (t *core) detach(le ent) {
+	s := t.iface(le.ifindex)
+	f := le.family().idx()
+	s.counts[f][le.state.idx()]--
+	s.managed[f][le.owner()][le.state.idx()]--
+	if le.owner() == OwnerNeighwatch {
+		delete(t.owned, le.slot)
 	}
-	if e.heapIdx >= 0 {
-		if e.long() {
-			s.long[f].remove(t.st, e.slot)
+	if le.heapIdx >= 0 {
+		if le.long() {
+			s.long[f].remove(t.st, le.slot)
 		} else {
-			s.pending[f].remove(t.st, e.slot)
+			s.pending[f].remove(t.st, le.slot)
 		}
 	}
-	switch e.class() {
+	switch le.class() {
 	case ClassStuck:
 		s.stuck[f]--
-		delete(t.stuck, e.slot)
+		delete(t.stuck, le.slot)
 	case ClassAtRisk:
 		s.atRisk[f]--
-		delete(t.atRisk, e.slot)
+		delete(t.atRisk, le.slot)
 	case ClassConflict:
 		s.conflict[f]--
 	}
-	if e.long() {
+	if le.long() {
 		s.staleLong[f]--
 	}
-	if o := t.st.observed(e); o.Mismatch || o.SourceMismatch {
+	if o := t.st.observed(le); o.Mismatch || o.SourceMismatch {
 		s.mismatched[f]--
 	}
-	if e.multi() {
+	if le.multi() {
 		s.multiMAC[f]--
 	}
 }
 
-// attach adds e's contribution to every aggregate and sets its class.
-func (t *core) attach(e ent, now int64) {
-	s := t.iface(e.ifindex)
-	f := e.family().idx()
-	s.counts[f][e.state.idx()]++
-	s.managed[f][e.owner()][e.state.idx()]++
-	if e.owner() == OwnerNeighwatch {
-		t.owned[e.slot] = struct{}{}
+// attach adds le's contribution to every aggregate and sets its class.
+func (t *core) attach(le ent, now int64) {
+	s := t.iface(le.ifindex)
+	f := le.family().idx()
+	s.counts[f][le.state.idx()]++
+	s.managed[f][le.owner()][le.state.idx()]++
+	if le.owner() == OwnerNeighwatch {
+		t.owned[le.slot] = struct{}{}
 	}
-	o := t.st.observed(e)
-	e.setClass(ClassOK)
-	e.setBit(recLong, false)
-	if e.state == StateStale {
-		if t.pastThreshold(e.rec, now) {
-			e.setBit(recLong, true)
-			s.long[f].push(t.st, e.slot)
+	o := t.st.observed(le)
+	le.setClass(ClassOK)
+	le.setBit(recLong, false)
+	if le.state == StateStale {
+		if t.pastThreshold(le.rec, now) {
+			le.setBit(recLong, true)
+			s.long[f].push(t.st, le.slot)
 			s.staleLong[f]++
 			switch {
-			case t.st.hostGone(e):
-				e.setClass(ClassStuck)
+			case t.st.hostGone(le):
+				le.setClass(ClassStuck)
 			case o.BypassInState > 0:
-				e.setClass(ClassAtRisk)
+				le.setClass(ClassAtRisk)
 			default:
-				e.setClass(ClassStaleLong)
+				le.setClass(ClassStaleLong)
 			}
 		} else {
-			s.pending[f].push(t.st, e.slot)
+			s.pending[f].push(t.st, le.slot)
 		}
 	}
-	if e.class() != ClassStuck && t.st.conflicted(e) {
-		e.setClass(ClassConflict)
+	if le.class() != ClassStuck && t.st.conflicted(le) {
+		le.setClass(ClassConflict)
 	}
-	switch e.class() {
+	switch le.class() {
 	case ClassStuck:
 		s.stuck[f]++
-		t.stuck[e.slot] = struct{}{}
+		t.stuck[le.slot] = struct{}{}
 	case ClassAtRisk:
 		s.atRisk[f]++
-		t.atRisk[e.slot] = struct{}{}
+		t.atRisk[le.slot] = struct{}{}
 	case ClassConflict:
 		s.conflict[f]++
 	}
@@ -324,7 +324,7 @@ func (t *core) attach(e ent, now int64) {
 		s.mismatched[f]++
 	}
 	multi := o.HostMACs[0].MAC != ""
-	e.setBit(recMulti, multi)
+	le.setBit(recMulti, multi)
 	if multi {
 		s.multiMAC[f]++
 	}
@@ -333,19 +333,19 @@ func (t *core) attach(e ent, now int64) {
 // mismatch reports whether ARP/NDP (arp) and the host's own packets
 // (source) last showed the entry's IP at a MAC other than the one the
 // kernel sends to, unexplained: the entry's MAC was not heard since.
-func (t *core) mismatch(e ent) (arp, source bool) {
-	o := t.st.observed(e)
-	if e.macLen == 0 || !e.state.Valid() || o.SuspectAt == 0 {
+func (t *core) mismatch(le ent) (arp, source bool) {
+	o := t.st.observed(le)
+	if le.macLen == 0 || !le.state.Valid() || o.SuspectAt == 0 {
 		return false, false
 	}
-	return o.SeenMAC != "" && !t.st.macIs(e, o.SeenMAC) && o.SeenAt >= t.st.clk.ns(e.llSince), o.SourceMAC != "" && !t.st.macIs(e, o.SourceMAC)
+	return o.SeenMAC != "" && !t.st.macIs(le, o.SeenMAC) && o.SeenAt >= t.st.clk.ns(le.llSince), o.SourceMAC != "" && !t.st.macIs(le, o.SourceMAC)
 }
 
-// unsuspect ends e's suspicion.
-func (t *core) unsuspect(e ent) {
-	if o := t.st.observed(e); o.SuspectAt != 0 {
+// unsuspect ends le's suspicion.
+func (t *core) unsuspect(le ent) {
+	if o := t.st.observed(le); o.SuspectAt != 0 {
 		o.SuspectAt, o.SuspectMAC, o.silent = 0, "", false
-		delete(t.suspects, e.slot)
+		delete(t.suspects, le.slot)
 	}
 }
 
@@ -362,28 +362,28 @@ func (t *core) candChanged(k Key) {
 	t.candDirty[k] = struct{}{}
 }
 
-func (t *core) event(e ent, kind Kind, cause Cause, now int64) Event {
+func (t *core) event(le ent, kind Kind, cause Cause, now int64) Event {
 	// The record's own bytes, for both: Publish copies them for the
 	// subscribers that keep the event, so a burst that none keeps (a
 	// table crossing the threshold together) copies nothing.
 	var hw net.HardwareAddr
-	if s := t.st.lladdrView(e.slot, e.rec); s != "" {
+	if s := t.st.lladdrView(le.slot, le.rec); s != "" {
 		hw = unsafe.Slice(unsafe.StringData(s), len(s))
 	}
 	return Event{
 		borrowed:  true,
 		Time:      time.Unix(0, now),
-		Ifindex:   e.ifindex,
-		Interface: t.iface(e.ifindex).name,
-		Family:    e.family(),
-		IP:        e.ip(),
-		From:      e.state,
-		To:        e.state,
+		Ifindex:   le.ifindex,
+		Interface: t.iface(le.ifindex).name,
+		Family:    le.family(),
+		IP:        le.ip(),
+		From:      le.state,
+		To:        le.state,
 		LLAddr:    hw,
 		OldLLAddr: hw,
 		Cause:     cause,
 		Kind:      kind,
-		Class:     e.class(),
+		Class:     le.class(),
 	}
 }
 
