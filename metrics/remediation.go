@@ -8,7 +8,7 @@ import (
 )
 
 // NewRemediationCollector exposes the remediation engine.
-func NewRemediationCollector(e *remediate.Engine, log *slog.Logger) prometheus.Collector {
+func NewRemediationCollector(eng *remediate.Engine, log *slog.Logger) prometheus.Collector {
 	s := newSubsystem("remediation", log)
 	var (
 		mode         = s.gauge("remediation_mode", "The remediation mode in force (1 for the active one).", "mode")
@@ -29,11 +29,11 @@ func NewRemediationCollector(e *remediate.Engine, log *slog.Logger) prometheus.C
 		recovery     = s.histogram("manage_recovery_seconds", "Managed entries whose host moved: time from the first doubt about the old MAC (evidence of another, or the kernel re-validating) to REACHABLE at the new one.")
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
-		cur := e.Mode()
+		cur := eng.Mode()
 		for _, m := range []remediate.Mode{remediate.ModeOff, remediate.ModeDryRun, remediate.ModeOn} {
 			ch <- mode.with(bool01(m == cur), string(m))
 		}
-		st := e.Stats()
+		st := eng.Stats()
 		for s, outs := range st.Actions {
 			for o, n := range outs {
 				ch <- actions.with(float64(n), string(s), string(o))
@@ -47,7 +47,7 @@ func NewRemediationCollector(e *remediate.Engine, log *slog.Logger) prometheus.C
 			ch <- skipped.with(float64(n), reason.String())
 		}
 		ch <- swaps.with(float64(st.Swaps))
-		ch <- supported.with(bool01(e.Config().Manage.Supported))
+		ch <- supported.with(bool01(eng.Config().Manage.Supported))
 		ch <- owned.with(float64(st.Managed))
 		ch <- refused.with(float64(st.ManageRefused))
 		ch <- prometheus.MustNewConstHistogram(recovery, st.RecoveryCount, st.RecoverySum, st.RecoveryBuckets)

@@ -156,37 +156,37 @@ func (f *fakeActor) Calls() []string {
 
 // staleTable holds n stale-long IPv4 entries with no evidence.
 func staleTable(n int) *table.Table {
-	t := table.New(time.Nanosecond, nil)
-	t.Kernel().SetLinkName(3, "eth0")
+	tbl := table.New(time.Nanosecond, nil)
+	tbl.Kernel().SetLinkName(3, "eth0")
 	for i := 0; i < n; i++ {
 		ip := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
-		t.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld})
+		tbl.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld})
 	}
-	return t
+	return tbl
 }
 
 // stuckTable holds n stuck IPv4 entries: ARP saw them at another MAC,
 // and a probe to their own went unanswered.
 func stuckTable(n int) *table.Table {
-	t := suspectTable(n)
+	tbl := suspectTable(n)
 	for i := 0; i < n; i++ {
 		ip := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
-		t.Sightings().ProbeUnanswered(table.Key{Ifindex: 3, Addr: ip}, string(macOld), time.Now())
+		tbl.Sightings().ProbeUnanswered(table.Key{Ifindex: 3, Addr: ip}, string(macOld), time.Now())
 	}
-	return t
+	return tbl
 }
 
 // suspectTable holds n suspect IPv4 entries: ARP saw them at another MAC,
 // their own not asked yet.
 func suspectTable(n int) *table.Table {
-	t := table.New(time.Nanosecond, nil)
-	t.Kernel().SetLinkName(3, "eth0")
+	tbl := table.New(time.Nanosecond, nil)
+	tbl.Kernel().SetLinkName(3, "eth0")
 	for i := 0; i < n; i++ {
 		ip := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
-		t.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld})
-		t.Sightings().ObserveMAC(3, ip, macNew, time.Now())
+		tbl.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld})
+		tbl.Sightings().ObserveMAC(3, ip, macNew, time.Now())
 	}
-	return t
+	return tbl
 }
 
 func fastConfig(mode Mode, strategies ...Strategy) Config {

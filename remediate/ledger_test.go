@@ -667,12 +667,12 @@ func TestReleaseOnExitOnlyWhenSet(t *testing.T) {
 // alone: no other MAC disputes theirs, so being REACHABLE at it again is
 // a repair.
 func unanswered(n int) *table.Table {
-	t := staleTable(n)
+	tbl := staleTable(n)
 	for i := range n {
 		ip := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
-		t.Sightings().ProbeUnanswered(table.Key{Ifindex: 3, Addr: ip}, string(macOld), time.Now())
+		tbl.Sightings().ProbeUnanswered(table.Key{Ifindex: 3, Addr: ip}, string(macOld), time.Now())
 	}
-	return t
+	return tbl
 }
 
 // entryAt is one entry of a fresh table, as the table hands it out.

@@ -29,10 +29,10 @@ type Table interface {
 }
 
 // TableOf is t's Table: its Classifier, Sightings and Reader doors.
-func TableOf(t *table.Table) Table {
+func TableOf(tbl *table.Table) Table {
 	return struct {
 		table.Classifier
 		table.Sightings
 		table.Reader
-	}{t.Classifier(), t.Sightings(), t.Reader()}
+	}{tbl.Classifier(), tbl.Sightings(), tbl.Reader()}
 }

@@ -118,8 +118,8 @@ func (d *detection) status() control.TracerStatus {
 		st.Disabled = "--tracer=off"
 	}
 	st.Detection = []control.DetectionEntry{}
-	for _, e := range d.Detection() {
-		st.Detection = append(st.Detection, control.DetectionEntry{Interface: e.Interface, Feature: e.Feature, Working: e.Working, Why: e.Why})
+	for _, det := range d.Detection() {
+		st.Detection = append(st.Detection, control.DetectionEntry{Interface: det.Interface, Feature: det.Feature, Working: det.Working, Why: det.Why})
 	}
 	return st
 }

@@ -23,7 +23,7 @@ type remediation struct {
 // newRemediation builds the engine. Where acting is impossible (no
 // netlink handle, missing capabilities) a requested "on" becomes dry-run,
 // with one log line saying why; "off" and "dry-run" stay as asked.
-func newRemediation(cfg remediate.Config, c caps, t *table.Table, swapper remediate.Swapper, log *slog.Logger) *remediation {
+func newRemediation(cfg remediate.Config, c caps, tbl *table.Table, swapper remediate.Swapper, log *slog.Logger) *remediation {
 	r := &remediation{log: log}
 	cfg.Logger = log
 	var actor remediate.Actor
@@ -41,7 +41,7 @@ func newRemediation(cfg remediate.Config, c caps, t *table.Table, swapper remedi
 		log.Warn("remediation switched from on to dry-run: " + r.cannotAct.Error())
 		cfg.Mode = remediate.ModeDryRun
 	}
-	r.engine = remediate.New(cfg, remediate.TableOf(t), actor, swapper)
+	r.engine = remediate.New(cfg, remediate.TableOf(tbl), actor, swapper)
 	ec := r.engine.Config()
 	log.Info("remediation", "mode", ec.Mode, "scope", ec.Scope, "strategies", fmt.Sprint(ec.Strategies), "rate", ec.Rate)
 	return r
@@ -104,8 +104,8 @@ func (r *remediation) SetMode(m remediate.Mode) error {
 
 // controlHandler is the control API: the table and events, the datapath
 // modes, the tracer, and the remediation switch.
-func controlHandler(t *table.Table, dp *datapathPart, rem *remediation, det *detection, log *slog.Logger) *control.Handler {
-	h := control.NewHandler(control.TableOf(t))
+func controlHandler(tbl *table.Table, dp *datapathPart, rem *remediation, det *detection, log *slog.Logger) *control.Handler {
+	h := control.NewHandler(control.TableOf(tbl))
 	h.SetPlanner(func(e *table.Entry, ifname string) string { return string(rem.engine.Next(e, ifname)) })
 	h.Serve(control.Routes{Datapath: dp, Remediation: rem, Tracer: det.status, Log: log})
 	return h

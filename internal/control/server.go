@@ -41,11 +41,11 @@ type Table interface {
 }
 
 // TableOf is t's Table: its Reader and Classifier doors.
-func TableOf(t *table.Table) Table {
+func TableOf(tbl *table.Table) Table {
 	return struct {
 		table.Reader
 		table.Classifier
-	}{t.Reader(), t.Classifier()}
+	}{tbl.Reader(), tbl.Classifier()}
 }
 
 // Handler serves the control API for a table.

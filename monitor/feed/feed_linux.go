@@ -244,8 +244,8 @@ func (f *Feed) interval() {
 // Call it with mu held.
 func (f *Feed) takeKeys(set map[bpf.HitKey]struct{}) []bpf.HitKey {
 	keys := f.keyBuf[:0]
-	for k := range set {
-		keys = append(keys, k)
+	for hk := range set {
+		keys = append(keys, hk)
 	}
 	clear(set)
 	f.keyBuf = keys
@@ -514,16 +514,16 @@ func (f *Feed) applyHits(keys []bpf.HitKey) {
 		return
 	}
 	now := time.Now()
-	for k, total := range f.totals {
-		tk := table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}
+	for hk, total := range f.totals {
+		tk := table.Key{Ifindex: int32(hk.Ifindex), Addr: hk.Addr}
 		e, ok := f.table.Lookup(tk)
 		if !ok {
-			f.c.hitsUnknown.Add(total - min(total, f.last[k].packets))
-			delete(f.last, k)
+			f.c.hitsUnknown.Add(total - min(total, f.last[hk].packets))
+			delete(f.last, hk)
 			continue
 		}
 		var d uint64
-		d, f.last[k] = f.last[k].counted(total, e.Since)
+		d, f.last[hk] = f.last[hk].counted(total, e.Since)
 		if d > 0 {
 			if f.table.AddBypass(tk, d, now) {
 				f.c.hitsApplied.Add(d)
@@ -537,9 +537,9 @@ func (f *Feed) applyHits(keys []bpf.HitKey) {
 // forgetLast drops the totals of entries that left STALE or the table;
 // the programs deleted their counters then.
 func (f *Feed) forgetLast() {
-	for k := range f.last {
-		if e, ok := f.table.Lookup(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}); !ok || e.State != table.StateStale {
-			delete(f.last, k)
+	for hk := range f.last {
+		if e, ok := f.table.Lookup(table.Key{Ifindex: int32(hk.Ifindex), Addr: hk.Addr}); !ok || e.State != table.StateStale {
+			delete(f.last, hk)
 		}
 	}
 }
@@ -550,8 +550,8 @@ func (f *Feed) forgetLast() {
 func (f *Feed) retryUnmirrored() {
 	f.mu.Lock()
 	keys := make([]bpf.HitKey, 0, len(f.unmirrored))
-	for k := range f.unmirrored {
-		keys = append(keys, k)
+	for hk := range f.unmirrored {
+		keys = append(keys, hk)
 	}
 	f.mu.Unlock()
 	if len(keys) == 0 {
@@ -559,10 +559,10 @@ func (f *Feed) retryUnmirrored() {
 	}
 	var retry []bpf.SeedEntry
 	var done []bpf.HitKey
-	for _, k := range keys {
-		e, ok := f.table.Lookup(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr})
-		if !ok || f.tracer.Seeder().Mirrored(k) {
-			done = append(done, k)
+	for _, hk := range keys {
+		e, ok := f.table.Lookup(table.Key{Ifindex: int32(hk.Ifindex), Addr: hk.Addr})
+		if !ok || f.tracer.Seeder().Mirrored(hk) {
+			done = append(done, hk)
 			continue
 		}
 		retry = append(retry, bpf.SeedEntry{Ifindex: int(e.Ifindex), Addr: e.Addr, State: uint8(e.State), MAC: e.HardwareAddr()})
@@ -576,12 +576,12 @@ func (f *Feed) retryUnmirrored() {
 		still[m] = true
 	}
 	f.mu.Lock()
-	for _, k := range done {
-		delete(f.unmirrored, k)
+	for _, hk := range done {
+		delete(f.unmirrored, hk)
 	}
 	for _, r := range retry {
-		if k := (bpf.HitKey{Ifindex: r.Ifindex, Addr: r.Addr}); !still[k] && f.tracer.Seeder().Mirrored(k) {
-			delete(f.unmirrored, k)
+		if hk := (bpf.HitKey{Ifindex: r.Ifindex, Addr: r.Addr}); !still[hk] && f.tracer.Seeder().Mirrored(hk) {
+			delete(f.unmirrored, hk)
 		}
 	}
 	f.mu.Unlock()
@@ -593,13 +593,13 @@ func (f *Feed) retryUnmirrored() {
 func (f *Feed) Unmirrored() map[int32]int {
 	f.mu.Lock()
 	keys := make([]bpf.HitKey, 0, len(f.unmirrored))
-	for k := range f.unmirrored {
-		keys = append(keys, k)
+	for hk := range f.unmirrored {
+		keys = append(keys, hk)
 	}
 	f.mu.Unlock()
 	out := map[int32]int{}
-	for _, k := range keys {
-		if e, ok := f.table.Lookup(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}); ok && e.State == table.StateStale {
+	for _, hk := range keys {
+		if e, ok := f.table.Lookup(table.Key{Ifindex: int32(hk.Ifindex), Addr: hk.Addr}); ok && e.State == table.StateStale {
 			out[e.Ifindex]++
 		}
 	}

@@ -44,19 +44,19 @@ func idleFeed(tb testing.TB, n int) *Feed {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { tr.Close() })
-	t := table.New(time.Nanosecond, nil)
-	t.Kernel().SetLinkName(int32(idx), "v0")
+	tbl := table.New(time.Nanosecond, nil)
+	tbl.Kernel().SetLinkName(int32(idx), "v0")
 	ups := make([]table.Update, 0, n)
 	for i := range n {
 		ip := netip.AddrFrom4([4]byte{10, byte(64 + i>>16), byte(i >> 8), byte(i)})
 		ups = append(ups, table.Update{Ifindex: int32(idx), Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: lab.HostMAC(i, 0)})
 	}
-	t.Kernel().Apply(table.CauseNetlink, ups...)
+	tbl.Kernel().Apply(table.CauseNetlink, ups...)
 	time.Sleep(time.Millisecond)
-	t.Classifier().Advance()
+	tbl.Classifier().Advance()
 	links := idleLinks{ready: make(chan struct{}), ifindex: int32(idx)}
 	close(links.ready)
-	f := New(tr, SinkOf(t), links, Config{Interval: time.Second, Window: time.Second, Period: time.Second})
+	f := New(tr, SinkOf(tbl), links, Config{Interval: time.Second, Window: time.Second, Period: time.Second})
 	f.syncWatched()
 	if _, err := f.seed(); err != nil {
 		tb.Fatal(err)

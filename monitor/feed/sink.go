@@ -29,12 +29,12 @@ type Sink interface {
 
 // SinkOf is t's Sink: the feed writes through its Kernel (transitions)
 // and Sightings doors and reads its CandidateSet, Classifier and Reader.
-func SinkOf(t *table.Table) Sink {
+func SinkOf(tbl *table.Table) Sink {
 	return struct {
 		table.Kernel
 		table.Sightings
 		table.CandidateSet
 		table.Classifier
 		table.Reader
-	}{t.Kernel(), t.Sightings(), t.CandidateSet(), t.Classifier(), t.Reader()}
+	}{tbl.Kernel(), tbl.Sightings(), tbl.CandidateSet(), tbl.Classifier(), tbl.Reader()}
 }

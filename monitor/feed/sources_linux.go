@@ -37,11 +37,11 @@ func (l lastHit) counted(total uint64, since int64) (uint64, lastHit) {
 // last, its own MAC explains the other, and it is no suspect. It returns
 // how many own MACs the table took.
 func observeSources(t Sink, sights map[bpf.HitKey]bpf.Sighting, own map[bpf.HitKey]net.HardwareAddr, now time.Time) (heard uint64) {
-	for k, s := range sights {
-		t.ObserveSourceMAC(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}, s.MAC, s.Packets, now)
+	for hk, s := range sights {
+		t.ObserveSourceMAC(table.Key{Ifindex: int32(hk.Ifindex), Addr: hk.Addr}, s.MAC, s.Packets, now)
 	}
-	for k, mac := range own {
-		if t.Heard(table.Key{Ifindex: int32(k.Ifindex), Addr: k.Addr}, mac, now) {
+	for hk, mac := range own {
+		if t.Heard(table.Key{Ifindex: int32(hk.Ifindex), Addr: hk.Addr}, mac, now) {
 			heard++
 		}
 	}

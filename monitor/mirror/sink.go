@@ -16,9 +16,9 @@ type Sink interface {
 }
 
 // SinkOf is t's Sink: its Kernel door, and its Reader for the two reads.
-func SinkOf(t *table.Table) Sink {
+func SinkOf(tbl *table.Table) Sink {
 	return struct {
 		table.Kernel
 		table.Reader
-	}{t.Kernel(), t.Reader()}
+	}{tbl.Kernel(), tbl.Reader()}
 }
