@@ -79,7 +79,11 @@ type tracerCore struct {
 	// (tr_candidates writes them), not in source_candidates.
 	candInMirror bool
 
-	// mu guards the hooks' state, the candidate filter's and the seed.
+	// mu guards the hooks' state and the candidate filter's, which share
+	// it: a candidate update attaches or detaches the source-MAC program
+	// where an interface gains its first candidate or loses its last.
+	// The seed's batch has its own lock (seeding.mu), the program names
+	// theirs (namesMu).
 	mu sync.Mutex
 
 	loadState                 // the Loader's (tracer_load_linux.go)
