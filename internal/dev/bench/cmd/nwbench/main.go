@@ -21,6 +21,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -335,8 +336,7 @@ func runAgent(nsx lab.NS, bin string, scrapes int) (agentResult, error) {
 			switch m["msg"] {
 			case "neighbour table loaded":
 				res.LoadedSeconds = time.Since(started).Seconds()
-				took, _ := m["took"].(float64) // slog encodes durations in ns
-				loaded <- took / 1e9
+				loaded <- seconds(m["took"])
 			case "tracer running":
 				close(settled)
 			}
@@ -400,4 +400,18 @@ func maxf(v []float64) float64 {
 		m = max(m, x)
 	}
 	return m
+}
+
+// seconds reads a logged duration: the agent's log writes it as text
+// ("348.977µs"); slog's own JSON handler as nanoseconds. NaN if neither.
+func seconds(v any) float64 {
+	switch v := v.(type) {
+	case float64:
+		return v / 1e9
+	case string:
+		if d, err := time.ParseDuration(v); err == nil {
+			return d.Seconds()
+		}
+	}
+	return math.NaN()
 }
