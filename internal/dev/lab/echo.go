@@ -25,6 +25,13 @@ import (
 // packets are made and read here, not by ping(8), whose variants differ
 // in flags and output.
 func (n NS) Echo(dst netip.Addr, count int, interval, wait time.Duration) (sent, received int, err error) {
+	sent, lost, err := n.EchoLost(dst, count, interval, wait)
+	return sent, sent - len(lost), err
+}
+
+// EchoLost is Echo, and says which requests (by sequence number, from 0)
+// went unanswered.
+func (n NS) EchoLost(dst netip.Addr, count int, interval, wait time.Duration) (sent int, lost []int, err error) {
 	network, listen, proto := "ip4:icmp", "0.0.0.0", 1
 	var request icmp.Type = ipv4.ICMPTypeEcho
 	var reply icmp.Type = ipv4.ICMPTypeEchoReply
@@ -46,7 +53,7 @@ func (n NS) Echo(dst netip.Addr, count int, interval, wait time.Duration) (sent,
 		c, err = icmp.ListenPacket(network, listen) // the socket stays in the namespace
 		return err
 	}); err != nil {
-		return 0, 0, fmt.Errorf("open ICMP socket in %s: %w", n.Name, err)
+		return 0, nil, fmt.Errorf("open ICMP socket in %s: %w", n.Name, err)
 	}
 	defer c.Close()
 	var idb [2]byte
@@ -91,7 +98,7 @@ func (n NS) Echo(dst netip.Addr, count int, interval, wait time.Duration) (sent,
 		msg := icmp.Message{Type: request, Body: &icmp.Echo{ID: id, Seq: seq, Data: []byte("neighwatch lab")}}
 		b, err := msg.Marshal(nil) // ICMPv6: the kernel fills in the checksum of raw sockets
 		if err != nil {
-			return sent, 0, err
+			return sent, nil, err
 		}
 		if _, err := c.WriteTo(b, to); err != nil {
 			// A route or neighbour that fails is a lost packet, not an
@@ -100,7 +107,7 @@ func (n NS) Echo(dst netip.Addr, count int, interval, wait time.Duration) (sent,
 				sent++
 				continue
 			}
-			return sent, 0, err
+			return sent, nil, err
 		}
 		sent++
 	}
@@ -112,7 +119,12 @@ func (n NS) Echo(dst netip.Addr, count int, interval, wait time.Duration) (sent,
 	<-readDone
 	mu.Lock()
 	defer mu.Unlock()
-	return sent, len(answered), nil
+	for seq := range sent {
+		if !answered[seq] {
+			lost = append(lost, seq)
+		}
+	}
+	return sent, lost, nil
 }
 
 // Ping sends count echo requests 200 ms apart and returns an error unless
