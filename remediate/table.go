@@ -28,7 +28,7 @@ type Table interface {
 	OnSuspect(fn func())
 }
 
-// TableOf is t's Table: its Classifier, Sightings and Reader doors.
+// TableOf is tbl's Table: its Classifier, Sightings and Reader doors.
 func TableOf(tbl *table.Table) Table {
 	return struct {
 		table.Classifier

@@ -40,7 +40,7 @@ type Table interface {
 	Events() *table.Broadcaster
 }
 
-// TableOf is t's Table: its Reader and Classifier doors.
+// TableOf is tbl's Table: its Reader and Classifier doors.
 func TableOf(tbl *table.Table) Table {
 	return struct {
 		table.Reader

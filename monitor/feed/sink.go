@@ -27,7 +27,7 @@ type Sink interface {
 	Lookup(k table.Key) (table.Entry, bool)
 }
 
-// SinkOf is t's Sink: the feed writes through its Kernel (transitions)
+// SinkOf is tbl's Sink: the feed writes through its Kernel (transitions)
 // and Sightings doors and reads its CandidateSet, Classifier and Reader.
 func SinkOf(tbl *table.Table) Sink {
 	return struct {

@@ -15,7 +15,7 @@ type Sink interface {
 	Lookup(k table.Key) (table.Entry, bool)
 }
 
-// SinkOf is t's Sink: its Kernel door, and its Reader for the two reads.
+// SinkOf is tbl's Sink: its Kernel door, and its Reader for the two reads.
 func SinkOf(tbl *table.Table) Sink {
 	return struct {
 		table.Kernel
