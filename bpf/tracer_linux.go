@@ -29,6 +29,7 @@ import (
 //     and the ring buffer of transitions.
 //
 // Close releases it all.
+//
 // A Tracer offers only its jobs (tr.Loader(), tr.Readout(), ...) and
 // Close; a reader declares the few methods it needs as its own interface
 // (metrics.TracerSource), which a job or a struct of jobs satisfies.
@@ -135,15 +136,19 @@ type readState struct {
 }
 
 // newTracerCore is a core with nothing loaded yet: its maps made, the
-// mode off.
+// mode off; inNetNS nil runs in the caller's namespace.
 func newTracerCore(inNetNS func(func() error) error) *tracerCore {
-	return &tracerCore{
+	c := &tracerCore{
 		loadState: loadState{features: map[Feature]FeatureStatus{}, mode: TracerOff},
 		hookState: hookState{watched: make(map[int]bool), inNetNS: inNetNS, sourceIfaces: map[int]bool{},
 			sourceLinks: map[int]ingress{}, sourceFailed: map[int]string{}},
 		cands:     candidateCounts{ifaces: map[int]int{}},
 		readState: readState{sightings: map[tracerNkey]uint32{}},
 	}
+	if c.inNetNS == nil {
+		c.inNetNS = func(fn func() error) error { return fn() }
+	}
+	return c
 }
 
 // TracerOptions configure LoadTracer.
@@ -201,9 +206,6 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 	}
 	c := newTracerCore(opts.InNetNS)
 	t := &Tracer{tracerCore: c}
-	if t.inNetNS == nil {
-		t.inNetNS = func(fn func() error) error { return fn() }
-	}
 	if opts.NetNSIno == 0 {
 		ino, err := NetNSInode("/proc/self/ns/net")
 		if err != nil {

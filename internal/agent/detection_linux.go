@@ -101,14 +101,15 @@ func (d *detection) tracerDetection(links map[int32]mirror.Link, idxs []int32, a
 func (d *detection) status() control.TracerStatus {
 	st := control.TracerStatus{Mode: string(bpf.TracerOff), Features: []control.TracerFeature{}, Programs: []control.TracerProgram{}}
 	if tr, _ := d.tracer.running(); tr != nil {
-		st.Running, st.Mode = true, string(tr.Loader().Mode())
-		if fb := tr.Loader().Fallback(); fb != nil {
+		ld := tr.Loader()
+		st.Running, st.Mode = true, string(ld.Mode())
+		if fb := ld.Fallback(); fb != nil {
 			st.Fallback = fb.Error()
 		}
-		for _, f := range tr.Loader().Features() {
+		for _, f := range ld.Features() {
 			st.Features = append(st.Features, control.TracerFeature{Feature: string(f.Feature), Working: f.Working, Via: f.Via, Why: f.Why})
 		}
-		for _, p := range tr.Loader().Programs() {
+		for _, p := range ld.Programs() {
 			st.Programs = append(st.Programs, control.TracerProgram{Program: p.Program, Hook: p.Hook, Feature: string(p.Feature),
 				Loaded: p.Loaded, Refusal: string(p.Refusal), Error: p.Error, Needs: p.Needs})
 		}

@@ -269,11 +269,12 @@ func loadTracer(mode bpf.TracerMode, refuse []string, size int, ml memlock, log 
 // what that costs: nothing where another program took over, a feature
 // where none did.
 func logPrograms(tr *bpf.Tracer, log *slog.Logger) {
+	ld := tr.Loader()
 	working := map[bpf.Feature]bpf.FeatureStatus{}
-	for _, f := range tr.Loader().Features() {
+	for _, f := range ld.Features() {
 		working[f.Feature] = f
 	}
-	for _, p := range tr.Loader().Programs() {
+	for _, p := range ld.Programs() {
 		if p.Loaded {
 			continue
 		}
@@ -285,30 +286,30 @@ func logPrograms(tr *bpf.Tracer, log *slog.Logger) {
 		}
 		log.Debug("tracer: program refused", "program", p.Program, "hook", p.Hook, "refusal", p.Refusal, "err", p.Error)
 	}
-	for _, f := range tr.Loader().Features() {
+	for _, f := range ld.Features() {
 		switch {
 		case f.Working && f.Why != "":
 			log.Warn(fmt.Sprintf("tracer: %s detection partly blind: %s", f.Feature, f.Why))
-		case !f.Working && f.Feature == bpf.FeatureXDPBypass && tr.Loader().Mode() == bpf.TracerXmit:
+		case !f.Working && f.Feature == bpf.FeatureXDPBypass && ld.Mode() == bpf.TracerXmit:
 			log.Info(fmt.Sprintf("tracer: %s not counted: %s", f.Feature, f.Why))
 		case !f.Working:
 			log.Warn(fmt.Sprintf("tracer: %s detection off: %s", f.Feature, f.Why))
 		}
 	}
-	if fb := tr.Loader().Fallback(); fb != nil && tr.Loader().Mode() == bpf.TracerXmit {
+	if fb := ld.Fallback(); fb != nil && ld.Mode() == bpf.TracerXmit {
 		log.Warn("fentry tracer unavailable, counting at transmit (xmit mode) instead", "reason", fb.Error())
 	}
 	seed := "kernel"
 	if !tr.Seeder().SeedsInKernel() {
 		seed = "entry-by-entry"
-		for _, p := range tr.Loader().Programs() {
+		for _, p := range ld.Programs() {
 			if p.Feature == bpf.FeatureSeed && !p.Loaded {
 				log.Info("tracer: the mirror is seeded entry by entry (seconds at a million entries): the kernel refused tr_seed, which needs 6.0",
 					"refusal", p.Refusal, "err", p.Error)
 			}
 		}
 	}
-	log.Info("tracer loaded", "bypass", tr.Loader().Mode(), "features", featureSummary(tr.Loader().Features()), "seed", seed)
+	log.Info("tracer loaded", "bypass", ld.Mode(), "features", featureSummary(ld.Features()), "seed", seed)
 }
 
 // featureSummary is "states=tp_btf created-entries=raw_tp bypass=xmit ...".

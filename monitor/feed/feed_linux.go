@@ -400,7 +400,7 @@ func (f *Feed) syncCandidates(all bool) {
 const candBatch = 4096
 
 func (f *Feed) applyTransition(tr bpf.SilentTransition) {
-	k := table.Key{Ifindex: int32(tr.Key.Ifindex), Addr: tr.Key.Addr}
+	k := keyOf(tr.Key)
 	if tr.Source == bpf.SourceRouted {
 		f.nameGateway(tr)
 		return
@@ -515,7 +515,7 @@ func (f *Feed) applyHits(keys []bpf.HitKey) {
 	}
 	now := time.Now()
 	for hk, total := range f.totals {
-		tk := table.Key{Ifindex: int32(hk.Ifindex), Addr: hk.Addr}
+		tk := keyOf(hk)
 		e, ok := f.table.Lookup(tk)
 		if !ok {
 			f.c.hitsUnknown.Add(total - min(total, f.last[hk].packets))
@@ -538,7 +538,7 @@ func (f *Feed) applyHits(keys []bpf.HitKey) {
 // the programs deleted their counters then.
 func (f *Feed) forgetLast() {
 	for hk := range f.last {
-		if e, ok := f.table.Lookup(table.Key{Ifindex: int32(hk.Ifindex), Addr: hk.Addr}); !ok || e.State != table.StateStale {
+		if e, ok := f.table.Lookup(keyOf(hk)); !ok || e.State != table.StateStale {
 			delete(f.last, hk)
 		}
 	}
@@ -560,7 +560,7 @@ func (f *Feed) retryUnmirrored() {
 	var retry []bpf.SeedEntry
 	var done []bpf.HitKey
 	for _, hk := range keys {
-		e, ok := f.table.Lookup(table.Key{Ifindex: int32(hk.Ifindex), Addr: hk.Addr})
+		e, ok := f.table.Lookup(keyOf(hk))
 		if !ok || f.tracer.Seeder().Mirrored(hk) {
 			done = append(done, hk)
 			continue
@@ -599,7 +599,7 @@ func (f *Feed) Unmirrored() map[int32]int {
 	f.mu.Unlock()
 	out := map[int32]int{}
 	for _, hk := range keys {
-		if e, ok := f.table.Lookup(table.Key{Ifindex: int32(hk.Ifindex), Addr: hk.Addr}); ok && e.State == table.StateStale {
+		if e, ok := f.table.Lookup(keyOf(hk)); ok && e.State == table.StateStale {
 			out[e.Ifindex]++
 		}
 	}

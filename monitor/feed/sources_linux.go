@@ -38,12 +38,15 @@ func (l lastHit) counted(total uint64, since int64) (uint64, lastHit) {
 // how many own MACs the table took.
 func observeSources(t Sink, sights map[bpf.HitKey]bpf.Sighting, own map[bpf.HitKey]net.HardwareAddr, now time.Time) (heard uint64) {
 	for hk, s := range sights {
-		t.ObserveSourceMAC(table.Key{Ifindex: int32(hk.Ifindex), Addr: hk.Addr}, s.MAC, s.Packets, now)
+		t.ObserveSourceMAC(keyOf(hk), s.MAC, s.Packets, now)
 	}
 	for hk, mac := range own {
-		if t.Heard(table.Key{Ifindex: int32(hk.Ifindex), Addr: hk.Addr}, mac, now) {
+		if t.Heard(keyOf(hk), mac, now) {
 			heard++
 		}
 	}
 	return heard
 }
+
+// keyOf is the table's key of the entry a tracer key names.
+func keyOf(hk bpf.HitKey) table.Key { return table.Key{Ifindex: int32(hk.Ifindex), Addr: hk.Addr} }

@@ -116,7 +116,8 @@ func probeHere(out string) error {
 			return nil
 		}
 		defer tr.Close()
-		for _, f := range tr.Loader().Features() {
+		ld := tr.Loader()
+		for _, f := range ld.Features() {
 			v := f.Via
 			if !f.Working {
 				v = "no"
@@ -132,10 +133,10 @@ func probeHere(out string) error {
 		// held against what the tracer made of it.
 		fe, why := bpf.FentryAllowed()
 		add("fentry", yesNo(fe), why)
-		if fb := tr.Loader().Fallback(); (fb == nil) != fe {
+		if fb := ld.Fallback(); (fb == nil) != fe {
 			return fmt.Errorf("the kernel allows fentry: %v (%s); the tracer's fallback from fentry: %v", fe, why, fb)
 		}
-		for _, p := range tr.Loader().Programs() {
+		for _, p := range ld.Programs() {
 			if !p.Loaded && p.Refusal != bpf.RefusedDisabled {
 				fmt.Fprintf(os.Stderr, "refused: %s (%s): %s\n", p.Hook, p.Refusal, p.Error)
 				hook := p.Hook
