@@ -172,6 +172,12 @@
             'neighwatch on {{ $labels.instance }} resyncs {{ $value }} times a second after its netlink socket overflowed. Raise --netlink.receive-buffer; each overflow costs a full dump.',
           ),
           rule(
+            'NeighwatchConfigReloadFailed',
+            'max by (%(clusterLabel)s, instance) (neighwatch_config_last_reload_successful{%(jobSelector)s}) == 0',
+            'neighwatch refused its configuration file and runs the previous one.',
+            'neighwatch on {{ $labels.instance }} refused the last change of its configuration file (a ConfigMap edit) and keeps running what it ran before. Its log names the setting; fix the file, or the chart\'s values and upgrade.',
+          ),
+          rule(
             'NeighwatchDown',
             'max by (%(clusterLabel)s, instance) (up{%(jobSelector)s}) == 0 or min by (%(clusterLabel)s, instance) (neighwatch_ready{%(jobSelector)s}) == 0',
             'neighwatch is down or not ready.',

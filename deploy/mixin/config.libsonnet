@@ -34,6 +34,7 @@
       NeighbourTableOverflow: { 'for': '', severity: 'critical' },
       NeighbourTableNearThreshold: { 'for': '10m', severity: 'warning' },
       NeighwatchResyncStorm: { 'for': '10m', severity: 'info' },
+      NeighwatchConfigReloadFailed: { 'for': '10m', severity: 'warning' },
       NeighwatchDown: { 'for': '5m', severity: 'warning' },
     },
   },
