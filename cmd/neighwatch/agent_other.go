@@ -13,3 +13,9 @@ import (
 func runAgent(context.Context, []string, io.Writer) error {
 	return errors.New("the agent runs only on Linux (it follows the kernel's neighbour tables over netlink)")
 }
+
+// runCheckConfig: the agent's configuration names Linux's interfaces and
+// kernel features; it is checked where the agent runs.
+func runCheckConfig([]string, io.Writer) error {
+	return errors.New("check-config runs only on Linux, where the agent does")
+}

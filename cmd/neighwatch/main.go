@@ -1,6 +1,7 @@
 // Command neighwatch is the neighwatch node agent and its client.
 //
 //	neighwatch agent [flags]          run the agent
+//	neighwatch check-config [flags]   check the agent's configuration
 //	neighwatch status [--json]        show the agent's neighbour table
 //	neighwatch events [--json]        follow the agent's event stream
 //	neighwatch version
@@ -24,6 +25,7 @@ const usage = `usage: neighwatch <command> [flags]
 
 commands:
   agent     run the agent (needs root, or CAP_NET_ADMIN and CAP_NET_RAW)
+  check-config  check the agent's flags and --config.file as the agent reads them, without running it
   status    print the running agent's neighbour table
   events    follow the running agent's events
   datapath  show or swap the eBPF datapath mode of an interface
@@ -62,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "agent":
 		return runAgent(ctx, args[1:], stderr)
+	case "check-config":
+		return runCheckConfig(args[1:], stdout)
 	case "status":
 		return runStatus(ctx, args[1:], stdout, stderr)
 	case "events":
@@ -79,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	return errUsage{Err: fmt.Errorf("unknown command %q (want agent, status, events, datapath, tracer, remediation or version)", args[0])}
+	return errUsage{Err: fmt.Errorf("unknown command %q (want agent, check-config, status, events, datapath, tracer, remediation or version)", args[0])}
 }
 
 // parse parses a subcommand that takes flags only.

@@ -130,7 +130,21 @@ func declare(fs *flag.FlagSet) (*bound, *options.Table) {
 	o.Values((*options.PrefixList)(&r.Filter.DenyCIDRs), "remediation.deny-cidrs", "none", live, "comma-separated prefixes remediation leaves alone")
 	o.Str(&b.level, "log.level", "", "log level: debug, info, warn or error")
 	o.Str(&b.format, "log.format", "", "log format: logfmt (text) or json")
+	takes(o)
 	return b, o
+}
+
+// takes names the words the options that take words take, for checks
+// made before the agent reads them (the chart's): TestOptionWords holds
+// them to the parsers.
+func takes(o *options.Table) {
+	o.Takes("tracer", options.KindWords, words(bpf.TracerOff, bpf.TracerAuto, bpf.TracerXmit, bpf.TracerFentry)...)
+	o.Takes("datapath.mode", options.KindWords, words(bpf.ModeLegacy, bpf.ModeNeigh, "auto")...)
+	o.Takes("remediation", options.KindWords, words(remediate.ModeOff, remediate.ModeDryRun, remediate.ModeOn)...)
+	o.Takes("remediation.scope", options.KindWords, words(remediate.ScopeStuck, remediate.ScopeAtRisk, remediate.ScopeAllStale)...)
+	o.Takes("remediation.strategies", options.KindList, words(remediate.Strategies()...)...)
+	o.Takes("log.level", options.KindWords, promslog.LevelFlagOptions...)
+	o.Takes("log.format", options.KindWords, append([]string{"text"}, promslog.FormatFlagOptions...)...)
 }
 
 // loadUntil is load for the start, given up on SIGINT or
@@ -218,6 +232,15 @@ func load(args []string, stderr io.Writer) (*setup, error) {
 	}
 	st.cfg, st.manageOK, st.inert = cfg, r.Manage.Supported, inert
 	return st, nil
+}
+
+// CheckConfig reads the configuration the agent's command line args
+// name (flags and --config.file) as the agent does at start and on a
+// reload, and returns the one line that refuses it, or nil: neighwatch
+// check-config, for a file before it reaches a node.
+func CheckConfig(args []string) error {
+	_, err := load(args, io.Discard)
+	return err
 }
 
 // Main runs the agent as the command line args (and the configuration
@@ -316,6 +339,15 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	return promslog.New(&cfg), nil
 }
 
+// words turns a package's named words into the option table's.
+func words[T ~string](ws ...T) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = string(w)
+	}
+	return out
+}
+
 // orList joins words as "a, b or c".
 func orList(words []string) string {
 	if len(words) < 2 {
@@ -378,7 +410,8 @@ func watchConfig(ctx context.Context, args []string, st *setup, hup <-chan os.Si
 		}
 		next.cfg.ModeSource = next.modeSource
 		send(Reload{Config: next.cfg})
-		log.Info("configuration reloaded", "file", st.configFile, "trigger", trigger, "remediation", next.cfg.Remediation.Mode, "mode_source", next.modeSource)
+		log.Info("configuration reloaded", "file", st.configFile, "trigger", trigger, "remediation", next.cfg.Remediation.Mode, "mode_source", next.modeSource,
+			"stale_threshold", next.cfg.StaleThreshold.String())
 	}
 	tick := time.NewTicker(configPoll)
 	defer tick.Stop()

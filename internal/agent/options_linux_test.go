@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"flag"
 	"io"
 	"os"
@@ -126,4 +127,101 @@ func TestFlagDefaultsAreTheParts(t *testing.T) {
 	if r.PerInterfaceRate != 7 || !r.NoConfirm || !st.cfg.Datapath.Auto || st.cfg.Datapath.Mode != bpf.ModeLegacy || r.Strategies[0] != remediate.StrategySwap {
 		t.Errorf("flags not bound: interface rate %v, no-confirm %v, datapath %+v, strategies %v", r.PerInterfaceRate, r.NoConfirm, st.cfg.Datapath, r.Strategies)
 	}
+}
+
+// TestOptionWords: the words the option table says an option takes are
+// the ones its parser takes: each parses, and a word none of them is
+// refused.
+func TestOptionWords(t *testing.T) {
+	_, o := declare(flag.NewFlagSet("", flag.ContinueOnError))
+	n := 0
+	for _, op := range o.Options() {
+		if len(op.Words) == 0 {
+			continue
+		}
+		n++
+		for _, w := range append(op.Words, "bogus") {
+			fs := flag.NewFlagSet("", flag.ContinueOnError)
+			declare(fs)
+			err := fs.Set(op.Name, w)
+			if err == nil && (op.Name == "log.level" || op.Name == "log.format") {
+				// Checked when the logger is made.
+				_, err = load([]string{"--" + op.Name, w}, io.Discard)
+			}
+			if (err == nil) != (w != "bogus") {
+				t.Errorf("--%s %s: %v; the table says it takes %v", op.Name, w, err, op.Words)
+			}
+		}
+	}
+	if n < 6 {
+		t.Errorf("%d options say the words they take, want the 7 that take words", n)
+	}
+}
+
+// TestChartIsTheOptionTable: the chart's checks of its config value
+// (templates/_options.tpl) and the schema of that value
+// (values.schema.json's config) are the option table's.
+// NEIGHWATCH_UPDATE_CHART=1 rewrites them.
+func TestChartIsTheOptionTable(t *testing.T) {
+	const tplPath = "../../deploy/helm/neighwatch/templates/_options.tpl"
+	const schemaPath = "../../deploy/helm/neighwatch/values.schema.json"
+	_, o := declare(flag.NewFlagSet("", flag.ContinueOnError))
+	tpl, err := o.ChartTemplate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, o = declare(flag.NewFlagSet("", flag.ContinueOnError))
+	sub, err := json.MarshalIndent(o.ChartSchema(), "    ", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := string(b)
+	// The config property: from its key to its closing brace.
+	i := strings.Index(schema, "\n    \"config\": {")
+	if i < 0 {
+		t.Fatalf("%s has no \"config\" property at the top level", schemaPath)
+	}
+	i++
+	depth, j := 0, -1
+	for k := i + len(`    "config": `); k < len(schema); k++ {
+		switch schema[k] {
+		case '{':
+			depth++
+		case '}':
+			depth--
+		}
+		if depth == 0 {
+			j = k + 1
+			break
+		}
+	}
+	if j < 0 {
+		t.Fatalf("%s: the config property does not close", schemaPath)
+	}
+	wantSchema := schema[:i] + `    "config": ` + string(sub) + schema[j:]
+	var check any
+	if err := json.Unmarshal([]byte(wantSchema), &check); err != nil {
+		t.Fatalf("the schema with the generated config is not JSON: %v", err)
+	}
+	have, err := os.ReadFile(tplPath)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if string(have) == tpl && schema == wantSchema {
+		return
+	}
+	if os.Getenv("NEIGHWATCH_UPDATE_CHART") == "1" {
+		if err := os.WriteFile(tplPath, []byte(tpl), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(schemaPath, []byte(wantSchema), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("the chart's %s or the config of %s differ from the option table: NEIGHWATCH_UPDATE_CHART=1 go test ./internal/agent -run TestChartIsTheOptionTable rewrites them", tplPath, schemaPath)
 }
