@@ -35,7 +35,7 @@ var update = flag.Bool("update", false, "rewrite "+corpusTable+" from the render
 
 // Helms are the Helm versions an operator may run: the chart must render
 // or refuse each values file alike on both.
-var Helms = []string{"helm.sh/helm/v3/cmd/helm@v3.21.4", "helm.sh/helm/v4/cmd/helm@v4.3.2"}
+var Helms = []string{HelmModule, Helm4Module}
 
 // helmBins are the helm executables built by this test binary, by
 // module, in helmDir, which TestMain removes.
@@ -389,6 +389,55 @@ var corpusChecks = map[string]func(t *testing.T, ds *appsv1.DaemonSet, got map[s
 	},
 	"cilium-extraargs": func(t *testing.T, ds *appsv1.DaemonSet, got map[string]any) {
 		keepsChartConfig(t, got)
+	},
+	"nw-exclude-adds": func(t *testing.T, _ *appsv1.DaemonSet, got map[string]any) {
+		keepsChartConfig(t, got)
+		if cfg := configFile(t, got); !strings.Contains(cfg, "- flannel.*") {
+			t.Errorf("config.yaml lacks the values' exclusion:\n%s", cfg)
+		}
+	},
+	"nw-exclude-replaces": func(t *testing.T, _ *appsv1.DaemonSet, got map[string]any) {
+		if cfg := configFile(t, got); !strings.Contains(cfg, "exclude-interfaces:\n- eth9\n") || strings.Contains(cfg, "lxc.*") {
+			t.Errorf("config.yaml does not hold the values' exclusions alone:\n%s", cfg)
+		}
+	},
+	"ne-extrahostvolume-done-right": func(t *testing.T, ds *appsv1.DaemonSet, _ map[string]any) {
+		c := ds.Spec.Template.Spec.Containers[0]
+		if m := c.VolumeMounts[len(c.VolumeMounts)-1]; m.Name != "textfile" || m.MountPath != "/run/prometheus" || !m.ReadOnly {
+			t.Errorf("the last mount %+v, want the values' textfile", m)
+		}
+	},
+	"cilium-extracontainers": func(t *testing.T, ds *appsv1.DaemonSet, _ map[string]any) {
+		if cs := ds.Spec.Template.Spec.Containers; len(cs) != 2 || cs[1].Name != "log-shipper" {
+			t.Errorf("containers %d, want the agent and the values' log-shipper", len(cs))
+		}
+	},
+	"ne-dnsconfig": func(t *testing.T, ds *appsv1.DaemonSet, _ map[string]any) {
+		if d := ds.Spec.Template.Spec.DNSConfig; d == nil || len(d.Options) != 1 || d.Options[0].Name != "ndots" {
+			t.Errorf("dnsConfig %+v, want the values'", d)
+		}
+	},
+	"calico-minreadyseconds": func(t *testing.T, ds *appsv1.DaemonSet, _ map[string]any) {
+		if ds.Spec.MinReadySeconds != 10 {
+			t.Errorf("minReadySeconds %d, want 10", ds.Spec.MinReadySeconds)
+		}
+	},
+	"ne-probe-null": func(t *testing.T, ds *appsv1.DaemonSet, _ map[string]any) {
+		if p := ds.Spec.Template.Spec.Containers[0].LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.PeriodSeconds != 0 {
+			t.Errorf("livenessProbe %+v, want the chart's /healthz with Kubernetes' timings", p)
+		}
+	},
+	"ne-monitor-namespace": func(t *testing.T, _ *appsv1.DaemonSet, got map[string]any) {
+		var pm *monitoringv1.PodMonitor
+		for _, o := range got {
+			if p, ok := o.(*monitoringv1.PodMonitor); ok {
+				pm = p
+			}
+		}
+		if pm == nil || pm.Namespace != "monitoring" || !slices.Equal(pm.Spec.NamespaceSelector.MatchNames, []string{"neighwatch"}) ||
+			pm.Annotations["example.com/owner"] != "sre" {
+			t.Errorf("the PodMonitor %+v, want it in monitoring, selecting the agents in neighwatch, annotated", pm)
+		}
 	},
 	"nw-config-merge": func(t *testing.T, ds *appsv1.DaemonSet, got map[string]any) {
 		keepsChartConfig(t, got)

@@ -33,6 +33,7 @@ const (
 // runs too. TestMakefilePinsTheTools holds the Makefile's pins to these.
 const (
 	HelmModule   = "helm.sh/helm/v3/cmd/helm@v3.21.4"
+	Helm4Module  = "helm.sh/helm/v4/cmd/helm@v4.3.2"
 	OrasModule   = "oras.land/oras/cmd/oras@v1.3.6"
 	CosignModule = "github.com/sigstore/cosign/v3/cmd/cosign@v3.1.3"
 )
