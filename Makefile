@@ -45,7 +45,7 @@ ARM64_AGENT   := ^(TestConfig|TestOption|TestFlag|TestNewLogger|TestREADMEFlag|T
 
 .PHONY: print-pkgs kernels-readme test-go fuzz publish push mutation rules all deps build run test unit vet lint cross fmt-check generate check-generate \
         checkrules bench bench-root lab-up lab-down clean image manifests install demo test-kernels test-kernels-more \
-        chart arm64 release
+        chart arm64 release test-cluster
 
 all: build
 
@@ -241,6 +241,17 @@ kernels-readme:
 # The kernels make test does not boot: CI runs them after make test.
 test-kernels-more: deps
 	$(GO) run ./internal/dev/kernels/cmd/nwkernels run --kernels $(KERNELS_MORE) --blind "$(BLIND_MORE)" --host none --readme README.md
+
+# The chart on a real single-node Kubernetes (internal/dev/cluster):
+# etcd, the API server, the controller manager, the scheduler and the
+# kubelet built from Kubernetes' modules into one executable (cached in
+# .cluster), Debian's containerd, all in a network namespace and a mount
+# namespace of the node's own; then Helm 4 and Helm 3 install the chart
+# from the registry make push publishes to, and the scenarios of
+# e2e/cluster_*_test.go run. The host is checked to be as it was found.
+# As root; .ci/run runs it after make test.
+test-cluster: deps
+	$(GO) test -tags cluster -count=1 -timeout 60m -run '^TestCluster$$' -v ./e2e/
 
 # Tests any user can run: privileged ones skip with their reason (unless
 # CI=true, where they fail instead).

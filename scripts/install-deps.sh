@@ -12,7 +12,8 @@ pkgs=(
   keepalived                      # the VRRP precision scenarios (in namespaces)
   qemu-user                       # make arm64: the arm64 binary and tests under qemu-aarch64
   podman runc                     # make image and the image tests (podman --runtime runc)
-  docker-registry                 # the publish test's local OCI registry
+  docker-registry                 # the publish test's local OCI registry, and the cluster's
+  containerd containernetworking-plugins  # make test-cluster: the node's runtime and its pod network
   systemd                         # systemd-analyze verify of the unit after make install
   qemu-system-x86 busybox-static  # the kernel matrix (make test-kernels): Debian's kernels under qemu
   qemu-system-arm                 # ... its arm64 guests (qemu-system-aarch64)
