@@ -210,7 +210,7 @@ func promQuery(ns lab.NS, expr string) ([]map[string]any, error) {
 // alerting is how startAlertingWith runs Prometheus and Alertmanager.
 type alerting struct {
 	// forDivisor divides every rule's for: (0: all become 2 s), keeping
-	// their ratios where a test needs them.
+	// their ratios where a test needs them; -1 keeps them as they are.
 	forDivisor int
 	// targets are the agents to scrape (address -> instance label), and
 	// labels go on all of them; empty: the agent at metricsAddr.
@@ -225,6 +225,12 @@ type alerting struct {
 	// receivers are more receivers beside the root's (test, the webhook),
 	// as YAML list items at the top level.
 	receivers string
+	// prometheus is the Prometheus to run (empty: Debian's), and scrape
+	// its scrape_configs' items, as YAML at the list's indentation, in
+	// place of the targets (a Kubernetes service discovery's); it waits
+	// for scraped targets of job neighwatch.
+	prometheus, scrape string
+	scraped            int
 }
 
 // startAlerting runs the real Prometheus and Alertmanager in ns: the
@@ -291,7 +297,10 @@ func indent(s, prefix string) string {
 // inhibition a says.
 func startAlertingWith(t *testing.T, ns lab.NS, alerts []byte, a alerting) *hookLog {
 	t.Helper()
-	prom := requireProgram(t, "prometheus", "prometheus")
+	prom := a.prometheus
+	if prom == "" {
+		prom = requireProgram(t, "prometheus", "prometheus")
+	}
 	am := requireProgram(t, "prometheus-alertmanager", "prometheus-alertmanager")
 	hooks := &hookLog{}
 	var ln net.Listener
@@ -324,8 +333,18 @@ func startAlertingWith(t *testing.T, ns lab.NS, alerts []byte, a alerting) *hook
 			}
 		}
 	}
+	scrape := "  - job_name: neighwatch\n    static_configs:\n" + static.String()
+	want := len(targets)
+	if a.scrape != "" {
+		scrape, want = a.scrape, a.scraped
+	}
+	// forDivisor -1: the rules' own for:, as the chart's values set them.
+	rules := alerts
+	if a.forDivisor >= 0 {
+		rules = shortenFor(t, alerts, a.forDivisor)
+	}
 	files := map[string]string{
-		"rules.yml": string(shortenFor(t, alerts, a.forDivisor)),
+		"rules.yml": string(rules),
 		"prometheus.yml": `global:
   scrape_interval: 1s
   evaluation_interval: 1s
@@ -335,9 +354,7 @@ alerting:
     - static_configs:
         - targets: ['127.0.0.1:9093']
 scrape_configs:
-  - job_name: neighwatch
-    static_configs:
-` + static.String(),
+` + scrape,
 		"alertmanager.yml": `route:
   receiver: test
   group_by: [alertname, cluster, instance, interface, ip, feature]
@@ -367,9 +384,15 @@ receivers:
 			return err == nil && code == 200
 		})
 	}
-	lab.WaitFor(t, 30*time.Second, "Prometheus to scrape the agents", func() bool {
+	// A target discovered through Kubernetes is scraped at its interval
+	// (the chart's 30 s), its first scrape anywhere within one.
+	scrapeWait := 30 * time.Second
+	if a.scrape != "" {
+		scrapeWait = 2 * time.Minute
+	}
+	lab.WaitFor(t, scrapeWait, "Prometheus to scrape the agents", func() bool {
 		r, err := promQuery(ns, `up{job="neighwatch"} == 1`)
-		return err == nil && len(r) == len(targets)
+		return err == nil && len(r) == want
 	})
 	return hooks
 }
