@@ -258,8 +258,11 @@ test-cluster: deps
 unit:
 	$(GO) test -count=1 -short $(PKGS)
 
+# The cluster's tests (make test-cluster) are behind the build tag
+# cluster: vetted and linted with it.
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags cluster ./e2e/
 
 # The package patterns of every module, for go commands by hand:
 # go test $$(make -s print-pkgs)
@@ -268,6 +271,7 @@ print-pkgs:
 
 lint:
 	$(GO) run $(STATICCHECK) $(PKGS)
+	$(GO) run $(STATICCHECK) -tags cluster ./e2e/
 	$(GO) run $(UNPARAM) $(PKGS)
 
 # The pure parts build on any OS; Linux-only code lives in _linux.go

@@ -42,19 +42,6 @@ type Options struct {
 	Log io.Writer
 }
 
-// NodeName is the node's name in the API.
-const NodeName = "nwk8s-node"
-
-// serviceIP is the kubernetes Service's address in the service range.
-const (
-	serviceRange = "10.96.0.0/16"
-	serviceIP    = "10.96.0.1"
-	podRange     = "10.244.0.0/24"
-	// The image of every pod's sandbox, pushed by the node to its own
-	// registry and pulled from there, as a kubeadm node pulls
-	// registry.k8s.io/pause.
-	pauseTag = "pause:3.10.1"
-)
 
 // Node is a running single-node cluster.
 type Node struct {
@@ -594,7 +581,7 @@ func (n *Node) startKubelet(ctx context.Context) error {
 			return err
 		}
 		if string(out) != "True" {
-			return fmt.Errorf("Ready is %q", out)
+			return fmt.Errorf("the node's Ready condition is %q", out)
 		}
 		return nil
 	}); err != nil {
