@@ -403,3 +403,40 @@ func TestChartAlertmanagerConfigIsTheFiles(t *testing.T) {
 		t.Errorf("inhibition's equal %v, the file's %v", ir.Equal, wi.Equal)
 	}
 }
+
+// TestChartRollsForRestartKeysOnly: the pod template's checksum of the
+// agent's configuration changes with a key the agent applies only at a
+// start, so that helm upgrade rolls the pods, and not with a key it
+// applies live (the remediation settings, the stale threshold), which
+// reaches the running agents through the ConfigMap's volume.
+func TestChartRollsForRestartKeysOnly(t *testing.T) {
+	requireHelm(t)
+	sum := func(config string) string {
+		t.Helper()
+		p := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(p, []byte("config:\n"+config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range render(t, p, false) {
+			if ds, ok := o.(*appsv1.DaemonSet); ok {
+				return ds.Spec.Template.Annotations["checksum/restart-config"]
+			}
+		}
+		t.Fatal("no DaemonSet rendered")
+		return ""
+	}
+	base := sum("  log.format: json\n")
+	if base == "" {
+		t.Fatal("the pod template has no checksum/restart-config")
+	}
+	for _, live := range []string{"  remediation: \"on\"\n", "  stale-threshold: 90s\n", "  manage.max: 10\n"} {
+		if got := sum(live); got != base {
+			t.Errorf("config %q (applied live) changes the pod template's checksum: the pods would roll for it", strings.TrimSpace(live))
+		}
+	}
+	for _, restart := range []string{"  tracer.period: 10s\n", "  interfaces: [eth0]\n", "  exclude-interfaces: [flannel.*]\n"} {
+		if got := sum(restart); got == base {
+			t.Errorf("config %q (applied at a start only) leaves the pod template's checksum: the pods would keep running without it", strings.TrimSpace(restart))
+		}
+	}
+}
