@@ -97,6 +97,13 @@ func hijackInFlood(t *testing.T, name string, rate int, lead time.Duration) {
 	a := startAgent(t, seg.Node, sock, "--tracer", "off", "--remediation", "on", "--remediation.verify-timeout", "1s")
 	a.waitPart(t, "evidence")
 	a.waitPart(t, "remediation")
+	// The real Prometheus and Alertmanager, every for: shortened to 2 s:
+	// the flood pages by itself (NeighbourMoveFlood), naming br0.
+	alerts, err := os.ReadFile("../deploy/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := startAlerting(t, seg.Node, alerts)
 	attacker := seg.Hosts[1]
 	spoofMAC := net.HardwareAddr{0x02, 0x66, 0, 0, 0, 1}
 
@@ -178,6 +185,14 @@ func hijackInFlood(t *testing.T, name string, rate int, lead time.Duration) {
 	if f.Sent < 2*floodMovers {
 		t.Errorf("the flood sent %d moves: it did not flood", f.Sent)
 	}
+	// Paged for the flood, on its interface: checks were dropped long
+	// before now, so within a scrape, an evaluation and the 2 s for.
+	lab.WaitFor(t, 30*time.Second, "NeighbourMoveFlood for br0 through Alertmanager", func() bool {
+		_, ok := hooks.find("NeighbourMoveFlood", "firing", map[string]string{"interface": lab.SegmentBridge})
+		return ok
+	})
+	paged, _ := hooks.find("NeighbourMoveFlood", "firing", map[string]string{"interface": lab.SegmentBridge})
+	t.Logf("NeighbourMoveFlood for %s arrived %.1fs after the flood began", lab.SegmentBridge, paged.Sub(floodStart).Seconds())
 }
 
 func rateName(rate int) string {

@@ -66,7 +66,34 @@ func precisionAgent(t *testing.T, f *lab.Fabric, extra ...string) (*agentProc, s
 	args := append([]string{"--stale-threshold", precThreshold.String(), "--tracer.interval", precInterval.String(),
 		"--tracer.window", "1s", "--tracer.period", precPeriod.String()}, extra...)
 	a := startAgent(t, f.Node, sock, args...)
+	// NeighbourMoveFlood must not fire for the moves these scenarios
+	// make (a bond's, a blue-green move, a failback): at the end, no
+	// move check was dropped and none waits past the alert's bound, on
+	// any interface an entry moved on.
+	t.Cleanup(func() { noMoveFlood(t, a) })
 	return a, sock
+}
+
+// noMoveFlood fails t when the agent's metrics say what
+// NeighbourMoveFlood fires on: a move check dropped, or one waiting past
+// the mixin's moveCheckWait (60 s). It logs the moves the agent saw.
+func noMoveFlood(t *testing.T, a *agentProc) {
+	body := a.metrics(t)
+	for _, l := range strings.Split(body, "\n") {
+		name, rest, ok := strings.Cut(l, "{")
+		if !ok {
+			continue
+		}
+		labels, v, _ := strings.Cut(rest, "} ")
+		n, _ := strconv.ParseFloat(v, 64)
+		switch {
+		case name == "neighwatch_remediation_move_checks_dropped_total" && n > 0:
+			t.Errorf("%d move checks dropped (%s): NeighbourMoveFlood would fire", int(n), labels)
+		case name == "neighwatch_remediation_move_check_wait_seconds" && n > 60:
+			t.Errorf("a move check waited %.0f s (%s): NeighbourMoveFlood would fire", n, labels)
+		}
+	}
+	t.Logf("moves the agent saw: %s; move checks: %s", grep(body, "neighbour_lladdr_changes_total"), grep(body, "move_checks_total"))
 }
 
 // probeWatch sorts the ARP requests for one IP that the node sends on

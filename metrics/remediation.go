@@ -26,6 +26,8 @@ func NewRemediationCollector(eng *remediate.Engine, log *slog.Logger) prometheus
 		confirms     = s.counter("remediation_confirmations_total", "Confirmations of suspicions (a host seen at another MAC): unicast probes to the entry's own MAC, in dry-run too, by outcome: answered (a host with two MACs), unanswered (stuck), failed (not sent).", "outcome")
 		moveChecks   = s.counter("remediation_move_checks_total", "Checks of an entry the kernel pointed at another MAC: unicast probes to its old MAC, in dry-run too, by outcome: answered (the old MAC still holds the address: a spoofer or a duplicate, the entry a conflict), unanswered (the host moved), failed (not sent), dropped (not checked: the queue was full of checks of as much at stake or more, during a flood of moves).", "outcome")
 		movesWaiting = s.gauge("remediation_move_checks_waiting", "Move checks waiting for a worker, at most 1,024, the most at stake first (an entry in use, an address not seen moving before).")
+		movesDropped = s.counter("remediation_move_checks_dropped_total", "Move checks dropped for want of room, by interface (from 0 on each interface an entry moved on): entries there move faster than they can be checked (NeighbourMoveFlood).", "interface")
+		moveWait     = s.gauge("remediation_move_check_wait_seconds", "How long the oldest move check of an interface has waited, 0 when none waits (NeighbourMoveFlood).", "interface")
 		recovery     = s.histogram("manage_recovery_seconds", "Managed entries whose host moved: time from the first doubt about the old MAC (evidence of another, or the kernel re-validating) to REACHABLE at the new one.")
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
@@ -61,6 +63,10 @@ func NewRemediationCollector(eng *remediate.Engine, log *slog.Logger) prometheus
 			ch <- moveChecks.with(float64(n), string(o))
 		}
 		ch <- movesWaiting.with(float64(st.MovesWaiting))
+		for ifname, f := range st.Floods {
+			ch <- movesDropped.with(float64(f.Dropped), ifname)
+			ch <- moveWait.with(f.OldestWait.Seconds(), ifname)
+		}
 		return nil
 	}
 	return s

@@ -34,6 +34,9 @@ type Stats struct {
 	// MovesWaiting is how many wait for a worker (movequeue.go).
 	MoveChecks   map[MoveOutcome]uint64
 	MovesWaiting int
+	// Floods are the move checks' drops and oldest wait by interface
+	// (its name), for each interface an entry moved on.
+	Floods map[string]Flood
 }
 
 // FixBuckets are the upper bounds of the detection-to-fix histogram.

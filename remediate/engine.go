@@ -137,6 +137,13 @@ func (e *Engine) Stats() Stats {
 	s := e.c.stats()
 	s.Queue = len(e.queue)
 	s.MovesWaiting = e.moves.q.Len()
+	floods := e.moves.q.floods(time.Now())
+	s.Floods = make(map[string]Flood, len(floods))
+	for ifindex, f := range floods {
+		if name := e.table.LinkName(ifindex); name != "" {
+			s.Floods[name] = f
+		}
+	}
 	s.Managed = e.managed.Len()
 	return s
 }

@@ -46,6 +46,9 @@ type moveCheck struct {
 	old   string // raw MAC before the first of the moves: the one asked
 	now   string // raw MAC after the last
 	stake stake
+	// queued is when the first of the moves was queued (Unix ns): a
+	// check waits from then, whatever moves are folded into it.
+	queued int64
 }
 
 // isMove reports whether ev is the kernel pointing a known entry at

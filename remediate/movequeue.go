@@ -86,13 +86,48 @@ type moveQueue struct {
 	// ready holds a token while checks wait: a worker that takes it
 	// takes a check, and puts the token back if more wait.
 	ready chan struct{}
-	// dropped counts a check dropped for want of room.
-	dropped func()
+	// dropped counts a check dropped for want of room; droppedOn counts
+	// them by interface, from 0 on each interface a move was queued on,
+	// so that a flood shows where it is (NeighbourMoveFlood).
+	dropped   func()
+	droppedOn map[int32]uint64
 }
 
 func newMoveQueue(capacity int, dropped func()) *moveQueue {
 	return &moveQueue{cap: capacity, byKey: make(map[table.Key]*list.Element), ready: make(chan struct{}, 1),
-		dropped: dropped, claims: claims{cur: make(map[string]int), prev: make(map[string]int)}}
+		dropped: dropped, droppedOn: make(map[int32]uint64), claims: claims{cur: make(map[string]int), prev: make(map[string]int)}}
+}
+
+// drop counts a check of a move on ifindex dropped.
+func (q *moveQueue) drop(ifindex int32) {
+	q.droppedOn[ifindex]++
+	q.dropped()
+}
+
+// Flood is what the move checks say of one interface: the checks
+// dropped for want of room since the agent started, and how long the
+// oldest waiting check has waited (0 when none waits).
+type Flood struct {
+	Dropped    uint64
+	OldestWait time.Duration
+}
+
+// floods returns each interface a move was queued on, with its drops and
+// its oldest wait at now.
+func (q *moveQueue) floods(now time.Time) map[int32]Flood {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make(map[int32]Flood, len(q.droppedOn))
+	for ifindex, n := range q.droppedOn {
+		out[ifindex] = Flood{Dropped: n}
+	}
+	for _, el := range q.byKey {
+		mc := el.Value.(*moveCheck)
+		f := out[mc.key.Ifindex]
+		f.OldestWait = max(f.OldestWait, now.Sub(time.Unix(0, mc.queued)))
+		out[mc.key.Ifindex] = f
+	}
+	return out
 }
 
 // add queues the check of a move the table published; ev is the move.
@@ -119,16 +154,20 @@ func (q *moveQueue) add(ev *table.Event) {
 		}
 		return
 	}
+	if _, ok := q.droppedOn[k.Ifindex]; !ok {
+		q.droppedOn[k.Ifindex] = 0 // counted from 0 on each interface that moves
+	}
 	if len(q.byKey) >= q.cap {
 		low := q.lowest()
 		if low < 0 || stake(low) >= st {
-			q.dropped()
+			q.drop(k.Ifindex)
 			return
 		}
-		q.remove(q.stakes[low].Front()) // the oldest of the lowest stake
-		q.dropped()
+		lowest := q.stakes[low].Front() // the oldest of the lowest stake
+		q.drop(lowest.Value.(*moveCheck).key.Ifindex)
+		q.remove(lowest)
 	}
-	q.byKey[k] = q.stakes[st].PushBack(&moveCheck{key: k, old: string(ev.OldLLAddr), now: now, stake: st})
+	q.byKey[k] = q.stakes[st].PushBack(&moveCheck{key: k, old: string(ev.OldLLAddr), now: now, stake: st, queued: ev.Time.UnixNano()})
 	q.signal()
 }
 

@@ -288,3 +288,40 @@ func TestSweepNeverBlocksOnConfirmations(t *testing.T) {
 		t.Errorf("%d confirmations queued, want the queue full (%d)", n, cap(e.confirmQ))
 	}
 }
+
+// TestMoveQueueSaysWhereItFloods: the drops are counted on the interface
+// of the check dropped (the newcomer's, or the one a higher stake evicts),
+// from 0 on every interface a move was queued on, and the oldest wait is
+// the first of a check's moves', folded moves included; an interface
+// whose checks were all taken waits 0.
+func TestMoveQueueSaysWhereItFloods(t *testing.T) {
+	q := newMoveQueue(2, func() {})
+	quiet := moveEv(1, mac(1), mac(2), 5, t0-int64(time.Second), 0)
+	quiet.Ifindex = 7
+	q.add(&quiet)
+	if mc, ok := q.take(); !ok || mc.key.Ifindex != 7 {
+		t.Fatalf("took %+v %v", mc, ok)
+	}
+	flood(q, 5) // ifindex 3: two wait, three dropped
+	if f := q.floods(time.Unix(0, t0).Add(40 * time.Second)); f[3].Dropped != 3 || f[3].OldestWait != 40*time.Second ||
+		f[7] != (Flood{}) || len(f) != 2 {
+		t.Fatalf("floods %+v, want 3 dropped and 40 s waited on 3, nothing on 7 (but its series)", f)
+	}
+	// A higher stake takes the place of the oldest waiting check on 3:
+	// that one is dropped, on 3; the newcomer on 9 waits from its own
+	// move.
+	hijack := moveEv(2, mac(3), mac(4), 1, t0-int64(time.Second), t0)
+	hijack.Ifindex, hijack.Time = 9, time.Unix(0, t0).Add(30*time.Second)
+	q.add(&hijack)
+	f := q.floods(time.Unix(0, t0).Add(40 * time.Second))
+	if f[3].Dropped != 4 || f[9].Dropped != 0 || f[9].OldestWait != 10*time.Second {
+		t.Fatalf("floods %+v, want 4 dropped on 3, none on 9 and 10 s waited there", f)
+	}
+	// A move folded into a waiting check keeps its first move's time.
+	again := moveEv(101, mac(101), mac(5), 6, t0, 0)
+	again.Time = time.Unix(0, t0).Add(35 * time.Second)
+	q.add(&again)
+	if f := q.floods(time.Unix(0, t0).Add(40 * time.Second)); f[3].OldestWait != 40*time.Second {
+		t.Fatalf("the folded check waited %v, want 40 s: from its first move", f[3].OldestWait)
+	}
+}

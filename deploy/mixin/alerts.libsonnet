@@ -171,6 +171,16 @@
             'neighwatch keeps overflowing its netlink socket.',
             'neighwatch on {{ $labels.instance }} resyncs {{ $value }} times a second after its netlink socket overflowed. Raise --netlink.receive-buffer; each overflow costs a full dump.',
           ),
+          // Moves on one interface arrive faster than the move checks
+          // (rate-limited probes of the old MACs) can be made: checks are
+          // dropped or wait. A flood of gratuitous replies can hide a
+          // hijack among its moves; this pages for the flood itself.
+          rule(
+            'NeighbourMoveFlood',
+            'sum by (%(clusterLabel)s, instance, interface) (increase(neighwatch_remediation_move_checks_dropped_total{%(jobSelector)s}[5m])) > 0 or max by (%(clusterLabel)s, instance, interface) (neighwatch_remediation_move_check_wait_seconds{%(jobSelector)s}) > %(moveCheckWait)s',
+            'Entries on an interface move to other MACs faster than neighwatch can check them.',
+            'On {{ $labels.instance }}, entries on {{ $labels.interface }} move to other MACs faster than neighwatch asks their old MACs whether they still hold the address: checks were dropped, or one waited past %(moveCheckWait)s s. Something on that segment claims addresses (gratuitous ARP replies or Neighbor Advertisements): a hijack among the moves may go unfound. `neighwatch events` on the node names the moves and their new MACs.',
+          ),
           rule(
             'NeighwatchConfigReloadFailed',
             'max by (%(clusterLabel)s, instance) (neighwatch_config_last_reload_successful{%(jobSelector)s}) == 0',

@@ -14,6 +14,10 @@
     // resyncs per second that make a storm (numbers as PromQL writes them).
     tableNearThreshold: '0.9',
     resyncStormRate: '0.1',
+    // How long a move check may wait before its interface is called
+    // flooded (seconds): at the default rates a full queue drains in
+    // about 200 s.
+    moveCheckWait: '60',
     // How long NeighbourHostStuckOnNodes keeps firing once its count has
     // moved to another step (nodes_at_least): longer than its `for`, so
     // the host's group never resolves between two steps.
@@ -35,6 +39,7 @@
       NeighbourTableNearThreshold: { 'for': '10m', severity: 'warning' },
       NeighwatchResyncStorm: { 'for': '10m', severity: 'info' },
       NeighwatchConfigReloadFailed: { 'for': '10m', severity: 'warning' },
+      NeighbourMoveFlood: { 'for': '1m', severity: 'warning' },
       NeighwatchDown: { 'for': '5m', severity: 'warning' },
     },
   },

@@ -267,6 +267,7 @@ alert's for and severity.
   "tableNearThreshold" $near
   "tableNearThresholdPercent" (printf "%d" (int (round (mulf (float64 $near) 100) 0)))
   "resyncStormRate" (toString $r.resyncStormRate)
+  "moveCheckWait" (toString $r.moveCheckWait)
   "fleetKeepFiringFor" (toString $r.fleetKeepFiringFor) -}}
 {{- range $name, $a := $r.alerts -}}
 {{- $_ := set $c (printf "alerts.%s.for" $name) (toString (default "" $a.for)) -}}

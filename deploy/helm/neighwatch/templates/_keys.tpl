@@ -51,7 +51,7 @@ The values' keys as values.schema.json declares them (an object's keys;
   "priorityClassName": "",
   "priorityClassQuota": {"create":""},
   "prometheus": "",
-  "prometheusRule": {"additionalLabels":"*","alerts":"*","annotations":"*","clusterLabel":"","create":"","enabled":"","fleetKeepFiringFor":"","jobSelector":"","namespace":"","resyncStormRate":"","rules":"","runbookURL":"","runbookURLPattern":"","tableNearThreshold":""},
+  "prometheusRule": {"additionalLabels":"*","alerts":"*","annotations":"*","clusterLabel":"","create":"","enabled":"","fleetKeepFiringFor":"","jobSelector":"","moveCheckWait":"","namespace":"","resyncStormRate":"","rules":"","runbookURL":"","runbookURLPattern":"","tableNearThreshold":""},
   "rbac": "",
   "readinessProbe": {"failureThreshold":"","httpGet":{"httpHeaders":"","scheme":""},"initialDelaySeconds":"","periodSeconds":"","successThreshold":"","terminationGracePeriodSeconds":"","timeoutSeconds":""},
   "releaseLabel": "",
