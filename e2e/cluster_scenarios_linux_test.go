@@ -385,7 +385,7 @@ func (k *kube) movedHost(t *testing.T, ns string, hooks *hookLog) {
 		}
 	}
 	stuck := time.Since(moved)
-	lab.WaitFor(t, 90*time.Second, "NeighbourEntryStuck for "+ip+" through Alertmanager", func() bool {
+	lab.WaitFor(t, 3*time.Minute, "NeighbourEntryStuck for "+ip+" through Alertmanager", func() bool {
 		_ = k.Client.Ping(k.backend, 1, 100*time.Millisecond)
 		_, ok := hooks.find("NeighbourEntryStuck", "firing", map[string]string{"ip": ip, "instance": "nwk8s-node"})
 		return ok
@@ -398,7 +398,7 @@ func (k *kube) movedHost(t *testing.T, ns string, hooks *hookLog) {
 		"--reuse-values", "--set", "config.remediation=on"); err != nil {
 		t.Fatal(err)
 	}
-	applied := k.waitMode(t, "on", 150*time.Second)
+	applied := k.waitMode(t, "on", 3*time.Minute)
 	back := k.waitTraffic(t, lab.Patience(60*time.Second))
 	k.figures.add(t, "remediation on through values: in force %v after helm upgrade (the kubelet's sync), traffic back %v after that",
 		applied.Sub(upgraded).Round(time.Second), back.Round(100*time.Millisecond))
@@ -483,7 +483,7 @@ func (k *kube) configEdits(t *testing.T, ns string, pod corev1.Pod, hooks *hookL
 	cfg["remediation"], cfg["stale-threshold"] = "off", "7s"
 	edited := time.Now()
 	k.patchConfig(t, ns, cfg)
-	applied := k.waitMode(t, "off", 150*time.Second)
+	applied := k.waitMode(t, "off", 3*time.Minute)
 	var reloaded agentLog
 	lab.WaitFor(t, 30*time.Second, "the agent's log line of the reload", func() bool {
 		for _, l := range k.logLines(t, ns, pod.Name, edited.Add(-time.Second)) {
@@ -507,7 +507,7 @@ func (k *kube) configEdits(t *testing.T, ns string, pod corev1.Pod, hooks *hookL
 	edited = time.Now()
 	k.patchConfig(t, ns, bad)
 	var refused agentLog
-	lab.WaitFor(t, 150*time.Second, "the agent's log line refusing the bad edit", func() bool {
+	lab.WaitFor(t, 3*time.Minute, "the agent's log line refusing the bad edit", func() bool {
 		for _, l := range k.logLines(t, ns, pod.Name, edited.Add(-time.Second)) {
 			if msg, _ := l["msg"].(string); strings.HasPrefix(msg, "configuration reload failed, keeping the running configuration") {
 				refused = l
@@ -522,7 +522,7 @@ func (k *kube) configEdits(t *testing.T, ns string, pod corev1.Pod, hooks *hookL
 	if v := metricValue(k.scrape(t), "neighwatch_config_last_reload_successful"); v != "0" {
 		t.Errorf("neighwatch_config_last_reload_successful = %q after a refused edit, want 0", v)
 	}
-	lab.WaitFor(t, 90*time.Second, "NeighwatchConfigReloadFailed through Alertmanager", func() bool {
+	lab.WaitFor(t, 2*time.Minute, "NeighwatchConfigReloadFailed through Alertmanager", func() bool {
 		_, ok := hooks.find("NeighwatchConfigReloadFailed", "firing", map[string]string{"instance": "nwk8s-node"})
 		return ok
 	})
@@ -538,7 +538,7 @@ func (k *kube) configEdits(t *testing.T, ns string, pod corev1.Pod, hooks *hookL
 	// below must see released.
 	cfg["remediation"], cfg["stale-threshold"], cfg["remediation.scope"] = "on", "5s", "at-risk"
 	k.patchConfig(t, ns, cfg)
-	k.waitMode(t, "on", 150*time.Second)
+	k.waitMode(t, "on", 3*time.Minute)
 	lab.WaitFor(t, 30*time.Second, "neighwatch_config_last_reload_successful 1", func() bool {
 		return metricValue(k.scrape(t), "neighwatch_config_last_reload_successful") == "1"
 	})
