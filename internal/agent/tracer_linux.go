@@ -302,11 +302,22 @@ func logPrograms(tr *bpf.Tracer, log *slog.Logger) {
 	seed := "kernel"
 	if !tr.Seeder().SeedsInKernel() {
 		seed = "entry-by-entry"
+		// One line for the seed's programs the kernel refused, each
+		// named, with what they need and the kernel's own words for the
+		// first.
+		var refused []string
+		var first bpf.ProgramStatus
 		for _, p := range ld.Programs() {
 			if p.Feature == bpf.FeatureSeed && !p.Loaded {
-				log.Info("tracer: the mirror is seeded entry by entry (seconds at a million entries): the kernel refused tr_seed, which needs 6.0",
-					"refusal", p.Refusal, "err", p.Error)
+				if len(refused) == 0 {
+					first = p
+				}
+				refused = append(refused, p.Program)
 			}
+		}
+		if len(refused) > 0 {
+			log.Info(fmt.Sprintf("tracer: the mirror is seeded entry by entry (seconds at a million entries): the kernel refused %s, which need %s",
+				strings.Join(refused, " and "), first.Needs), "refusal", first.Refusal, "err", first.Error)
 		}
 	}
 	log.Info("tracer loaded", "bypass", ld.Mode(), "features", featureSummary(ld.Features()), "seed", seed)
