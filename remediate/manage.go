@@ -66,10 +66,15 @@ type Manager struct {
 	owned map[table.Key]*owned
 	keys  sync.Map     // the owned keys, for the event filter
 	n     atomic.Int32 // how many, so the filter skips the map when none
+
+	// spawn runs the recovery tracker's reading loop (go f()): a test
+	// holds it back to show that what happens meanwhile is not lost.
+	spawn func(f func())
 }
 
 func newManager(e *Engine) *Manager {
-	return &Manager{table: e.table, actor: e.actor, log: e.log, c: &e.c, conf: e.conf, mode: e.Mode, owned: make(map[table.Key]*owned)}
+	return &Manager{table: e.table, actor: e.actor, log: e.log, c: &e.c, conf: e.conf, mode: e.Mode, owned: make(map[table.Key]*owned),
+		spawn: func(f func()) { go f() }}
 }
 
 // owned is what the manager remembers of an entry it manages.
@@ -102,18 +107,29 @@ func (m *Manager) del(k table.Key) {
 	m.keys.Delete(k)
 }
 
-// trackRecovery measures, for managed entries, the time from the first
-// doubt about the MAC (evidence of another MAC, or the kernel starting to
-// re-validate) to REACHABLE at a new MAC: how long the kernel took to
-// follow a host that moved. It reads table events only.
-func (m *Manager) trackRecovery(ctx context.Context) {
-	sub := m.table.Events().SubscribeFunc(1024, func(ev table.Event) bool {
+// subscribeRecovery subscribes the recovery tracker to the events of
+// managed entries. The tracker measures, for managed entries, the time
+// from the first doubt about the MAC (evidence of another MAC, or the
+// kernel starting to re-validate) to REACHABLE at a new MAC: how long
+// the kernel took to follow a host that moved. It reads table events
+// only.
+//
+// The subscription is made before the entries are adopted (run), and
+// read by a goroutine of its own: an event published between the two,
+// or before that goroutine first runs (late, on a loaded machine), waits
+// in the subscription instead of being missed, and with it the recovery.
+func (m *Manager) subscribeRecovery() *table.Subscription {
+	return m.table.Events().SubscribeFunc(1024, func(ev table.Event) bool {
 		if (ev.Kind != table.KindTransition && ev.Kind != table.KindMismatch) || m.n.Load() == 0 {
 			return false
 		}
 		_, ok := m.keys.Load(table.Key{Ifindex: ev.Ifindex, Addr: ev.IP})
 		return ok
 	})
+}
+
+// trackRecovery reads sub until ctx ends, and closes it.
+func (m *Manager) trackRecovery(ctx context.Context, sub *table.Subscription) {
 	defer sub.Close()
 	for {
 		select {
@@ -330,8 +346,9 @@ func (m *Manager) run(ctx context.Context) {
 	if !m.conf().Manage.Supported {
 		return
 	}
+	sub := m.subscribeRecovery()
 	m.adopt()
-	go m.trackRecovery(ctx)
+	m.spawn(func() { m.trackRecovery(ctx, sub) })
 	t := time.NewTicker(m.conf().Manage.Interval)
 	defer t.Stop()
 	for {
