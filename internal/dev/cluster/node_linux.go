@@ -42,7 +42,6 @@ type Options struct {
 	Log io.Writer
 }
 
-
 // Node is a running single-node cluster.
 type Node struct {
 	opt     Options
