@@ -546,6 +546,36 @@ func (k *kube) configEdits(t *testing.T, ns string, pod corev1.Pod, hooks *hookL
 	if len(now) != 1 || now[0].UID != pod.UID || now[0].Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("the edits restarted the agent: %v", podSummary(now))
 	}
+	// The same bad setting through the chart: helm upgrade refuses it in
+	// the agent's words, and the release stays as it was.
+	var before struct{ Version int }
+	if err := json.Unmarshal(k.mustHelmJSON(t, "status", "neighwatch", "-n", ns, "-o", "json"), &before); err != nil {
+		t.Fatal(err)
+	}
+	out, err := k.helmRun(t, "4", "upgrade", "neighwatch", k.chart, "--version", k.version, "--plain-http", "-n", ns,
+		"--reuse-values", "--set", "config.stale-threshold=0s")
+	if want := "config.stale-threshold: 0s is out of range: want 1s to 24h"; err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("helm upgrade with a stale threshold of 0s: %v, want it refused with %q\n%s", err, want, out)
+	}
+	var after struct{ Version int }
+	if err := json.Unmarshal(k.mustHelmJSON(t, "status", "neighwatch", "-n", ns, "-o", "json"), &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != before.Version {
+		t.Errorf("the refused upgrade made revision %d of the release (was %d)", after.Version, before.Version)
+	}
+}
+
+// mustHelmJSON runs helm 4 and returns its standard output.
+func (k *kube) mustHelmJSON(t *testing.T, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(k.helm["4"], append([]string{"--kubeconfig", k.node.Kubeconfig()}, args...)...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm %s: %v", strings.Join(args, " "), err)
+	}
+	return out
 }
 
 func refusedAt(l agentLog) time.Time {
