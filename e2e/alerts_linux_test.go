@@ -25,7 +25,7 @@ import (
 
 // requireProgram fails in CI and skips elsewhere when a program the test
 // runs is not installed.
-func requireProgram(t *testing.T, name, pkg string) string {
+func requireProgram(t testing.TB, name, pkg string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
@@ -152,7 +152,7 @@ next:
 
 // startServer runs a program in ns until the test ends, its output kept
 // for failures.
-func startServer(t *testing.T, ns lab.NS, name string, args ...string) {
+func startServer(t testing.TB, ns lab.NS, name string, args ...string) {
 	t.Helper()
 	cmd := ns.Command(name, args...)
 	var out bytes.Buffer
@@ -237,14 +237,14 @@ type alerting struct {
 // agent at metricsAddr is scraped every second, alerts (their for:
 // shortened to 2 s) are evaluated every second, and Alertmanager delivers
 // to the returned log. It returns once Prometheus scrapes the agent.
-func startAlerting(t *testing.T, ns lab.NS, alerts []byte) *hookLog {
+func startAlerting(t testing.TB, ns lab.NS, alerts []byte) *hookLog {
 	return startAlertingWith(t, ns, alerts, alerting{})
 }
 
 // shortenFor divides the for: of every rule by d (0: 2 s each). The
 // rule file is jsonnet's YAML, which quotes the durations; a file with no
 // for: to shorten is an error (its layout changed under this function).
-func shortenFor(t *testing.T, alerts []byte, d int) []byte {
+func shortenFor(t testing.TB, alerts []byte, d int) []byte {
 	re := regexp.MustCompile(`(?m)^(\s+for:) "?([0-9a-z]+)"?$`)
 	n := 0
 	out := re.ReplaceAllFunc(alerts, func(line []byte) []byte {
@@ -269,7 +269,7 @@ func shortenFor(t *testing.T, alerts []byte, d int) []byte {
 // shortenTimings divides an Alertmanager route's group_wait,
 // group_interval and repeat_interval by d, as shortenFor does the rules'
 // for: (at least 100 ms each).
-func shortenTimings(t *testing.T, routes string, d int) string {
+func shortenTimings(t testing.TB, routes string, d int) string {
 	re := regexp.MustCompile(`(?m)^(\s+(?:group_wait|group_interval|repeat_interval):) (\S+)$`)
 	return re.ReplaceAllStringFunc(routes, func(line string) string {
 		m := re.FindStringSubmatch(line)
@@ -295,7 +295,7 @@ func indent(s, prefix string) string {
 
 // startAlertingWith is startAlerting with the scrape targets, the rules' for: and the
 // inhibition a says.
-func startAlertingWith(t *testing.T, ns lab.NS, alerts []byte, a alerting) *hookLog {
+func startAlertingWith(t testing.TB, ns lab.NS, alerts []byte, a alerting) *hookLog {
 	t.Helper()
 	prom := a.prometheus
 	if prom == "" {

@@ -203,7 +203,7 @@ func rateName(rate int) string {
 }
 
 // procCPU is the CPU time a process has used, user and system.
-func procCPU(t *testing.T, pid int) time.Duration {
+func procCPU(t testing.TB, pid int) time.Duration {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -219,7 +219,7 @@ func procCPU(t *testing.T, pid int) time.Duration {
 
 // nodeSent is the frames the segment's node sent to its hosts, on every
 // bridge port.
-func nodeSent(t *testing.T, seg *lab.Segment) uint64 {
+func nodeSent(t testing.TB, seg *lab.Segment) uint64 {
 	t.Helper()
 	var n uint64
 	for i := range seg.Hosts {
