@@ -19,10 +19,17 @@ import (
 // a place in line behind checks of as much at stake, and costs the
 // network no more probes than the rate limits allow.
 //
-// The stake of a move is three facts, ranked:
+// The stake of a move is four facts, ranked:
 //   - in use: traffic used the entry within moveInUse (kernel output, or
 //     bypass traffic the tracer counted): a hijack of it takes traffic,
 //     a next hop's most of all;
+//   - heard: the MAC the entry leaves was heard for the address within
+//     moveHeard (its ARP or NDP, its packets, an answer to a probe): a
+//     host that lives there, which a hijack displaces, and which answers
+//     the check if it is still there. A flood that moves addresses whose
+//     MACs nobody has heard (gone hosts, or entries the sender made)
+//     ranks below it; a flood of addresses heard lately is a flood of
+//     hosts that answer, each check a conflict;
 //   - settled: the address was not seen moving before (this is the
 //     first move the table saw, or its old MAC held for moveSettled); a
 //     flood moves the same addresses again and again;
@@ -46,6 +53,7 @@ type stake uint8
 const (
 	stakeFewClaims stake = 1 << iota // few moves went to the new MAC lately
 	stakeSettled                     // the address was not seen moving before
+	stakeHeard                       // the MAC it leaves was heard for it lately
 	stakeInUse                       // traffic used the entry lately
 
 	numStakes = 1 << iota
@@ -55,6 +63,7 @@ const (
 const (
 	moveQueueCap = 1024             // checks waiting
 	moveInUse    = time.Minute      // traffic this recent puts the entry in use
+	moveHeard    = time.Hour        // the old MAC heard this recently lived there
 	moveSettled  = time.Minute      // an old MAC held this long was not moving
 	claimWindow  = 10 * time.Second // claims are counted over one or two of these
 	manyClaims   = 16               // claims in that time that make a MAC a flood's
@@ -72,6 +81,9 @@ func moveStake(ev *table.Event, claims int) stake {
 	}
 	if ev.LastUsed != 0 && ev.Time.UnixNano()-ev.LastUsed < int64(moveInUse) {
 		s |= stakeInUse
+	}
+	if ev.OldHeard != 0 && ev.Time.UnixNano()-ev.OldHeard < int64(moveHeard) {
+		s |= stakeHeard
 	}
 	return s
 }
@@ -145,9 +157,10 @@ func (q *moveQueue) add(ev *table.Event) {
 			return
 		}
 		// Seen moving again: the stake is the new move's, but traffic
-		// that used the entry still did.
+		// that used the entry still did, and the MAC the check asks was
+		// heard.
 		mc.now = now
-		if st |= mc.stake & stakeInUse; st != mc.stake {
+		if st |= mc.stake & (stakeInUse | stakeHeard); st != mc.stake {
 			q.stakes[mc.stake].Remove(el)
 			mc.stake = st
 			q.byKey[k] = q.stakes[st].PushBack(mc)

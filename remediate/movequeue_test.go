@@ -40,11 +40,46 @@ func TestMoveStake(t *testing.T) {
 		{"used 60 s ago", moveEv(1, mac(1), mac(2), 9, t0-s, t0-60*s), 1, stakeFewClaims},
 		{"to a MAC of 15 claims", moveEv(1, mac(1), mac(2), 1, t0-s, 0), manyClaims - 1, stakeSettled | stakeFewClaims},
 		{"to a MAC of 16 claims", moveEv(1, mac(1), mac(2), 1, t0-s, 0), manyClaims, stakeSettled},
-		{"all of it", moveEv(1, mac(1), mac(2), 1, t0-s, t0), 1, stakeInUse | stakeSettled | stakeFewClaims},
+		{"all of it", heardAt(moveEv(1, mac(1), mac(2), 1, t0-s, t0), t0-s), 1, stakeInUse | stakeHeard | stakeSettled | stakeFewClaims},
+		{"its old MAC heard 59 min ago", heardAt(moveEv(1, mac(1), mac(2), 9, t0-s, 0), t0-59*60*s), 1, stakeHeard | stakeFewClaims},
+		{"its old MAC heard an hour ago", heardAt(moveEv(1, mac(1), mac(2), 9, t0-s, 0), t0-60*60*s), 1, stakeFewClaims},
+		{"its old MAC never heard", heardAt(moveEv(1, mac(1), mac(2), 1, t0-s, 0), 0), 1, stakeSettled | stakeFewClaims},
 	} {
 		if got := moveStake(&tc.ev, tc.claims); got != tc.want {
-			t.Errorf("%s: stake %03b, want %03b", tc.name, got, tc.want)
+			t.Errorf("%s: stake %04b, want %04b", tc.name, got, tc.want)
 		}
+	}
+}
+
+func heardAt(ev table.Event, at int64) table.Event {
+	ev.OldHeard = at
+	return ev
+}
+
+// TestHijackOfAHeardHostCheckedFirst: issue 64's paced flood. Every move
+// of the flood is a first move to a MAC of one claim, as a hijack is;
+// the queue is full of them. The hijack displaces a MAC heard for the
+// address a minute ago (the flood's addresses' MACs were never heard):
+// it takes the place of the oldest of the flood's checks and is the
+// first a worker takes. Folded into by a further move (the spoofer
+// claiming again from another MAC, which was never heard), it keeps its
+// stake: the MAC it asks was heard.
+func TestHijackOfAHeardHostCheckedFirst(t *testing.T) {
+	q := newMoveQueue(8, func() {})
+	for i := range 8 {
+		ev := moveEv(100+i, mac(100+i), mac(1_000_000+i), 1, t0-int64(time.Second), 0)
+		q.add(&ev)
+	}
+	hijack := heardAt(moveEv(1, mac(1), mac(2), 1, t0-int64(time.Hour), 0), t0-int64(time.Minute))
+	q.add(&hijack)
+	again := moveEv(1, mac(2), mac(3), 2, t0, 0) // heard: never (the spoofer's MAC)
+	q.add(&again)
+	mc, ok := q.take()
+	if !ok || mc.key.Addr != hijack.IP || mc.old != string(mac(1)) {
+		t.Fatalf("took %+v first, want the hijack of %s asking %s", mc, hijack.IP, mac(1))
+	}
+	if got := q.floods(time.Unix(0, t0))[3].Dropped; got != 1 {
+		t.Errorf("%d of the flood's checks dropped, want the 1 the hijack took the place of", got)
 	}
 }
 

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"bytes"
 	"math"
 	"net"
 	"net/netip"
@@ -637,5 +638,42 @@ func TestKeptEventSharesOneCopy(t *testing.T) {
 	}
 	if len(noLL.LLAddr) != 0 {
 		t.Errorf("an entry without an lladdr: %v", noLL.LLAddr)
+	}
+}
+
+// TestMoveEventSaysWhenTheOldMACWasHeard: a move's event carries when
+// the MAC it leaves was last heard for the address (its ARP or NDP, its
+// packets, an answer): what ranks the move's check (remediate: a hijack
+// displaces a host that was heard); 0 for a MAC never heard; and the new
+// MAC starts unheard.
+func TestMoveEventSaysWhenTheOldMACWasHeard(t *testing.T) {
+	tb := New(time.Hour, nil)
+	k := Key{Ifindex: 1, Addr: ipA}
+	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateStale, macA))
+	heard := time.Now().Add(-time.Minute)
+	if !tb.Sightings().Heard(k, macA, heard) {
+		t.Fatal("the entry's own MAC not heard")
+	}
+	sub := tb.Classifier().Events().Subscribe(8)
+	defer sub.Close()
+	move := func(mac net.HardwareAddr) Event {
+		t.Helper()
+		tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateStale, mac))
+		for {
+			select {
+			case ev := <-sub.C():
+				if len(ev.OldLLAddr) > 0 && !bytes.Equal(ev.OldLLAddr, ev.LLAddr) {
+					return ev
+				}
+			default:
+				t.Fatal("no move event")
+			}
+		}
+	}
+	if ev := move(macB); ev.OldHeard != heard.UnixNano() {
+		t.Errorf("the move from a MAC heard at %v: OldHeard %v", heard, time.Unix(0, ev.OldHeard))
+	}
+	if ev := move(macA); ev.OldHeard != 0 {
+		t.Errorf("the move from a MAC never heard: OldHeard %v, want 0", time.Unix(0, ev.OldHeard))
 	}
 }

@@ -103,10 +103,14 @@ func (t *core) change(le ent, u *Update, cause Cause, now int64) {
 	var (
 		oldLL    net.HardwareAddr
 		oldSince int64
+		oldHeard int64
 	)
 	if t.publishing() {
 		oldLL = net.HardwareAddr(t.st.lladdr(le.slot, r))
 		oldSince = t.st.clk.ns(r.llSince)
+		if r.observed() {
+			oldHeard = t.st.observed(le).OwnAt // cleared when the MAC changes
+		}
 	}
 	wasCand, oldOwner := r.candidate(), r.owner()
 	t.detach(le)
@@ -130,7 +134,7 @@ func (t *core) change(le ent, u *Update, cause Cause, now int64) {
 		ev.From = oldState
 		ev.OldLLAddr = oldLL
 		if llChanged {
-			ev.Moves, ev.OldLLAddrSince, ev.LastUsed = uint32(r.llChanges), oldSince, t.lastUsed(le)
+			ev.Moves, ev.OldLLAddrSince, ev.LastUsed, ev.OldHeard = uint32(r.llChanges), oldSince, t.lastUsed(le), oldHeard
 		}
 		t.events.Publish(ev)
 	}
