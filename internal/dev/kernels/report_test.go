@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -72,5 +73,25 @@ func TestMergeTable(t *testing.T) {
 	other := strings.Replace(old, "| fentry |", "| tcx |", 1)
 	if got := MergeTable(other, run); strings.Contains(got, "old-") {
 		t.Errorf("rows of another layout were kept:\n%s", got)
+	}
+}
+
+// TestFactsDifferIgnoresTheHostsBuild: the host's release is the
+// machine's build, not a fact of the matrix; a guest's release and the
+// host's other columns are.
+func TestFactsDifferIgnoresTheHostsBuild(t *testing.T) {
+	header := "| kernel | release | fentry | moved host: stuck, repaired |\n|---|---|---|---|\n"
+	readme := header + "| 5.10 | 5.10.0-32-amd64 | yes | 1s |\n| host | 6.18.44-fc-v1272 | no | - |\n"
+	for _, tc := range []struct {
+		run  string
+		want []string
+	}{
+		{header + "| 5.10 | 5.10.0-32-amd64 | yes | 2s |\n| host | 6.18.44-fc-v1300 | no | - |\n", nil},
+		{header + "| 5.10 | 5.10.0-33-amd64 | yes | 1s |\n| host | 6.18.44-fc-v1272 | no | - |\n", []string{"5.10"}},
+		{header + "| 5.10 | 5.10.0-32-amd64 | yes | 1s |\n| host | 6.18.44-fc-v1300 | yes | - |\n", []string{"host"}},
+	} {
+		if got := FactsDiffer(readme, tc.run); !slices.Equal(got, tc.want) {
+			t.Errorf("FactsDiffer says %v differ, want %v:\n%s", got, tc.want, tc.run)
+		}
 	}
 }
