@@ -76,8 +76,8 @@ func probesOf(c options.ChartCheck) []any {
 // TestChartRefusesWhatTheAgentRefuses: for every option the agent's
 // configuration file takes, values on both sides of what it accepts
 // (its bounds and past them, bad syntax, YAML's other spellings) in the
-// chart's config: Helm 3 and Helm 4 refuse exactly the values the agent
-// refuses (neighwatch check-config, which reads a file as the agent
+// chart's config: Helm 4 (and Helm 3, for every third value) refuse
+// exactly the values the agent refuses (neighwatch check-config, which reads a file as the agent
 // does at start and on a reload), and where the chart's template refuses
 // one it says what the agent says.
 func TestChartRefusesWhatTheAgentRefuses(t *testing.T) {
@@ -143,6 +143,12 @@ func TestChartRefusesWhatTheAgentRefuses(t *testing.T) {
 				t.Fatal(err)
 			}
 			for version, helm := range helms {
+				// Helm 3 for every third value: the two run the same
+				// templates (TestValuesCorpus holds their renders alike),
+				// and each render is a tenth of a second of a CPU.
+				if strings.HasPrefix(version, "v3.") && i%3 != 0 {
+					continue
+				}
 				cmd := exec.Command(helm, "template", "neighwatch", "../deploy/helm/neighwatch", "--kube-version", manifests.KubeVersion, "--values", vf)
 				cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+dir, "HELM_CONFIG_HOME="+dir, "HELM_DATA_HOME="+dir)
 				out, err := cmd.CombinedOutput()

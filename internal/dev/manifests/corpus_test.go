@@ -474,3 +474,36 @@ var corpusChecks = map[string]func(t *testing.T, ds *appsv1.DaemonSet, got map[s
 		}
 	},
 }
+
+// ruleCases are the corpus files that hold the chart's rules in the rule
+// ledger (docs/rules.md, The chart): TestChartRuleCases renders them
+// alone, with Helm 4, so that each break of a chart rule costs seconds,
+// not the whole corpus on two Helm versions (TestValuesCorpus runs them
+// all in make test).
+var ruleCases = []string{
+	"ne-securitycontext", "ne-securitycontext-as-pod", "nw-runasuser-container", "nw-affinity-own-terms", "ne-affinity-matchfields",
+	"nw-jobselector-regex-other", "nw-jobselector-matching", "nw-relabel-job", "cilium-capabilities", "nw-config-threshold-zero",
+	"nw-exclude-adds", "nw-exclude-replaces", "cilium-updatestrategy-quoted", "kps-runbookurl-case", "kps-config-camelcase",
+}
+
+// TestChartRuleCases renders the corpus files of ruleCases with Helm 4
+// as TestValuesCorpus does: each renders with its check, or is refused
+// by the one line it expects.
+func TestChartRuleCases(t *testing.T) {
+	requireHelm(t)
+	helm := helmAt(t, Helm4Module)
+	byName := map[string]corpusFile{}
+	for _, f := range readCorpus(t) {
+		byName[f.name] = f
+	}
+	for _, name := range ruleCases {
+		f, ok := byName[name]
+		if !ok {
+			t.Fatalf("no corpus file %s", name)
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			renderCorpus(t, helm, f)
+		})
+	}
+}
