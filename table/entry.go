@@ -66,6 +66,12 @@ type Observed struct {
 	// OwnAt: the entry's MAC was last heard for its IP (its ARP or NDP,
 	// its packets, an answer to a probe); cleared with a new MAC.
 	OwnAt int64
+	// SpokeAt: the same but for announcements (gratuitous ARP, unsolicited
+	// NA): the MAC spoke for its IP unasked, answered, or sent its
+	// packets. What a move away from the MAC stakes: an announcement is a
+	// claim any sender makes for any address, and a flood of moves is made
+	// of them; the flood must not make its own addresses heard.
+	SpokeAt int64
 	// SuspectAt: the host was first seen at another MAC, SuspectMAC the
 	// latest, since the entry's MAC was last heard; 0 when nothing is
 	// unexplained. silent: the silence window has passed since.

@@ -10,6 +10,18 @@ import (
 // ObserveMAC records that ip was seen at mac on an interface, in ARP or
 // NDP. It returns true when this made the entry mismatched.
 func (t Sightings) ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr, when time.Time) bool {
+	return t.observeMAC(ifindex, ip, mac, when, false)
+}
+
+// AnnounceMAC is ObserveMAC for an announcement (a gratuitous ARP, an
+// unsolicited NA): it does all ObserveMAC does, but the entry's MAC
+// announcing itself is not its speaking (Observed.SpokeAt), which a move
+// away from it stakes.
+func (t Sightings) AnnounceMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr, when time.Time) bool {
+	return t.observeMAC(ifindex, ip, mac, when, true)
+}
+
+func (t Sightings) observeMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr, when time.Time, announce bool) bool {
 	now := when.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -25,7 +37,7 @@ func (t Sightings) ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr
 	o.SeenAt = now
 	explained := false
 	if t.st.macIs(le, string(mac)) {
-		explained = t.heard(le, now)
+		explained = t.heard(le, now, !announce)
 	} else {
 		t.sighted(le, string(mac), now)
 	}
@@ -54,7 +66,7 @@ func (t Sightings) Heard(k Key, mac net.HardwareAddr, when time.Time) bool {
 	if !ok || len(mac) == 0 || !t.st.macIs(le, string(mac)) {
 		return false
 	}
-	if t.heard(le, now) {
+	if t.heard(le, now, true) {
 		t.reattach(le, now, CauseTraffic)
 		if t.publishing() {
 			t.publishExplained(le, CauseTraffic, now)
@@ -255,11 +267,15 @@ func (t *core) sighted(le ent, mac string, now int64) {
 
 // heard records that the entry's own MAC was heard for its IP at now: a
 // suspicion since is explained (its MAC becomes one of the host's), and
-// so is an unanswered probe before. It reports whether it explained a
-// suspicion. The caller holds t.mu and reattaches le.
-func (t *core) heard(le ent, now int64) bool {
+// so is an unanswered probe before. spoke: it was not an announcement.
+// It reports whether it explained a suspicion. The caller holds t.mu and
+// reattaches le.
+func (t *core) heard(le ent, now int64, spoke bool) bool {
 	o := t.st.observe(le)
 	o.OwnAt = max(o.OwnAt, now)
+	if spoke {
+		o.SpokeAt = max(o.SpokeAt, now)
+	}
 	if o.ProbeUnansweredAt != 0 && o.ProbeUnansweredAt <= now {
 		o.ProbeUnansweredAt, o.ProbeMAC = 0, ""
 	}

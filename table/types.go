@@ -339,9 +339,9 @@ type Event struct {
 	Moves          uint32
 	OldLLAddrSince int64
 	LastUsed       int64
-	// OldHeard is when the old MAC was last heard for the address (its
-	// ARP or NDP, its packets, an answer to a probe), Unix ns, 0 when
-	// never while the table held it.
+	// OldHeard is when the old MAC last spoke for the address (its ARP
+	// or NDP but for announcements, its packets, an answer to a probe),
+	// Unix ns, 0 when never while the table held it.
 	OldHeard int64
 	// borrowed: LLAddr and OldLLAddr may be the table's own bytes, valid
 	// only under its lock; Publish copies them for a subscriber.

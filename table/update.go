@@ -109,7 +109,7 @@ func (t *core) change(le ent, u *Update, cause Cause, now int64) {
 		oldLL = net.HardwareAddr(t.st.lladdr(le.slot, r))
 		oldSince = t.st.clk.ns(r.llSince)
 		if r.observed() {
-			oldHeard = t.st.observed(le).OwnAt // cleared when the MAC changes
+			oldHeard = t.st.observed(le).SpokeAt // cleared when the MAC changes
 		}
 	}
 	wasCand, oldOwner := r.candidate(), r.owner()
@@ -199,7 +199,7 @@ func (t *core) changeMAC(le ent, u *Update, now int64) {
 	// against the old one says nothing of it; the host's other MACs stay
 	// known, but for the new one. A move to one of them is the host's
 	// own (a bond, ARP flux): the old MAC takes its place among them.
-	o.OwnAt = 0
+	o.OwnAt, o.SpokeAt = 0, 0
 	t.unsuspect(le)
 	if h := o.hostMAC(string(u.LLAddr)); h != nil {
 		*h = HostMAC{}

@@ -145,3 +145,52 @@ func TestConflictEventSaysTheEntry(t *testing.T) {
 		t.Fatal("no conflict event")
 	}
 }
+
+// TestAnnouncementsStakeNoMove: a move away from a MAC stakes its check
+// on that MAC having spoken for the address (remediate ranks the check
+// higher): a reply, a request, a solicitation or a solicited NA from the
+// entry's MAC counts; an announcement (a gratuitous ARP, an unsolicited
+// NA) does not, for a flood of moves is made of announcements and would
+// make every address it moves heard before it moves it again.
+func TestAnnouncementsStakeNoMove(t *testing.T) {
+	a, b := net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
+	for _, tc := range []struct {
+		kind   Kind
+		ip     string
+		staked bool
+	}{
+		{ARPRequest, "10.0.0.1", true},
+		{ARPReply, "10.0.0.1", true},
+		{ARPGratuitous, "10.0.0.1", false},
+		{NDPSolicitation, "fd00::1", true},
+		{NDPAdvertisement, "fd00::1", true},
+		{NDPUnsolicitedAdv, "fd00::1", false},
+	} {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			tb := table.New(time.Minute, nil)
+			ip := netip.MustParseAddr(tc.ip)
+			fam := table.FamilyInet
+			if ip.Is6() {
+				fam = table.FamilyInet6
+			}
+			tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: fam, Addr: ip, State: table.StateStale, LLAddr: a})
+			w := New(Config{ConflictWindow: time.Second}, tb.Sightings())
+			sub := tb.Classifier().Events().SubscribeFunc(16, func(ev table.Event) bool { return len(ev.OldLLAddr) > 0 && ev.OldLLAddr.String() != ev.LLAddr.String() })
+			defer sub.Close()
+			t0 := time.Now()
+			w.Observe(1, Observation{Kind: tc.kind, SenderIP: ip, SenderMAC: a}, t0)
+			if e, ok := tb.Reader().Lookup(table.Key{Ifindex: 1, Addr: ip}); !ok || e.Observed().OwnAt != t0.UnixNano() {
+				t.Fatalf("the entry's own MAC in a %s was not heard at all", tc.kind)
+			}
+			tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: fam, Addr: ip, State: table.StateStale, LLAddr: b})
+			select {
+			case ev := <-sub.C():
+				if got := ev.OldHeard != 0; got != tc.staked {
+					t.Errorf("a move after a %s from the entry's MAC: OldHeard %d, want staked %v", tc.kind, ev.OldHeard, tc.staked)
+				}
+			default:
+				t.Fatal("no move event")
+			}
+		})
+	}
+}

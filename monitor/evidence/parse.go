@@ -35,6 +35,10 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
+// Announces reports whether the kind is a sender announcing its own
+// address unasked: a gratuitous ARP, an unsolicited NA.
+func (k Kind) Announces() bool { return k == ARPGratuitous || k == NDPUnsolicitedAdv }
+
 // ARPKinds lists the ARP kinds, for pre-creating metric series.
 func ARPKinds() []Kind { return []Kind{ARPRequest, ARPReply, ARPGratuitous} }
 

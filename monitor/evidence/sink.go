@@ -12,5 +12,9 @@ import (
 // to. A table's Sightings door is one.
 type Sink interface {
 	ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr, when time.Time) bool
+	// AnnounceMAC is ObserveMAC for a gratuitous ARP or an unsolicited
+	// NA: the sender announcing itself, which any sender can do for any
+	// address, is not its answering.
+	AnnounceMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr, when time.Time) bool
 	ReportConflict(k table.Key, old, now net.HardwareAddr, when time.Time, cause table.Cause, detail string) bool
 }

@@ -297,7 +297,11 @@ func (w *Watcher) Observe(ifindex int32, o Observation, now time.Time) {
 		w.table.ReportConflict(k, net.HardwareAddr(was), o.SenderMAC, now, table.CauseARP,
 			"answered from "+net.HardwareAddr(was).String()+" and "+o.SenderMAC.String()+" in turn within "+w.cfg.ConflictWindow.String())
 	}
-	if w.table.ObserveMAC(ifindex, o.SenderIP, o.SenderMAC, now) {
+	observe := w.table.ObserveMAC
+	if o.Kind.Announces() {
+		observe = w.table.AnnounceMAC
+	}
+	if observe(ifindex, o.SenderIP, o.SenderMAC, now) {
 		c.mismatches.Add(1)
 	}
 }
