@@ -705,3 +705,51 @@ func TestIdleZeroNeverReleases(t *testing.T) {
 		t.Errorf("idle 0: %d released as idle, %d still managed; want none released", n, m)
 	}
 }
+
+// TestReleasesOnlyWhatItStillOwns: an entry neighwatch managed that
+// another agent has since made its own (managed, with its protocol) is
+// never released as neighwatch's: not by the upkeep (here with
+// remediation switched off, which releases the rest), which forgets it,
+// nor at a clean shutdown that comes before the upkeep has looked; the
+// entries still neighwatch's are released, a valid one kept at its
+// address (STALE), not deleted.
+func TestReleasesOnlyWhatItStillOwns(t *testing.T) {
+	mine, theirs := netip.MustParseAddr("10.0.0.7"), netip.MustParseAddr("10.0.0.8")
+	for _, upkeepFirst := range []bool{true, false} {
+		tb := table.New(time.Hour, nil)
+		tb.Kernel().SetLinkName(3, "eth0")
+		set := func(a netip.Addr, proto uint8) {
+			tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: a, State: table.StateReachable,
+				LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: proto})
+		}
+		set(mine, table.ProtocolNeighwatch)
+		set(theirs, table.ProtocolNeighwatch)
+		cfg := manageConfig(10)
+		cfg.Manage.ReleaseOnExit = true
+		fa := &fakeActor{t: tb, answerAt: -1}
+		e := New(cfg, TableOf(tb), fa, nil)
+		e.managed.adopt()
+		if n := e.managed.Len(); n != 2 {
+			t.Fatalf("%d entries adopted, want 2", n)
+		}
+		set(theirs, 42) // another agent's now
+		if upkeepFirst {
+			// Remediation switched off: the upkeep releases every entry
+			// that is still neighwatch's.
+			e.managed.maintain(ModeOff)
+			if c := fa.Calls(); !slices.Equal(c, []string{"release " + mine.String()}) {
+				t.Errorf("the upkeep with remediation off, after another agent took an entry: calls %v, want only %s released", c, mine)
+			}
+		}
+		e.managed.releaseAll()
+		if c := fa.Calls(); !slices.Equal(c, []string{"release " + mine.String()}) {
+			t.Errorf("upkeep first %v: a shutdown's calls %v, want only %s released", upkeepFirst, c, mine)
+		}
+		if en, ok := tb.Reader().Lookup(table.Key{Ifindex: 3, Addr: mine}); !ok || en.State != table.StateStale || en.Owner() != table.OwnerNone {
+			t.Errorf("the valid entry released at shutdown: %+v (in the table %v), want kept STALE and managed by none", en, ok)
+		}
+		if en, _ := tb.Reader().Lookup(table.Key{Ifindex: 3, Addr: theirs}); en.Owner() != table.OwnerOther {
+			t.Errorf("the other agent's entry after the shutdown: owner %v, want still theirs", en.Owner())
+		}
+	}
+}

@@ -337,6 +337,11 @@ func (m *Manager) releaseAll() {
 	m.mu.Unlock()
 	for _, k := range keys {
 		en, ok := m.table.Lookup(k)
+		if ok && en.Owner() != table.OwnerNeighwatch {
+			// Another agent's since the upkeep last looked, or no longer
+			// managed: not neighwatch's to release.
+			continue
+		}
 		m.release(k, !ok || en.State.Valid(), ReleaseExit)
 	}
 }
