@@ -213,10 +213,14 @@ __u32 mac_bloom[MAC_BLOOM_SLOTS];
  * with the candidates. */
 __u8 source_bloom[SOURCE_BLOOM_SLOTS];
 
+/* Watched interfaces whose index is past the bitmap. Preallocated: the
+ * raw tracepoint on neigh_create (every kernel before 6.18) reads it, and
+ * before 6.1 the verifier WARNs (a kernel warning with a call trace, once
+ * a boot) on a raw tracepoint program that uses a hash map allocated at
+ * run time. 4,096 slots of a few bytes cost about 230 KiB. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32);
 	__type(value, __u8);
 } watched_big SEC(".maps");
