@@ -466,6 +466,8 @@ func bootOne(ctx context.Context, img kernels.Image, dir string, bins binaries, 
 	row.Boot = bootTime(start, results, st)
 	if err != nil {
 		row.Err = err
+	} else if err := dmesgClean(results); err != nil {
+		row.Err = errors.Join(row.Err, err)
 	}
 	fmt.Fprintf(os.Stderr, "nwkernels: %s done in %v\n", img.Release, row.Took.Round(time.Second))
 	return row
@@ -575,6 +577,23 @@ func collect(name, release, results string, st []kernels.Step) kernels.Row {
 	}
 	row.Err = errors.Join(errs...)
 	return row
+}
+
+// dmesgClean fails when the guest's kernel complained in its log after
+// the agent and the tests ran (the guest script saves it last): a
+// WARNING, a BUG, a call trace or the verifier's words. The host's log is
+// not read; other work on the host writes it.
+func dmesgClean(results string) error {
+	path := filepath.Join(results, "dmesg.txt")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("the guest left no kernel log: %w", err)
+	}
+	faults := kernels.DmesgFaults(string(b))
+	if len(faults) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the guest's kernel complained in its log (%s): %s", path, strings.Join(faults, "; "))
 }
 
 // failureExcerpt is what a failed step's log says went wrong, for the
