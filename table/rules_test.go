@@ -677,3 +677,45 @@ func TestMoveEventSaysWhenTheOldMACWasHeard(t *testing.T) {
 		t.Errorf("the move from a MAC never heard: OldHeard %v, want 0", time.Unix(0, ev.OldHeard))
 	}
 }
+
+// TestMoveEventSaysWhenTrafficLastUsedIt: a move's event says when
+// traffic last used the entry, the kernel's own output or bypass traffic
+// the tracer counted, whichever is later: what makes a move "in use" for
+// its check's stake (remediate), bypass traffic included, which the
+// kernel's use time never shows.
+func TestMoveEventSaysWhenTrafficLastUsedIt(t *testing.T) {
+	tb := New(time.Hour, nil)
+	k := Key{Ifindex: 1, Addr: ipA}
+	idle := func(mac net.HardwareAddr) Update {
+		u := upd(1, ipA, StateStale, mac)
+		u.UsedAge = 10 * time.Minute
+		return u
+	}
+	tb.Kernel().Apply(CauseNetlink, idle(macA))
+	sub := tb.Classifier().Events().Subscribe(8)
+	defer sub.Close()
+	move := func(mac net.HardwareAddr) Event {
+		t.Helper()
+		tb.Kernel().Apply(CauseNetlink, idle(mac))
+		for {
+			select {
+			case ev := <-sub.C():
+				if len(ev.OldLLAddr) > 0 && !bytes.Equal(ev.OldLLAddr, ev.LLAddr) {
+					return ev
+				}
+			default:
+				t.Fatal("no move event")
+			}
+		}
+	}
+	if ev := move(macB); ev.LastUsed == 0 || time.Since(time.Unix(0, ev.LastUsed)) < 9*time.Minute {
+		t.Fatalf("a move of an entry the kernel used 10 min ago, no bypass: LastUsed %v", time.Unix(0, ev.LastUsed))
+	}
+	bypass := time.Now().Add(-5 * time.Second)
+	if !tb.Sightings().AddBypass(k, 3, bypass) {
+		t.Fatal("bypass packets not taken")
+	}
+	if ev := move(macA); ev.LastUsed != bypass.UnixNano() {
+		t.Errorf("a move of an entry bypass traffic used at %v (the kernel 10 min ago): LastUsed %v", bypass, time.Unix(0, ev.LastUsed))
+	}
+}

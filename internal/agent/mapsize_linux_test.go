@@ -1,6 +1,14 @@
 package agent
 
-import "testing"
+import (
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/neighwatch/neighwatch/table"
+)
 
 // TestTracerMapSlots: the tracer's maps are sized for the entries there
 // are (with a quarter to spare, a power of two from 16,384), never for
@@ -38,5 +46,36 @@ func TestTracerMapSlots(t *testing.T) {
 	}
 	if got := tracerMapSlots(TracerConfig{Mode: "off"}, caps{^uint32(0), ^uint32(0)}, 1_000_000); got != 0 {
 		t.Errorf("the plan without the tracer: %d slots, want 0", got)
+	}
+}
+
+// TestTracerSizedAfterTheDump: where the kernel holds more entries than
+// the smallest maps take, the tracer's maps are sized once the mirror's
+// first dump is in the table, not from the table before it (empty at
+// start: the maps would be too small, and loaded again at once). Where
+// the kernel's count fits the smallest maps, the tracer does not wait.
+func TestTracerSizedAfterTheDump(t *testing.T) {
+	const entries = 50_000
+	tb := table.New(time.Minute, nil)
+	synced := make(chan struct{})
+	asked := make(chan struct{})
+	tp := &tracerPart{table: tb, synced: synced, nodeEntries: func() int { close(asked); return entries }}
+	got := make(chan int, 1)
+	go func() { got <- tp.loadSize(context.Background()) }()
+	<-asked
+	// The mirror's dump, then its end. A loadSize that did not wait has
+	// read the table's length by now, or reads it part-way.
+	for i := range entries {
+		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		tb.Kernel().Apply(table.CauseNetlink, table.Update{Family: table.FamilyOf(a), Ifindex: 1, State: table.StateStale, Addr: a, LLAddr: net.HardwareAddr{2, 0, 0, 0, 0, 1}})
+	}
+	close(synced)
+	if n, want := <-got, loadSlots(entries, 0); n != want {
+		t.Errorf("the maps sized for %d slots, want %d: for the %d entries of the first dump", n, want, entries)
+	}
+	// A node whose entries fit the smallest maps: no wait for the dump.
+	small := &tracerPart{table: table.New(time.Minute, nil), synced: make(chan struct{}), nodeEntries: func() int { return 100 }}
+	if n := small.loadSize(context.Background()); n != loadSlots(0, 0) {
+		t.Errorf("a node of 100 entries: %d slots, want %d", n, loadSlots(0, 0))
 	}
 }

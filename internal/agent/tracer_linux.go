@@ -33,6 +33,10 @@ type tracerPart struct {
 	log     *slog.Logger
 	ready   chan struct{}
 
+	// nodeEntries counts the entries the kernel holds in every
+	// namespace (nil: nodeNeighbours); tests set it.
+	nodeEntries func() int
+
 	readyOnce sync.Once
 
 	mu       sync.Mutex
@@ -172,7 +176,14 @@ func outgrown(entries, size, maxMap int) bool {
 // table, and the tracer loads at once; otherwise it waits for the dump
 // (2 s at a million entries) and sizes the maps for this namespace's.
 func (t *tracerPart) loadSize(ctx context.Context) int {
-	if _, kernel := nodeNeighbours(); t.synced != nil && loadSlots(kernel, t.maxMap) > loadSlots(0, t.maxMap) {
+	count := t.nodeEntries
+	if count == nil {
+		count = func() int {
+			_, n := nodeNeighbours()
+			return n
+		}
+	}
+	if kernel := count(); t.synced != nil && loadSlots(kernel, t.maxMap) > loadSlots(0, t.maxMap) {
 		select {
 		case <-t.synced:
 		case <-ctx.Done():

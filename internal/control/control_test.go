@@ -261,6 +261,11 @@ func TestListenRefusesADirectoryOthersOwn(t *testing.T) {
 	if _, err := Listen(filepath.Join(writable, "c.sock")); err == nil || !strings.Contains(err.Error(), "is writable by other users (mode -rwxrwxrwx)") {
 		t.Errorf("a directory anyone may write: %v, want refused", err)
 	}
+	// Its group's members are other users too.
+	group := mk("group", 0o770)
+	if _, err := Listen(filepath.Join(group, "c.sock")); err == nil || !strings.Contains(err.Error(), "is writable by other users (mode -rwxrwx---)") {
+		t.Errorf("a directory its group may write: %v, want refused", err)
+	}
 	below := filepath.Join(writable, "sub")
 	if err := os.Mkdir(below, 0o700); err != nil {
 		t.Fatal(err)
