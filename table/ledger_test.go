@@ -106,6 +106,39 @@ func TestStateChangeDropsAnUnansweredProbe(t *testing.T) {
 	}
 }
 
+// TestMoveForgetsTheUnansweredProbe: a probe the old MAC left unanswered
+// says nothing of the MAC the kernel then points the entry at, though
+// the entry stays STALE: once it moves, the probe is no evidence, nor
+// when the entry comes back to the MAC that left it unanswered.
+func TestMoveForgetsTheUnansweredProbe(t *testing.T) {
+	tb, c := newTestTable(time.Minute)
+	k := staleFor(tb, time.Hour)
+	if !tb.Sightings().ProbeUnanswered(k, string(macA), c.now()) {
+		t.Fatal("probe not recorded")
+	}
+	if got := classOf(t, tb, k); got != ClassStuck {
+		t.Fatalf("unanswered: %v, want stuck", got)
+	}
+	u := upd(1, ipA, StateStale, macB)
+	u.UpdatedAge = time.Hour
+	tb.Kernel().Apply(CauseNetlink, u)
+	e, _ := tb.Reader().Lookup(k)
+	if e.LLAddr != string(macB) || e.State != StateStale {
+		t.Fatalf("the move was not applied: %+v", e)
+	}
+	for _, ev := range e.Evidence() {
+		if ev.Signal == SignalProbeUnanswered {
+			t.Errorf("moved to %v, still STALE: the old MAC's unanswered probe still counts (%v, class %v)", macB, e.Evidence(), e.Class())
+		}
+	}
+	// Back at the first MAC: the probe was of a period that ended.
+	u.LLAddr = macA
+	tb.Kernel().Apply(CauseNetlink, u)
+	if e, _ := tb.Reader().Lookup(k); e.LLAddr != string(macA) || len(e.Evidence()) != 0 || e.Class() == ClassStuck {
+		t.Errorf("moved back to %v: %v with %v, want no evidence", macA, e.Class(), e.Evidence())
+	}
+}
+
 // TestConflictHeldFromTheLast: a conflict holds its entry ConflictHold
 // after it was last seen: seen again, the hold starts again.
 func TestConflictHeldFromTheLast(t *testing.T) {

@@ -487,8 +487,9 @@ func TestEntryFlagsAndOwner(t *testing.T) {
 }
 
 // TestApplyTracepoint: a silent transition applies only from the state
-// the table holds (or creates an entry from none), and keeps the lladdr
-// and flags.
+// the table holds (or creates an entry from none), and keeps the lladdr,
+// the flags, the extended flags (managed) and the protocol: a managed
+// entry's silent DELAY leaves it neighwatch's.
 func TestApplyTracepoint(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	k := Key{1, ipA}
@@ -499,7 +500,7 @@ func TestApplyTracepoint(t *testing.T) {
 		t.Fatal("a creation from none was not applied")
 	}
 	u := upd(1, ipA, StateStale, macA)
-	u.Flags = FlagRouter
+	u.Flags, u.FlagsExt, u.Protocol = FlagRouter, FlagExtManaged, ProtocolNeighwatch // a router neighwatch manages
 	tb.Kernel().Apply(CauseNetlink, u)
 	if tb.Kernel().ApplyTracepoint(k, StateReachable, StateDelay, c.now()) {
 		t.Error("applied from reachable to a stale entry")
@@ -507,8 +508,9 @@ func TestApplyTracepoint(t *testing.T) {
 	if !tb.Kernel().ApplyTracepoint(k, StateStale, StateDelay, c.now()) {
 		t.Fatal("stale -> delay not applied")
 	}
-	if e, _ := tb.Reader().Lookup(k); e.State != StateDelay || e.LLAddr != string(macA) || e.Flags != FlagRouter {
-		t.Errorf("after the tracepoint: %+v", e)
+	if e, _ := tb.Reader().Lookup(k); e.State != StateDelay || e.LLAddr != string(macA) || e.Flags != FlagRouter ||
+		e.FlagsExt != FlagExtManaged || e.Protocol != ProtocolNeighwatch || e.Owner() != OwnerNeighwatch {
+		t.Errorf("after the tracepoint: %+v, want DELAY at the same MAC, a router, still managed by neighwatch", e)
 	}
 }
 
