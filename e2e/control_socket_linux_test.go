@@ -211,7 +211,7 @@ func TestControlSocketNeverOpen(t *testing.T) {
 	// the watcher's first try may be refused: further events in the
 	// directory give it more chances, as a polling attacker would have.
 	poke := filepath.Join(naive, "poke")
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(lab.Patience(30 * time.Second))
 wait:
 	for {
 		select {
@@ -324,7 +324,7 @@ func TestControlSocketUnusable(t *testing.T) {
 		var err error
 		select {
 		case err = <-done:
-		case <-time.After(30 * time.Second):
+		case <-time.After(lab.Patience(30 * time.Second)):
 			_ = cmd.Process.Kill()
 			<-done
 			t.Errorf("%s: the agent ran on with --control.socket %s", tc.name, tc.path)

@@ -127,7 +127,7 @@ func TestDemoInterrupted(t *testing.T) {
 	}()
 	select {
 	case <-waiting:
-	case <-time.After(90 * time.Second):
+	case <-time.After(lab.Patience(90 * time.Second)):
 		_ = cmd.Process.Kill()
 		t.Fatal("the demo never reached the wait for a STALE entry")
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/table"
 )
 
@@ -316,7 +317,7 @@ func TestSweepNeverBlocksOnConfirmations(t *testing.T) {
 	go func() { e.sweep(); close(swept) }() // no worker drains the queue
 	select {
 	case <-swept:
-	case <-time.After(10 * time.Second): // a blocked sweep never returns; ten seconds is no measurement
+	case <-time.After(lab.Patience(10 * time.Second)): // a blocked sweep never returns; ten seconds is no measurement
 		t.Fatal("the sweep blocked on the full confirmation queue")
 	}
 	if n := len(e.confirmQ); n != cap(e.confirmQ) {

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/table"
 )
 
@@ -88,7 +89,7 @@ func TestNeverConnectsToAPlantedSocket(t *testing.T) {
 	}
 	// Bounded: a client that connected would wait for an answer the
 	// planted socket never gives.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), lab.Patience(10*time.Second))
 	defer cancel()
 	_, err = NewClient(path).Status(ctx)
 	if err == nil || !strings.Contains(err.Error(), "belongs to user 65534") || !strings.Contains(err.Error(), "not connecting") {

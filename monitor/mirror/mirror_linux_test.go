@@ -43,7 +43,7 @@ func startMirror(t *testing.T, ns lab.NS, cfg mirror.Config) running {
 			if err != nil {
 				t.Errorf("mirror.Run: %v", err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(lab.Patience(10 * time.Second)):
 			t.Error("mirror did not stop within 10s of cancel")
 		}
 		h.Close()
@@ -52,7 +52,7 @@ func startMirror(t *testing.T, ns lab.NS, cfg mirror.Config) running {
 	case <-m.Ready():
 	case err := <-errc:
 		t.Fatalf("mirror stopped before ready: %v", err)
-	case <-time.After(20 * time.Second):
+	case <-time.After(lab.Patience(20 * time.Second)):
 		t.Fatal("mirror not ready after 20s")
 	}
 	return running{m, tb}
@@ -234,7 +234,7 @@ func TestMirrorStartupTrafficAndLinkDelete(t *testing.T) {
 		select {
 		case ev := <-sub.C():
 			gotEvent = ev.IP == lab.ClientIP && ev.Interface == lab.NodeClientIf && ev.Cause == table.CauseNetlink
-		case <-time.After(5 * time.Second):
+		case <-time.After(lab.Patience(5 * time.Second)):
 			t.Fatal("no netlink event for the client's entry on n0")
 		}
 	}
