@@ -68,21 +68,21 @@ type moveChecks struct {
 }
 
 // watch queues a check of every move the table announces until ctx
-// ends. The filter queues it, while the table publishes: the
-// subscription's channel never carries one, so it never drops one.
+// ends, from a hook on the table's events: the check is queued as the
+// table publishes the move, so none is missed, as a subscriber whose
+// buffer is full would miss one.
 func (m *moveChecks) watch(ctx context.Context) {
 	e := m.e
 	// A move the engine's own strategy makes is not checked: it acted
 	// because the old MAC was found silent (or for a move the evidence
 	// showed), and it is still acting when the kernel's move is
 	// published (it waits to see it).
-	sub := e.table.Events().SubscribeFunc(1, func(ev table.Event) bool {
+	unhook := e.table.Events().Hook(func(ev table.Event) {
 		if isMove(ev) && !e.acting.has(table.Key{Ifindex: ev.Ifindex, Addr: ev.IP}) {
 			m.q.add(&ev)
 		}
-		return false
 	})
-	defer sub.Close()
+	defer unhook()
 	select {
 	case <-m.watched:
 	default:

@@ -11,9 +11,13 @@ import (
 type Broadcaster struct {
 	mu      sync.RWMutex
 	subs    map[*Subscription]struct{}
+	hooks   map[*hook]struct{}
 	active  atomic.Bool
 	dropped atomic.Uint64
 }
+
+// hook is a function Publish calls with every event (Hook).
+type hook struct{ fn func(Event) }
 
 // Subscription is one subscriber's view of the event stream.
 type Subscription struct {
@@ -26,7 +30,30 @@ type Subscription struct {
 
 // NewBroadcaster returns a broadcaster without subscribers.
 func NewBroadcaster() *Broadcaster {
-	return &Broadcaster{subs: make(map[*Subscription]struct{})}
+	return &Broadcaster{subs: make(map[*Subscription]struct{}), hooks: make(map[*hook]struct{})}
+}
+
+// Hook has fn called with every event as it is published, before
+// Publish returns and under the publisher's lock (the table's): fn must
+// be quick, must not block and must not call the table. Unlike a
+// subscriber, whose buffer may be full, a hook never misses an event. fn
+// must not hold on to the event's MACs, which may be the table's own
+// bytes: it copies what it keeps. The returned func removes the hook.
+func (b *Broadcaster) Hook(fn func(Event)) (remove func()) {
+	h := &hook{fn: fn}
+	b.mu.Lock()
+	b.hooks[h] = struct{}{}
+	b.active.Store(true)
+	b.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			delete(b.hooks, h)
+			b.active.Store(len(b.subs)+len(b.hooks) > 0)
+			b.mu.Unlock()
+		})
+	}
 }
 
 // Subscribe registers a subscriber with a buffer of n events.
@@ -59,7 +86,7 @@ func (s *Subscription) Close() {
 	s.once.Do(func() {
 		s.b.mu.Lock()
 		delete(s.b.subs, s)
-		s.b.active.Store(len(s.b.subs) > 0)
+		s.b.active.Store(len(s.b.subs)+len(s.b.hooks) > 0)
 		close(s.c)
 		s.b.mu.Unlock()
 	})
@@ -75,11 +102,15 @@ func (b *Broadcaster) Active() bool { return b.active.Load() }
 // Dropped returns the events lost by all subscribers together.
 func (b *Broadcaster) Dropped() uint64 { return b.dropped.Load() }
 
-// Publish delivers ev to every subscriber that has room. An event the
+// Publish calls every hook with ev, then delivers it to every subscriber
+// that has room. An event the
 // table built on its own bytes is copied once, for the first subscriber
 // that keeps it.
 func (b *Broadcaster) Publish(ev Event) {
 	b.mu.RLock()
+	for h := range b.hooks {
+		h.fn(ev)
+	}
 	for s := range b.subs {
 		if s.keep != nil && !s.keep(ev) {
 			continue

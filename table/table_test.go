@@ -762,3 +762,30 @@ func TestReportConflict(t *testing.T) {
 		t.Errorf("event for an IP the table does not hold: %+v", ev)
 	}
 }
+
+// TestBroadcasterHookSeesEveryEvent: a hook is called with every event
+// as it is published, where a subscriber with a full buffer loses them;
+// removed, it is called no more, and a broadcaster with neither hook
+// nor subscriber is inactive (publishers build no events).
+func TestBroadcasterHookSeesEveryEvent(t *testing.T) {
+	b := NewBroadcaster()
+	slow := b.Subscribe(1)
+	seen := 0
+	remove := b.Hook(func(Event) { seen++ })
+	for range 5 {
+		b.Publish(Event{Detail: "x"})
+	}
+	if seen != 5 || slow.Dropped() != 4 {
+		t.Fatalf("hook saw %d of 5, the full subscriber dropped %d; want 5 and 4", seen, slow.Dropped())
+	}
+	slow.Close()
+	if !b.Active() {
+		t.Fatal("inactive with a hook left")
+	}
+	remove()
+	remove() // twice: once
+	b.Publish(Event{})
+	if seen != 5 || b.Active() {
+		t.Errorf("after the hook's removal: seen %d, active %v; want 5, false", seen, b.Active())
+	}
+}

@@ -298,13 +298,15 @@ func (f *Feed) seed() (int, error) {
 }
 
 // sample attaches the per-packet hooks only while some entry is
-// stale-long, and then for a window out of every period. Each window
-// starts with the current STALE entries as source-MAC candidates.
+// stale-long, and then for a window out of every period, and early when
+// an entry turns stale-long between two. Each window starts with the
+// current STALE entries as source-MAC candidates.
 func (f *Feed) sample(ctx context.Context) error {
 	s := sampler{window: f.cfg.Window, period: f.cfg.Period}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	attached, bypassOn := false, false
+	staleLong := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -314,9 +316,14 @@ func (f *Feed) sample(ctx context.Context) error {
 		// Entries neighwatch manages are watched too, by their own
 		// packets only: their host may move while the kernel still holds
 		// them REACHABLE. Bypass counting is for stale-long entries.
-		bypass := f.table.CountClass(table.ClassStaleLong) > 0
+		// An entry that just turned stale-long (the count grew) is
+		// watched at once, by an early window, while the budget lasts.
+		n := f.table.CountClass(table.ClassStaleLong)
+		fresh := n > staleLong
+		staleLong = n
+		bypass := n > 0
 		need := bypass || f.table.CountOwned() > 0
-		on, wake := s.step(time.Now(), need)
+		on, wake := s.step(time.Now(), need, fresh)
 		if on != attached || (on && bypass != bypassOn) {
 			f.log.Debug("tracer: per-packet hooks", "attached", on, "bypass", on && bypass, "stale_long", f.table.CountClass(table.ClassStaleLong))
 			if err := f.tracer.Hooks().SetHooks(on && bypass, on); err != nil {
