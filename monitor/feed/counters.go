@@ -10,13 +10,10 @@ type Counters struct {
 	Transitions       uint64 // silent transitions applied to the table
 	TransitionsStale  uint64 // silent transitions netlink had already overtaken
 	TransitionsBroken uint64 // ring buffer records that did not decode
-	HitsApplied       uint64 // bypass packets added to entries of the table
 	HitsUnknown       uint64 // bypass packets for entries the table does not hold
 	SourcePackets     uint64 // packets from a candidate's address at another MAC
-	OwnHeard          uint64 // intervals a candidate seen at another MAC sent from its own
 	Candidates        int    // stale-long entries watched for source-MAC evidence
 	Created           uint64 // creations seen by the tracepoints, looked up
-	GatewaysNamed     uint64 // answers to the transmit hook's routed-traffic questions (a gateway or none)
 	// Attached says whether the per-packet hooks are attached now, and
 	// AttachedTime for how long in all.
 	Attached     bool
@@ -25,17 +22,14 @@ type Counters struct {
 
 type counters struct {
 	transitions, transitionsStale, transitionsBroken atomic.Uint64
-	hitsApplied, hitsUnknown, sourcePackets          atomic.Uint64
-	created, ownHeard, gatewaysNamed                 atomic.Uint64
+	hitsUnknown, sourcePackets, created              atomic.Uint64
 	candidates                                       atomic.Int64
 }
 
 func (c *counters) snapshot() Counters {
 	return Counters{
 		Transitions: c.transitions.Load(), TransitionsStale: c.transitionsStale.Load(),
-		TransitionsBroken: c.transitionsBroken.Load(),
-		HitsApplied:       c.hitsApplied.Load(), HitsUnknown: c.hitsUnknown.Load(),
-		SourcePackets: c.sourcePackets.Load(), OwnHeard: c.ownHeard.Load(), Candidates: int(c.candidates.Load()), Created: c.created.Load(),
-		GatewaysNamed: c.gatewaysNamed.Load(),
+		TransitionsBroken: c.transitionsBroken.Load(), HitsUnknown: c.hitsUnknown.Load(),
+		SourcePackets: c.sourcePackets.Load(), Candidates: int(c.candidates.Load()), Created: c.created.Load(),
 	}
 }

@@ -459,9 +459,7 @@ func (f *Feed) nameGateway(tr bpf.SilentTransition) {
 	gw, _ := f.table.StaleWithMAC(int32(tr.Key.Ifindex), fam, string(tr.MAC))
 	if err := f.tracer.Readout().NameGateway(tr.Key.Ifindex, tr.Key.Addr, tr.MAC, gw); err != nil {
 		f.log.Warn("tracer: naming the gateway of routed traffic failed", "err", err)
-		return
 	}
-	f.c.gatewaysNamed.Add(1)
 }
 
 // createdDelay lets the kernel finish creating an entry (the tracepoint
@@ -532,9 +530,7 @@ func (f *Feed) applyHits(keys []bpf.HitKey) {
 		var d uint64
 		d, f.last[hk] = f.last[hk].counted(total, e.Since)
 		if d > 0 {
-			if f.table.AddBypass(tk, d, now) {
-				f.c.hitsApplied.Add(d)
-			} else {
+			if !f.table.AddBypass(tk, d, now) {
 				f.c.hitsUnknown.Add(d)
 			}
 		}
@@ -629,5 +625,5 @@ func (f *Feed) applySources(sights, own map[bpf.HitKey]net.HardwareAddr) {
 	for _, s := range f.sights {
 		f.c.sourcePackets.Add(s.Packets)
 	}
-	f.c.ownHeard.Add(observeSources(f.table, f.sights, own, time.Now()))
+	observeSources(f.table, f.sights, own, time.Now())
 }
