@@ -109,7 +109,9 @@ func TestDemoInterrupted(t *testing.T) {
 	var mu sync.Mutex
 	var b strings.Builder
 	waiting := make(chan struct{})
+	read := make(chan struct{}) // closed once stdout is read to its end
 	go func() {
+		defer close(read)
 		sc := bufio.NewScanner(stdout)
 		once := sync.Once{}
 		for sc.Scan() {
@@ -132,6 +134,14 @@ func TestDemoInterrupted(t *testing.T) {
 		t.Fatal("the demo never reached the wait for a STALE entry")
 	}
 	_ = cmd.Process.Signal(syscall.SIGINT)
+	// Read the demo's last words before Wait, which closes the pipe:
+	// its "interrupted" line was lost once under two busy loops.
+	select {
+	case <-read:
+	case <-time.After(lab.Patience(60 * time.Second)):
+		_ = cmd.Process.Kill()
+		t.Error("the interrupted demo did not end, or something it started holds its output open")
+	}
 	err = cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
