@@ -325,7 +325,7 @@ func (f *Feed) sample(ctx context.Context) error {
 		need := bypass || f.table.CountOwned() > 0
 		on, wake := s.step(time.Now(), need, fresh)
 		if on != attached || (on && bypass != bypassOn) {
-			f.log.Debug("tracer: per-packet hooks", "attached", on, "bypass", on && bypass, "stale_long", f.table.CountClass(table.ClassStaleLong))
+			f.log.Debug("tracer: per-packet hooks", "attached", on, "bypass", on && bypass, "stale_long", n)
 			if err := f.tracer.Hooks().SetHooks(on && bypass, on); err != nil {
 				f.log.Warn("tracer: switching the per-packet hooks failed", "on", on, "err", err)
 			}
