@@ -86,11 +86,10 @@ func TestHeardBeforeTheSightingExplainsNothing(t *testing.T) {
 	}
 }
 
-// TestStateChangeDropsAnUnansweredProbe: an unanswered probe proves the
-// host gone only while the entry keeps the state it was sent in: once
-// the kernel confirmed the entry (REACHABLE) and it went STALE again, the
-// old silence says nothing.
-func TestStateChangeDropsAnUnansweredProbe(t *testing.T) {
+// stuckByProbe holds one entry STALE for an hour at macA, stuck by a
+// probe to macA left unanswered.
+func stuckByProbe(t *testing.T) (*Table, Key) {
+	t.Helper()
 	tb, c := newTestTable(time.Minute)
 	k := staleFor(tb, time.Hour)
 	if !tb.Sightings().ProbeUnanswered(k, string(macA), c.now()) {
@@ -99,6 +98,15 @@ func TestStateChangeDropsAnUnansweredProbe(t *testing.T) {
 	if got := classOf(t, tb, k); got != ClassStuck {
 		t.Fatalf("unanswered: %v, want stuck", got)
 	}
+	return tb, k
+}
+
+// TestStateChangeDropsAnUnansweredProbe: an unanswered probe proves the
+// host gone only while the entry keeps the state it was sent in: once
+// the kernel confirmed the entry (REACHABLE) and it went STALE again, the
+// old silence says nothing.
+func TestStateChangeDropsAnUnansweredProbe(t *testing.T) {
+	tb, k := stuckByProbe(t)
 	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
 	staleFor(tb, time.Hour)
 	if e, _ := tb.Reader().Lookup(k); e.Class() != ClassStaleLong || len(e.Evidence()) != 0 {
@@ -111,14 +119,7 @@ func TestStateChangeDropsAnUnansweredProbe(t *testing.T) {
 // the entry stays STALE: once it moves, the probe is no evidence, nor
 // when the entry comes back to the MAC that left it unanswered.
 func TestMoveForgetsTheUnansweredProbe(t *testing.T) {
-	tb, c := newTestTable(time.Minute)
-	k := staleFor(tb, time.Hour)
-	if !tb.Sightings().ProbeUnanswered(k, string(macA), c.now()) {
-		t.Fatal("probe not recorded")
-	}
-	if got := classOf(t, tb, k); got != ClassStuck {
-		t.Fatalf("unanswered: %v, want stuck", got)
-	}
+	tb, k := stuckByProbe(t)
 	u := upd(1, ipA, StateStale, macB)
 	u.UpdatedAge = time.Hour
 	tb.Kernel().Apply(CauseNetlink, u)

@@ -661,16 +661,7 @@ func TestMoveEventSaysWhenTheOldMACWasHeard(t *testing.T) {
 	move := func(mac net.HardwareAddr) Event {
 		t.Helper()
 		tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateStale, mac))
-		for {
-			select {
-			case ev := <-sub.C():
-				if len(ev.OldLLAddr) > 0 && !bytes.Equal(ev.OldLLAddr, ev.LLAddr) {
-					return ev
-				}
-			default:
-				t.Fatal("no move event")
-			}
-		}
+		return nextMove(t, sub)
 	}
 	if ev := move(macB); ev.OldHeard != heard.UnixNano() {
 		t.Errorf("the move from a MAC heard at %v: OldHeard %v", heard, time.Unix(0, ev.OldHeard))
@@ -699,16 +690,7 @@ func TestMoveEventSaysWhenTrafficLastUsedIt(t *testing.T) {
 	move := func(mac net.HardwareAddr) Event {
 		t.Helper()
 		tb.Kernel().Apply(CauseNetlink, idle(mac))
-		for {
-			select {
-			case ev := <-sub.C():
-				if len(ev.OldLLAddr) > 0 && !bytes.Equal(ev.OldLLAddr, ev.LLAddr) {
-					return ev
-				}
-			default:
-				t.Fatal("no move event")
-			}
-		}
+		return nextMove(t, sub)
 	}
 	if ev := move(macB); ev.LastUsed == 0 || time.Since(time.Unix(0, ev.LastUsed)) < 9*time.Minute {
 		t.Fatalf("a move of an entry the kernel used 10 min ago, no bypass: LastUsed %v", time.Unix(0, ev.LastUsed))
@@ -719,5 +701,21 @@ func TestMoveEventSaysWhenTrafficLastUsedIt(t *testing.T) {
 	}
 	if ev := move(macA); ev.LastUsed != bypass.UnixNano() {
 		t.Errorf("a move of an entry bypass traffic used at %v (the kernel 10 min ago): LastUsed %v", bypass, time.Unix(0, ev.LastUsed))
+	}
+}
+
+// nextMove returns the next move event (a change of MAC) sub holds, and
+// fails when it holds none.
+func nextMove(t *testing.T, sub *Subscription) Event {
+	t.Helper()
+	for {
+		select {
+		case ev := <-sub.C():
+			if len(ev.OldLLAddr) > 0 && !bytes.Equal(ev.OldLLAddr, ev.LLAddr) {
+				return ev
+			}
+		default:
+			t.Fatal("no move event")
+		}
 	}
 }
