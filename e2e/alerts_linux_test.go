@@ -233,6 +233,17 @@ type alerting struct {
 	scraped            int
 }
 
+// shippedAlerts returns deploy/prometheus/alerts.yml, the rules the
+// project ships.
+func shippedAlerts(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../deploy/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // startAlerting runs the real Prometheus and Alertmanager in ns: the
 // agent at metricsAddr is scraped every second, alerts (their for:
 // shortened to 2 s) are evaluated every second, and Alertmanager delivers
@@ -430,10 +441,7 @@ func TestDetectionBlindAlert(t *testing.T) {
 		t.Errorf("neighwatch tracer: %v\n%s", err, out)
 	}
 	t.Logf("neighwatch tracer:\n%s", out)
-	alerts, err := os.ReadFile("../deploy/prometheus/alerts.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	alerts := shippedAlerts(t)
 	hooks := startAlerting(t, l.Node, alerts)
 	blind := map[string]string{"feature": "source-mac", "interface": lab.NodeClientIf}
 	lab.WaitFor(t, 60*time.Second, "NeighwatchDetectionBlind firing for source-mac on n0", func() bool {
@@ -483,10 +491,7 @@ func TestAlertsEndToEnd(t *testing.T) {
 	m.agent = a
 	clientIP := m.ip.String()
 
-	alerts, err := os.ReadFile("../deploy/prometheus/alerts.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	alerts := shippedAlerts(t)
 	hooks := startAlerting(t, m.Node, alerts)
 
 	// Traffic flows; the client's entry goes STALE and only the bypassing

@@ -41,10 +41,7 @@ func TestAlertsPrecision(t *testing.T) {
 	rh, rm := newRun(t, a, sock, healthyIP), newRun(t, a, sock, movedIP)
 	pinStale(t, f, healthyIP, m1)
 	pinStale(t, f, movedIP, mm1)
-	alerts, err := os.ReadFile("../deploy/prometheus/alerts.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	alerts := shippedAlerts(t)
 	hooks := startAlerting(t, f.Node, alerts)
 	// Where the healthy host's echoes went, for the log: its requests
 	// leave from c1 (M2), its replies arrive at c0 (M1).
@@ -173,10 +170,7 @@ func TestFleetAlertGroupsNodes(t *testing.T) {
 	args := remediationArgs("--datapath.mode", "legacy")
 	ma.agent = startAgent(t, ma.Node, sockPath(t), args...)
 	mb.agent = startAgent(t, mb.Node, sockPath(t), append(args, "--metrics.listen", "0.0.0.0:9947")...)
-	alerts, err := os.ReadFile("../deploy/prometheus/alerts.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	alerts := shippedAlerts(t)
 	inhibit, err := os.ReadFile("../deploy/prometheus/alertmanager-inhibit.yml")
 	if err != nil {
 		t.Fatal(err)

@@ -110,10 +110,7 @@ func TestOnePagePerHost(t *testing.T) {
 	// The moved host: the first node finds it now.
 	nodes[0].add("eth0", "inet", moved, movedMAC)
 
-	alerts, err := os.ReadFile("../deploy/prometheus/alerts.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	alerts := shippedAlerts(t)
 	inhibit, err := os.ReadFile("../deploy/prometheus/alertmanager-inhibit.yml")
 	if err != nil {
 		t.Fatal(err)
@@ -252,10 +249,7 @@ func TestOperatorRouteStopsTheCatchAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alerts, err := os.ReadFile("../deploy/prometheus/alerts.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	alerts := shippedAlerts(t)
 	const (
 		host = "10.0.1.2"
 		mac  = "02:00:00:00:0a:01"

@@ -99,10 +99,7 @@ func hijackInFlood(t *testing.T, name string, rate int, lead time.Duration) {
 	a.waitPart(t, "remediation")
 	// The real Prometheus and Alertmanager, every for: shortened to 2 s:
 	// the flood pages by itself (NeighbourMoveFlood), naming br0.
-	alerts, err := os.ReadFile("../deploy/prometheus/alerts.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	alerts := shippedAlerts(t)
 	hooks := startAlerting(t, seg.Node, alerts)
 	attacker := seg.Hosts[1]
 	spoofMAC := net.HardwareAddr{0x02, 0x66, 0, 0, 0, 1}

@@ -85,10 +85,7 @@ func pacedFlood(b *testing.B, n, rate int) {
 		e, ok := findEntry(statusJSON(b, sock), lab.SegmentBridge, victimIP.String())
 		return ok && e.SeenLLAddr == victimMAC.String()
 	})
-	alerts, err := os.ReadFile("../deploy/prometheus/alerts.yml")
-	if err != nil {
-		b.Fatal(err)
-	}
+	alerts := shippedAlerts(b)
 	hooks := startAlerting(b, seg.Node, alerts)
 	attacker := seg.Hosts[1]
 	spoofMAC := net.HardwareAddr{0x02, 0x66, 0, 0, 0, 1}
