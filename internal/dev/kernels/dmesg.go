@@ -18,7 +18,11 @@ var (
 	emulatorReport = regexp.MustCompile(`BUG: soft lockup|BUG: workqueue lockup|rcu.*(self-detected )?stall|INFO: task .* blocked for more than|rcu: INFO:`)
 	callTrace      = regexp.MustCompile(`^Call [Tt]race:`)
 	reportEnd      = regexp.MustCompile(`^---\[ end trace`)
-	verifierWord   = regexp.MustCompile(`(?i)\bverifier\b`)
+	// The BPF verifier's own words: a line naming bpf and the verifier, or
+	// the verifier's bug. Not every "verifier" is the BPF one: kernels
+	// built with tracing print "trace event string verifier disabled" at
+	// boot, before any program of ours loads.
+	verifierWord = regexp.MustCompile(`(?i)\bbpf\b.*\bverifier\b|\bverifier\b.*\bbug\b`)
 )
 
 // DmesgFaults lists the kernel's own complaints in its log, one line each

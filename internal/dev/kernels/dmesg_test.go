@@ -42,6 +42,8 @@ func TestDmesgFaults(t *testing.T) {
 		{"a call trace of no report", bareTrace, []string{"a call trace of no report"}},
 		{"a WARNING without its cut line", warnNoCut, []string{"WARNING: CPU: 1 PID: 9 at net/core/neighbour.c:123 neigh_destroy+0x1/0x2"}},
 		{"the verifier's words", "[    1.0] bpf: verifier backtracking bug\n", []string{"bpf: verifier backtracking bug"}},
+		{"the BPF verifier misconfigured", "[    1.0] BPF verifier is misconfigured\n", []string{"BPF verifier is misconfigured"}},
+		{"the tracer's string verifier, off at boot (arm64 6.1)", "[    0.000000] trace event string verifier disabled\n", nil},
 		{"a warning after a stall", lockup + warnNoCut, []string{"WARNING: CPU: 1 PID: 9 at net/core/neighbour.c:123 neigh_destroy+0x1/0x2"}},
 	} {
 		if got := DmesgFaults(c.dmesg); !slices.Equal(got, c.want) {
