@@ -230,17 +230,17 @@ BLIND        ?=
 BLIND_MORE   ?= arm64-5.10
 HOST         ?= full
 test-kernels: deps
-	$(GO) run ./internal/dev/kernels/cmd/nwkernels run --kernels $(KERNELS) --blind "$(BLIND)" --host $(HOST) --readme README.md
+	$(GO) run ./internal/dev/kernels/cmd/nwkernels run --kernels $(KERNELS) --blind "$(BLIND)" --host $(HOST) --readme docs/kernels.md
 
-# A run checks README.md's kernel table and leaves its own in
-# .kernels/readme-table.md; this writes that into the README (a test run
+# A run checks docs/kernels.md's kernel table and leaves its own in
+# .kernels/readme-table.md; this writes that into docs/kernels.md (a test run
 # writes no tracked file).
 kernels-readme:
-	$(GO) run ./internal/dev/kernels/cmd/nwkernels readme --readme README.md
+	$(GO) run ./internal/dev/kernels/cmd/nwkernels readme --readme docs/kernels.md
 
 # The kernels make test does not boot: CI runs them after make test.
 test-kernels-more: deps
-	$(GO) run ./internal/dev/kernels/cmd/nwkernels run --kernels $(KERNELS_MORE) --blind "$(BLIND_MORE)" --host none --readme README.md
+	$(GO) run ./internal/dev/kernels/cmd/nwkernels run --kernels $(KERNELS_MORE) --blind "$(BLIND_MORE)" --host none --readme docs/kernels.md
 
 # The chart on a real single-node Kubernetes (internal/dev/cluster):
 # etcd, the API server, the controller manager, the scheduler and the

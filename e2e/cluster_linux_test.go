@@ -413,7 +413,7 @@ func capName(i int) string {
 func hostBounding(t *testing.T) []string { return capSet(t, os.Getpid(), "CapBnd") }
 
 // clusterValues are the values an operator of this node writes, as the
-// README's "Kubernetes" section documents them, plus what the test
+// docs/kubernetes.md documents them, plus what the test
 // shortens: the stale threshold, the tracer's period, the alerts' for.
 func clusterValues(t *testing.T, extra string) string {
 	t.Helper()

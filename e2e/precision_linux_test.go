@@ -32,7 +32,7 @@ import (
 // replies arrive; a moved one is stuck within the threshold plus one
 // period, plus the confirmation (the verify timeout). Every probe the
 // agent sends in dry-run is a unicast ARP request to the entry's own MAC.
-// Each scenario logs a row of the precision table (README.md).
+// Each scenario logs a row of the precision table (docs/detection.md).
 //
 // NEIGHWATCH_PRECISION_DEFAULTS=1 runs them on the agent's own defaults
 // (threshold 1m, period 30s, interval 1s), the bounds with them: what the

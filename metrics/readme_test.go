@@ -57,17 +57,17 @@ func described(t *testing.T) map[string][]string {
 	return out
 }
 
-// documented reads the README's metrics table: names and label names.
+// documented reads docs/metrics.md's metrics table: names and label names.
 func documented(t *testing.T) map[string][]string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	i := strings.Index(s, "\n## Metrics\n")
 	if i < 0 {
-		t.Fatal("README has no ## Metrics section")
+		t.Fatal("docs/metrics.md has no ## Metrics section")
 	}
 	s = s[i+1:]
 	if j := strings.Index(s[3:], "\n## "); j >= 0 {
@@ -94,26 +94,26 @@ func documented(t *testing.T) map[string][]string {
 	return out
 }
 
-// TestREADMEListsEveryMetric: the README's metric table names exactly the
+// TestREADMEListsEveryMetric: docs/metrics.md's metric table names exactly the
 // metrics the agent describes, each with its labels.
 func TestREADMEListsEveryMetric(t *testing.T) {
 	have, doc := described(t), documented(t)
 	if len(doc) == 0 {
-		t.Fatal("no metrics found in the README's table")
+		t.Fatal("no metrics found in docs/metrics.md's table")
 	}
 	for name, labels := range have {
 		dl, ok := doc[name]
 		if !ok {
-			t.Errorf("README does not list %s (labels %v)", name, labels)
+			t.Errorf("docs/metrics.md does not list %s (labels %v)", name, labels)
 			continue
 		}
 		if !slices.Equal(dl, labels) {
-			t.Errorf("README gives %s the labels %v; it has %v", name, dl, labels)
+			t.Errorf("docs/metrics.md gives %s the labels %v; it has %v", name, dl, labels)
 		}
 	}
 	for name := range doc {
 		if _, ok := have[name]; !ok {
-			t.Errorf("README lists %s, which no collector describes", name)
+			t.Errorf("docs/metrics.md lists %s, which no collector describes", name)
 		}
 	}
 }

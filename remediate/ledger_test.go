@@ -522,20 +522,20 @@ func TestDefaultStrategies(t *testing.T) {
 	}
 }
 
-// defaultsFor is the default order the README's flag table shows (a
+// defaultsFor is the default order docs/running.md's flag table shows (a
 // kernel that keeps managed neighbours, no swap: TestREADMEFlagTable
 // holds it to DefaultStrategies(true, false)), as it reads on another
 // kernel (manage only where supported) and datapath (swap first where
 // it may swap).
 func defaultsFor(t *testing.T, manage, swap bool) string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/running.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile("\\| `--remediation\\.strategies` \\| `([a-z,]+)` \\|").FindSubmatch(b)
 	if m == nil {
-		t.Fatal("the README's flag table shows no default for --remediation.strategies")
+		t.Fatal("docs/running.md's flag table shows no default for --remediation.strategies")
 	}
 	var out []string
 	if swap {

@@ -23,10 +23,10 @@ import (
 // kills a mutant that the scenario tests let live (make mutation,
 // docs/mutants.md).
 
-// TestDefaultsMatchREADME: the engine's defaults are the ones the README's
+// TestDefaultsMatchREADME: the engine's defaults are the ones docs/running.md's
 // flag table promises.
 func TestDefaultsMatchREADME(t *testing.T) {
-	doc, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile("../docs/running.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestDefaultsMatchREADME(t *testing.T) {
 				return strings.Trim(strings.TrimSpace(strings.Split(l, "|")[2]), "`")
 			}
 		}
-		t.Fatalf("README has no row for %s", flag)
+		t.Fatalf("docs/running.md has no row for %s", flag)
 		return ""
 	}
 	d := Defaults()
@@ -63,10 +63,10 @@ func TestDefaultsMatchREADME(t *testing.T) {
 			same = strconv.FormatBool(g) == want
 		}
 		if !same {
-			t.Errorf("%s: Defaults() has %v, the README %q", flag, got, want)
+			t.Errorf("%s: Defaults() has %v, the docs/running.md %q", flag, got, want)
 		}
 	}
-	// The ones the README does not list: burst one action, a probe gap
+	// The ones the docs/running.md does not list: burst one action, a probe gap
 	// and a sweep under the verify timeout, back-off from 30 s to 10 m.
 	if d.Burst != 1 || d.ProbeGap != 300*time.Millisecond || d.SweepInterval != time.Second || d.BackoffMin != 30*time.Second ||
 		d.BackoffMax != 10*time.Minute || d.Manage.Interval != time.Second {

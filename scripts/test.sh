@@ -69,7 +69,7 @@ kernels() {
 	phase kernels "fetch 5.10" "$GO" run ./internal/dev/kernels/cmd/nwkernels fetch --kernels 5.10
 	phase kernels "fetch $KERNELS" "$GO" run ./internal/dev/kernels/cmd/nwkernels fetch --kernels "$KERNELS" &
 	local f=$!
-	phase kernels "matrix ($KERNELS)" "$GO" run ./internal/dev/kernels/cmd/nwkernels run --kernels "$KERNELS" --blind "$BLIND" --host probe --readme README.md
+	phase kernels "matrix ($KERNELS)" "$GO" run ./internal/dev/kernels/cmd/nwkernels run --kernels "$KERNELS" --blind "$BLIND" --host probe --readme docs/kernels.md
 	wait "$f"
 }
 

@@ -238,7 +238,7 @@ type HostMAC struct {
 	At  int64  // last seen
 }
 
-// Signals lists every signal, in the order the README documents them.
+// Signals lists every signal, in the order docs/running.md and docs/detection.md document them.
 func Signals() []Signal {
 	return []Signal{SignalBypass, SignalARP, SignalSourceMAC, SignalProbeUnanswered, SignalConflict}
 }
@@ -263,12 +263,12 @@ const (
 	KindRemediation Kind = "remediation" // neighwatch acted on the entry
 )
 
-// Kinds lists every event kind, in the order the README documents them.
+// Kinds lists every event kind, in the order docs/running.md and docs/detection.md document them.
 func Kinds() []Kind {
 	return []Kind{KindTransition, KindMismatch, KindConflict, KindClass, KindRemediation}
 }
 
-// Causes lists every cause, in the order the README documents them.
+// Causes lists every cause, in the order docs/running.md and docs/detection.md document them.
 func Causes() []Cause {
 	return []Cause{CauseNetlink, CauseResync, CauseLink, CauseARP, CauseTraffic, CauseClassify, CauseTracepoint, CauseRemediate}
 }

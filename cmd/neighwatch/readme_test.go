@@ -14,18 +14,18 @@ import (
 
 var backticked = regexp.MustCompile("`([^`]+)`")
 
-// readmeTable returns the names in the first column of the README table
+// readmeTable returns the names in the first column of the docs/running.md table
 // whose header row is header (e.g. "| kind | meaning |"), in order.
 func readmeTable(t *testing.T, header string) []string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/running.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(b), "\n")
 	i := slices.Index(lines, header)
 	if i < 0 {
-		t.Fatalf("README has no table headed %q", header)
+		t.Fatalf("docs/running.md has no table headed %q", header)
 	}
 	var out []string
 	for _, l := range lines[i+2:] { // after the header and the |---| row
@@ -49,7 +49,7 @@ func jsonFields(v any) []string {
 	return out
 }
 
-// TestREADMEMatchesCode: the README's lists of status fields, event
+// TestREADMEMatchesCode: docs/running.md's lists of status fields, event
 // fields, event kinds, causes and classes are the code's, in its order.
 func TestREADMEMatchesCode(t *testing.T) {
 	var kinds, causes, classes []string
@@ -72,11 +72,11 @@ func TestREADMEMatchesCode(t *testing.T) {
 		{"| class | meaning |", classes},
 	} {
 		if got := readmeTable(t, tc.header); !slices.Equal(got, tc.want) {
-			t.Errorf("README table %q lists\n  %v\nthe code has\n  %v", tc.header, got, tc.want)
+			t.Errorf("docs/running.md table %q lists\n  %v\nthe code has\n  %v", tc.header, got, tc.want)
 		}
 	}
 	// The second field table is the events'.
-	b, _ := os.ReadFile("../../README.md")
+	b, _ := os.ReadFile("../../docs/running.md")
 	rest := string(b)[strings.Index(string(b), "`events --json` prints one object per line"):]
 	var got []string
 	for _, l := range strings.Split(rest, "\n")[4:] {
@@ -88,6 +88,6 @@ func TestREADMEMatchesCode(t *testing.T) {
 		}
 	}
 	if want := jsonFields(control.Event{}); !slices.Equal(got, want) {
-		t.Errorf("README's events --json fields\n  %v\nthe code has\n  %v", got, want)
+		t.Errorf("docs/running.md's events --json fields\n  %v\nthe code has\n  %v", got, want)
 	}
 }

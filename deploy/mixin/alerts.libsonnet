@@ -36,7 +36,7 @@
           // NeighbourAddressConflict; traffic bypassing the entry alone is
           // NeighbourReValidationBypassed. One host stuck on many nodes is
           // NeighbourHostStuckOnNodes, which inhibits this one in Alertmanager
-          // (README: Alerts).
+          // (docs/deploying.md, Alerts).
           rule(
             'NeighbourEntryStuck',
             'max by (%(clusterLabel)s, instance, interface, family, segment, ip, lladdr, seen_lladdr) (neighwatch_stuck_neighbour_info{%(jobSelector)s}) == 1',

@@ -1,6 +1,6 @@
 // The files a mixin renders, each as its text: give it this mixin, with
 // your _config, and run jsonnet with -S -m DIR, which writes each field to
-// DIR/<field> (README: Alerts). At the defaults (render.jsonnet) they are
+// DIR/<field> (docs/deploying.md, Alerts). At the defaults (render.jsonnet) they are
 // deploy/prometheus/alerts.yml and deploy/grafana/neighwatch.json, byte
 // for byte: make manifests writes those with the same program.
 local header = |||

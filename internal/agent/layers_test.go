@@ -10,7 +10,7 @@ import (
 
 const module = "github.com/neighwatch/neighwatch/"
 
-// TestLayers holds the arrows of the README's Layout: each package's
+// TestLayers holds the arrows of the Layout of docs/development.md: each package's
 // imports (not its tests') point only down.
 func TestLayers(t *testing.T) {
 	// Every module of go.work: the product's and the tooling's.

@@ -18,7 +18,7 @@ import (
 // the base rounds up to leave room for a worse run); with the tracer,
 // what its kernel maps take (tracerCost). The binary's pages (about 15 MiB of the RSS) are page
 // cache the kernel reclaims under the limit rather than kill the agent,
-// and are not in it. The README's formula and the chart's comment on its
+// and are not in it. The formula of docs/metrics.md and the chart's comment on its
 // memory limit are these.
 const (
 	memBaseBytes  = 20 << 20
@@ -69,11 +69,11 @@ func memWarning(now, nowSlots, most, mostSlots int, limit int64, c tracerCost) s
 		return "without the tracer"
 	}
 	if need := memNeed(now, nowSlots, c); need > limit {
-		return fmt.Sprintf("memory: the neighbour tables hold %d entries now, which need about %d MiB %s (README, Memory); the cgroup's memory limit is %d MiB: raise the limit (the chart's resources.limits.memory), or the agent will be OOM-killed",
+		return fmt.Sprintf("memory: the neighbour tables hold %d entries now, which need about %d MiB %s (docs/metrics.md, Memory); the cgroup's memory limit is %d MiB: raise the limit (the chart's resources.limits.memory), or the agent will be OOM-killed",
 			now, need>>20, tracer(nowSlots), limit>>20)
 	}
 	if need := memNeed(most, mostSlots, c); need > limit {
-		return fmt.Sprintf("memory: the neighbour tables may grow to %d entries (gc_thresh3 of IPv4 and IPv6), which would need about %d MiB %s (README, Memory); the cgroup's memory limit is %d MiB: raise the limit (the chart's resources.limits.memory) or lower gc_thresh3, or the agent may be OOM-killed as the table grows",
+		return fmt.Sprintf("memory: the neighbour tables may grow to %d entries (gc_thresh3 of IPv4 and IPv6), which would need about %d MiB %s (docs/metrics.md, Memory); the cgroup's memory limit is %d MiB: raise the limit (the chart's resources.limits.memory) or lower gc_thresh3, or the agent may be OOM-killed as the table grows",
 			most, need>>20, tracer(mostSlots), limit>>20)
 	}
 	return ""

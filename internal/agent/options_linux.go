@@ -55,7 +55,7 @@ type bound struct {
 // to the field of Config it sets and defaulting to that field's
 // value in Defaults(), which takes it from the part it configures:
 // the option table (options.go) that parsing, the configuration file,
-// validation, reload and the README's flag table read.
+// validation, reload and the flag table of docs/running.md read.
 func declare(fs *flag.FlagSet) (*bound, *options.Table) {
 	o := options.New(fs)
 	o.NotInFile("config.file")
@@ -84,7 +84,7 @@ func declare(fs *flag.FlagSet) (*bound, *options.Table) {
 		}
 		return nil
 	}
-	o.Int(&c.Metrics.MaxConnections, "web.max-connections", options.Between(1, 65536), restart, "most connections the metrics address holds at once; when all are taken, a new one takes the slot of a stalled or idle one (README: When the metrics address is full)")
+	o.Int(&c.Metrics.MaxConnections, "web.max-connections", options.Between(1, 65536), restart, "most connections the metrics address holds at once; when all are taken, a new one takes the slot of a stalled or idle one (docs/metrics.md, When the metrics address is full)")
 	o.Int(&c.Metrics.MaxConnectionsPerIP, "web.max-connections-per-ip", options.Between(1, 65536), restart, "most connections from one client (an IPv4 address, an IPv6 /64); more are closed at accept")
 	o.Str(&c.ControlSocket, "control.socket", "", "Unix socket for the control API (status, events, the runtime remediation and datapath switches, profiles), mode 0600 from its first moment; the agent does not start without it; empty turns the API off")
 	o.Int(&c.Metrics.StuckInfoCap, "metrics.stuck-info-limit", options.Between(0, 10000), restart, "most neighwatch_stuck_neighbour_info series per scrape")

@@ -17,12 +17,12 @@ import (
 	"github.com/neighwatch/neighwatch/remediate"
 )
 
-// TestREADMEFlagTable: the README's table of agent flags is the option
+// TestREADMEFlagTable: docs/running.md's table of agent flags is the option
 // table's, row for row. NEIGHWATCH_UPDATE_README=1 rewrites it.
 func TestREADMEFlagTable(t *testing.T) {
 	_, o := declare(flag.NewFlagSet("", flag.ContinueOnError))
 	want := o.READMETable()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/running.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestREADMEFlagTable(t *testing.T) {
 	header := want[:strings.Index(want, "\n")+1]
 	i := strings.Index(readme, header)
 	if i < 0 {
-		t.Fatalf("README has no table headed %q", strings.TrimSpace(header))
+		t.Fatalf("docs/running.md has no table headed %q", strings.TrimSpace(header))
 	}
 	j := i
 	for _, l := range strings.SplitAfter(readme[i:], "\n") {
@@ -41,12 +41,12 @@ func TestREADMEFlagTable(t *testing.T) {
 	}
 	if got := readme[i:j]; got != want {
 		if os.Getenv("NEIGHWATCH_UPDATE_README") == "1" {
-			if err := os.WriteFile("../../README.md", []byte(readme[:i]+want+readme[j:]), 0o644); err != nil {
+			if err := os.WriteFile("../../docs/running.md", []byte(readme[:i]+want+readme[j:]), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			return
 		}
-		t.Errorf("README's flag table differs from the option table (NEIGHWATCH_UPDATE_README=1 go test ./internal/agent -run READMEFlagTable rewrites it); want:\n%s", want)
+		t.Errorf("docs/running.md's flag table differs from the option table (NEIGHWATCH_UPDATE_README=1 go test ./internal/agent -run READMEFlagTable rewrites it); want:\n%s", want)
 	}
 }
 

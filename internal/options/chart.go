@@ -110,7 +110,7 @@ func (o *Table) ChartSchema() map[string]any {
 		props[name] = p
 	}
 	return map[string]any{
-		"description": "the agent's options, keys as its flag names without dashes (README: Running); generated from its option table",
+		"description": "the agent's options, keys as its flag names without dashes (docs/running.md); generated from its option table",
 		"type":        "object",
 		"properties":  props,
 	}

@@ -15,8 +15,8 @@ import (
 // and whether a configuration reload applies it live.
 type Option struct {
 	Name  string
-	Def   string // the default as the README shows it
-	Range string // the range as the README shows it, "" for none
+	Def   string // the default as the flag table shows it
+	Range string // the range as the flag table shows it, "" for none
 	Live  bool   // a reload applies it without a restart
 	Help  string
 	want  string // what a value must be, for a value the flag refuses ("" when its own error says)
@@ -171,13 +171,13 @@ func (o *Table) Float(p *float64, name string, r Span[float64], live bool, help 
 }
 
 // withRange is a numeric flag's help for -help: the range follows it, as
-// the README's table shows it in a column of its own.
+// the flag table shows it in a column of its own.
 func withRange(help, rng string) string {
 	return help + " (" + rng + ")"
 }
 
 // Str declares a string option bound to p; shown is the default as the
-// README shows it ("" shows p's value). Strings (addresses, files,
+// flag table shows it ("" shows p's value). Strings (addresses, files,
 // sockets, the logger) apply on restart only.
 func (o *Table) Str(p *string, name, shown string, help string) {
 	if shown == "" {
@@ -193,7 +193,7 @@ func (o *Table) Bool(p *bool, name string, live bool, help string) {
 }
 
 // Values declares an option of its own flag.Value type (lists, parsed
-// values); shown is the default as the README shows it ("" shows the
+// values); shown is the default as the flag table shows it ("" shows the
 // value's).
 func (o *Table) Values(v flag.Value, name, shown string, live bool, help string) {
 	if shown == "" {
@@ -264,7 +264,7 @@ func fmtFloat(f float64) string {
 	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
-// READMETable renders the options as the README's flag table.
+// READMETable renders the options as the flag table of docs/running.md.
 func (o *Table) READMETable() string {
 	var b strings.Builder
 	b.WriteString("| flag | default | range | on reload | meaning |\n|---|---|---|---|---|\n")

@@ -3,7 +3,7 @@ package options
 import "testing"
 
 // TestInterfaceRegexMatchesTheWholeName: an interface regex is matched
-// against the whole name (README, --interfaces): "eth0" selects eth0,
+// against the whole name (docs/running.md, --interfaces): "eth0" selects eth0,
 // not veth0 nor eth01.
 func TestInterfaceRegexMatchesTheWholeName(t *testing.T) {
 	var r RegexList

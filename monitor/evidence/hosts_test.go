@@ -75,14 +75,14 @@ func TestHostObserve(t *testing.T) {
 // TestREADMENamesMaxHosts: the bound of the evidence map is where users
 // read about it.
 func TestREADMENamesMaxHosts(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/detection.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := strconv.Itoa(DefaultMaxHosts)
 	want := n[:len(n)-3] + "," + n[len(n)-3:] + " hosts" // 65,536
 	if !strings.Contains(string(b), want) {
-		t.Errorf("README.md does not say the evidence map keeps at most %q", want)
+		t.Errorf("docs/detection.md does not say the evidence map keeps at most %q", want)
 	}
 }
 

@@ -30,7 +30,7 @@ type Config struct {
 }
 
 // DefaultMaxHosts is how many hosts (IP and interface) the evidence map
-// keeps when Config.MaxHosts is not set; the README names it.
+// keeps when Config.MaxHosts is not set; docs/detection.md names it.
 const DefaultMaxHosts = 65536
 
 // Defaults is the watcher's configuration on the agent's defaults; New

@@ -5,7 +5,7 @@ import "sync/atomic"
 // Counter is one thing the mirror counts. Each is declared once, in
 // CounterInfo: the metric it is exported as and the label value that
 // tells it from its family's others. The metrics collector and the
-// README's test read that table; the mirror counts where it happens
+// docs/metrics.md's test read that table; the mirror counts where it happens
 // (m.c.add). A new counter is its line below, its line in CounterInfo
 // and its count: one file and the one that counts.
 type Counter int

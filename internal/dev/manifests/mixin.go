@@ -39,7 +39,7 @@ type ruleFile struct {
 
 // RenderMixin evaluates the mixin under root with config (jsonnet merged
 // into _config, "" for the defaults) through its render.libsonnet, as
-// "jsonnet -S -m" does (README: Alerts): the rule file in YAML and the
+// "jsonnet -S -m" does (docs/deploying.md, Alerts): the rule file in YAML and the
 // dashboard in JSON, each the text jsonnet writes. The rule file must
 // decode strictly as one.
 func RenderMixin(root, config string) (rules, dashboard []byte, err error) {

@@ -11,18 +11,18 @@ import (
 	"testing"
 )
 
-// JsonnetModule is the jsonnet the README's commands name: go-jsonnet's,
+// JsonnetModule is the jsonnet docs/deploying.md's commands name: go-jsonnet's,
 // the version the manifests module renders the mixin with.
 const JsonnetModule = "github.com/google/go-jsonnet/cmd/jsonnet@v0.22.0"
 
-// readmeBlocks returns the README's fenced blocks of lang in the Alerts
+// readmeBlocks returns docs/deploying.md's fenced blocks of lang in the Alerts
 // section, in order.
 func readmeBlocks(t *testing.T, lang string) []string {
 	t.Helper()
-	readme := string(read(t, "README.md"))
-	start := strings.Index(readme, "\n### Alerts\n")
+	readme := string(read(t, "docs/deploying.md"))
+	start := strings.Index(readme, "\n## Alerts\n")
 	if start < 0 {
-		t.Fatal("README has no Alerts section")
+		t.Fatal("docs/deploying.md has no Alerts section")
 	}
 	section := readme[start+1:]
 	if end := strings.Index(section[1:], "\n## "); end >= 0 {
@@ -35,7 +35,7 @@ func readmeBlocks(t *testing.T, lang string) []string {
 	return blocks
 }
 
-// run runs one command line of the README (words split on blanks) in
+// run runs one command line of the docs/deploying.md (words split on blanks) in
 // dir, with jsonnet and promtool taken from bin.
 func runLine(t *testing.T, dir string, bin map[string]string, line string) []byte {
 	t.Helper()
@@ -52,7 +52,7 @@ func runLine(t *testing.T, dir string, bin map[string]string, line string) []byt
 	return out
 }
 
-// TestReadmeMixinCommands runs the README's mixin commands as written:
+// TestReadmeMixinCommands runs docs/deploying.md's mixin commands as written:
 // the example file with jsonnet -S -m gives a rule file promtool accepts,
 // with the example's settings, and a dashboard; the render of the mixin
 // at its defaults gives the committed rule file and dashboard, byte for
@@ -125,7 +125,7 @@ func TestReadmeMixinCommands(t *testing.T) {
 	runLine(t, abs, bin, strings.Replace(line, " out ", " "+out+" ", 1))
 	for file, committed := range map[string]string{"alerts.yml": AlertsFile, "neighwatch.json": DashboardFile} {
 		if !bytes.Equal(readAbs(t, filepath.Join(out, file)), read(t, committed)) {
-			t.Errorf("the README's command writes a %s that is not %s byte for byte: run make manifests", file, committed)
+			t.Errorf("docs/deploying.md's command writes a %s that is not %s byte for byte: run make manifests", file, committed)
 		}
 	}
 }

@@ -20,7 +20,8 @@ import (
 
 // PromiseDocs are the documents whose promises are checked, from the
 // module's root.
-var PromiseDocs = []string{"README.md", "docs/remediation.md", "docs/runbook.md"}
+var PromiseDocs = []string{"README.md", "docs/running.md", "docs/deploying.md", "docs/detection.md",
+	"docs/kernels.md", "docs/metrics.md", "docs/development.md", "docs/remediation.md", "docs/runbook.md"}
 
 // promiseWords are the words that make a sentence a promise.
 var promiseWords = regexp.MustCompile(`(?i)\b(never|always|only|at most|at least|no more than|within|cannot|refuse|refused|refuses|release|released|releases|kept|keeps)\b`)

@@ -28,7 +28,7 @@ render can say what to set).
   "env" "extraEnv is this chart's list of the container's environment ({name, value} or valueFrom)"
   "annotations" "daemonsetAnnotations are the DaemonSet's, podAnnotations its pods'"
   "extraHostVolumeMounts" "give a hostPath volume in extraVolumes and its mount in extraVolumeMounts"
-  "kubeRBACProxy" "the agent serves TLS and authentication itself: mount a web config and pass --web.config.file in extraArgs (README: Running)"
+  "kubeRBACProxy" "the agent serves TLS and authentication itself: mount a web config and pass --web.config.file in extraArgs (docs/running.md)"
   "serviceAccount" "the agent calls no Kubernetes API and mounts no token; remove it"
   "rbac" "the agent calls no Kubernetes API; remove it"
   "startupProbe" "the agent is ready within seconds of starting; tune readinessProbe and livenessProbe"
@@ -322,7 +322,7 @@ do in the agent. A refusal is the agent's own line, after the key.
 {{- range $name, $_ := $opts -}}
 {{- if eq $plain (lower (regexReplaceAll "[^a-zA-Z0-9]" $name "")) }}{{ $hint = printf ": did you mean %s?" $name }}{{ end -}}
 {{- end -}}
-{{- fail (printf "config: unknown key %q (keys are the agent command's flag names without dashes, as in its --help and the README's flag table)%s" $k $hint) -}}
+{{- fail (printf "config: unknown key %q (keys are the agent command's flag names without dashes, as in its --help and the flag table of docs/running.md)%s" $k $hint) -}}
 {{- end -}}
 {{- $o := get $opts $k -}}
 {{- if kindIs "invalid" $v -}}

@@ -32,7 +32,7 @@ func run(ctx context.Context, args []string) error {
 		parallel = fs.Int("parallel", 1, "kernels booted at once")
 		only     = fs.String("run", "", "run only the contract tests matching this regexp (go test -run)")
 		timeout  = fs.Duration("timeout", 30*time.Minute, "limit for one kernel's boot and tests (twice the longest measured beside a busy loop and the host's suite: 14.5 minutes, 7.3)")
-		readme   = fs.String("readme", "", "check this file's table (README.md, between its kernel-matrix markers) against the run when every kernel passed: the run fails when they differ but for what it measures; make kernels-readme then writes the run's table in (DIR/readme-table.md)")
+		readme   = fs.String("readme", "", "check this file's table (docs/kernels.md, between its kernel-matrix markers) against the run when every kernel passed: the run fails when they differ but for what it measures; make kernels-readme then writes the run's table in (DIR/readme-table.md)")
 		blind    = fs.String("blind", "", "kernels (comma-separated) that also run the blind control: the moved host with the tracer's counting refused, which must fail")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -299,7 +299,7 @@ func readmeTable(path, out string, rows []kernels.Row) error {
 func writeReadme(args []string) error {
 	fs := flag.NewFlagSet("nwkernels readme", flag.ContinueOnError)
 	dir := fs.String("dir", ".kernels", "where the run left its table")
-	readme := fs.String("readme", "README.md", "the file to write it into, between its kernel-matrix markers")
+	readme := fs.String("readme", "docs/kernels.md", "the file to write it into, between its kernel-matrix markers")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
