@@ -43,7 +43,7 @@ ARM64_TESTS   := ./table/ ./monitor/evidence/ ./metrics/ ./internal/control/ ./r
 # need the kernel).
 ARM64_AGENT   := ^(TestConfig|TestOption|TestFlag|TestNewLogger|TestREADMEFlag|TestInert|TestDaemonSet)
 
-.PHONY: print-pkgs kernels-readme test-go fuzz publish push mutation rules all deps build run test unit vet lint cross fmt-check generate check-generate \
+.PHONY: print-pkgs kernels-readme test-go fuzz publish push mutation rules all deps build run test unit unit-all vet lint cross fmt-check generate check-generate \
         checkrules bench bench-root lab-up lab-down clean image manifests install demo test-kernels test-kernels-more \
         chart arm64 release test-cluster
 
@@ -254,8 +254,14 @@ test-cluster: deps
 	$(GO) test -tags cluster -count=1 -timeout 60m -run '^TestCluster$$' -v ./e2e/
 
 # Tests any user can run: privileged ones skip with their reason (unless
-# CI=true, where they fail instead).
+# CI=true, where they fail instead). unit is the edit-test loop: the
+# product's module alone, so it builds none of the tooling modules'
+# dependencies (Helm, Kubernetes' types, jsonnet); unit-all runs every
+# module's.
 unit:
+	$(GO) test -count=1 -short ./...
+
+unit-all:
 	$(GO) test -count=1 -short $(PKGS)
 
 # The cluster's tests (make test-cluster) are behind the build tag
