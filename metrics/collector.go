@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/neighwatch/neighwatch/internal/count"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -98,4 +99,32 @@ func bool01(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// counted declares in s the families a part's counter table (its
+// CounterInfo) names, each once, and returns what sends a snapshot of
+// those counters (values, by the same index) as their metrics; a counter
+// of no family is left out.
+func (s *subsystem) counted(infos []count.Export) func(ch chan<- prometheus.Metric, values []uint64) {
+	families := map[*count.Family]metric{}
+	for _, e := range infos {
+		if f := e.Family; f != nil && families[f].desc == nil {
+			if f.Label == "" {
+				families[f] = s.counter(f.Name, f.Help)
+			} else {
+				families[f] = s.counter(f.Name, f.Help, f.Label)
+			}
+		}
+	}
+	return func(ch chan<- prometheus.Metric, values []uint64) {
+		for i, e := range infos {
+			switch {
+			case e.Family == nil:
+			case e.Family.Label == "":
+				ch <- families[e.Family].with(float64(values[i]))
+			default:
+				ch <- families[e.Family].with(float64(values[i]), e.Value)
+			}
+		}
+	}
 }

@@ -68,7 +68,8 @@ func (fakeTracer) Redirects() (bpf.RedirectCounts, error) {
 
 type fakeFeed struct{}
 
-func (fakeFeed) Counters() feed.Counters   { return feed.Counters{Transitions: 4} }
+func (fakeFeed) Counters() feed.Counters   { return feed.Counters{feed.TransitionsApplied: 4} }
+func (fakeFeed) HookState() feed.HookState { return feed.HookState{} }
 func (fakeFeed) Unmirrored() map[int32]int { return map[int32]int{3: 2} }
 func (fakeTracer) Programs() []bpf.ProgramStatus {
 	return []bpf.ProgramStatus{

@@ -37,6 +37,7 @@ type TracerSource interface {
 // with the tracer's StaleCounted, every STALE entry it watches.
 type FeedSource interface {
 	Counters() feed.Counters
+	HookState() feed.HookState
 	Unmirrored() map[int32]int
 }
 
@@ -49,25 +50,22 @@ type RunningTracer func() (TracerSource, FeedSource)
 func NewTracerCollector(running RunningTracer, names func(ifindex int32) string, log *slog.Logger) prometheus.Collector {
 	s := newSubsystem("tracer", log)
 	var (
-		mode        = s.gauge("tracer_mode", "The running tracer mode (1 for the active one): off, xmit or fentry.", "mode")
-		mapEntries  = s.gauge("tracer_map_entries", "Entries in the tracer's maps (hits: every tracer interval; mirror: every 5 minutes, or 1,000 times the count's time when that is longer).", "map")
-		mapCapacity = s.gauge("tracer_map_capacity", "Capacity of the tracer's maps.", "map")
-		mapBytes    = s.gauge("tracer_map_bytes", "Kernel memory of each of the tracer's maps, as the kernel reports it (memlock); kernels since 5.11 charge it to the agent's memory cgroup, beside the process's RSS.", "map")
-		dropped     = s.counter("tracer_dropped_total", "Tracer records lost: hits (map full), mirror updates, ring buffer events.", "kind")
-		lookups     = s.counter("tracer_xmit_lookups_total", "Transmitted packets that passed the cheap filters and needed a lookup of their destination in the mirror.")
-		routedAsks  = s.counter("tracer_routed_asks_total", "MACs that routed bypass traffic went to, whose STALE entry (the gateway) the transmit hook asked the agent to name; at most once a tracer interval each.")
-		transitions = s.counter("tracer_transitions_total", "Silent transitions from the tracepoints: applied to the table, already overtaken by netlink, or records of the ring buffer that did not decode.", "result")
-		hitsUnknown = s.counter("tracer_hits_unattributed_total", "Bypass packets counted for entries the table does not hold.")
-		redirects   = s.counter("tracer_redirects_total", "fentry mode: redirect helper calls by helper and the state of the neighbour the FIB lookup before them resolved.", "helper", "nexthop")
-		attached    = s.gauge("tracer_hooks_attached", "1 while the per-packet hooks (transmit or fentry, source MAC) are attached: only while some entry is stale-long, for --tracer.window of every --tracer.period.")
-		attachedFor = s.counter("tracer_hooks_attached_seconds_total", "Time the per-packet hooks were attached; its rate is the fraction of time they cost anything.")
-		runs        = s.counter("tracer_program_runs_total", "Runs of each tracer program, from the kernel's statistics (counted only while the kernel keeps BPF statistics: kernel.bpf_stats_enabled=1 or a BPF_ENABLE_STATS holder).", "program")
-		candidates  = s.gauge("tracer_source_candidates", "Stale-long entries whose own packets the source-MAC program watches for another MAC.")
-		sourcePkts  = s.counter("tracer_source_mac_packets_total", "Packets from a stale-long entry's address that arrived from another MAC than the entry's.")
-		created     = s.counter("tracer_created_lookups_total", "Entries the neigh_create tracepoint saw created, looked up at once (netlink does not announce some).")
-		unmirrored  = s.gauge("tracer_unmirrored_entries", "STALE entries that did not fit in the tracer's maps (their bypass traffic is not counted); retried every minute; the maps grow with the table. With tracer_stale_counted, every STALE entry the tracer watches.", "interface")
-		staleCount  = s.gauge("tracer_stale_counted", "STALE entries the tracer's maps hold and count.")
-		programs    = s.gauge("tracer_program_loaded", "1 for each tracer program the kernel took, 0 for one it refused (refusal: verifier, permission, no-target, unsupported, attach, disabled); a refused program costs its feature only where no other program serves it (neighwatch_detection_working).", "program", "hook", "refusal")
+		mode         = s.gauge("tracer_mode", "The running tracer mode (1 for the active one): off, xmit or fentry.", "mode")
+		mapEntries   = s.gauge("tracer_map_entries", "Entries in the tracer's maps (hits: every tracer interval; mirror: every 5 minutes, or 1,000 times the count's time when that is longer).", "map")
+		mapCapacity  = s.gauge("tracer_map_capacity", "Capacity of the tracer's maps.", "map")
+		mapBytes     = s.gauge("tracer_map_bytes", "Kernel memory of each of the tracer's maps, as the kernel reports it (memlock); kernels since 5.11 charge it to the agent's memory cgroup, beside the process's RSS.", "map")
+		dropped      = s.counter("tracer_dropped_total", "Tracer records lost: hits (map full), mirror updates, ring buffer events.", "kind")
+		lookups      = s.counter("tracer_xmit_lookups_total", "Transmitted packets that passed the cheap filters and needed a lookup of their destination in the mirror.")
+		routedAsks   = s.counter("tracer_routed_asks_total", "MACs that routed bypass traffic went to, whose STALE entry (the gateway) the transmit hook asked the agent to name; at most once a tracer interval each.")
+		redirects    = s.counter("tracer_redirects_total", "fentry mode: redirect helper calls by helper and the state of the neighbour the FIB lookup before them resolved.", "helper", "nexthop")
+		attached     = s.gauge("tracer_hooks_attached", "1 while the per-packet hooks (transmit or fentry, source MAC) are attached: only while some entry is stale-long, for --tracer.window of every --tracer.period.")
+		attachedFor  = s.counter("tracer_hooks_attached_seconds_total", "Time the per-packet hooks were attached; its rate is the fraction of time they cost anything.")
+		runs         = s.counter("tracer_program_runs_total", "Runs of each tracer program, from the kernel's statistics (counted only while the kernel keeps BPF statistics: kernel.bpf_stats_enabled=1 or a BPF_ENABLE_STATS holder).", "program")
+		candidates   = s.gauge("tracer_source_candidates", "Stale-long entries whose own packets the source-MAC program watches for another MAC.")
+		unmirrored   = s.gauge("tracer_unmirrored_entries", "STALE entries that did not fit in the tracer's maps (their bypass traffic is not counted); retried every minute; the maps grow with the table. With tracer_stale_counted, every STALE entry the tracer watches.", "interface")
+		staleCount   = s.gauge("tracer_stale_counted", "STALE entries the tracer's maps hold and count.")
+		programs     = s.gauge("tracer_program_loaded", "1 for each tracer program the kernel took, 0 for one it refused (refusal: verifier, permission, no-target, unsupported, attach, disabled); a refused program costs its feature only where no other program serves it (neighwatch_detection_working).", "program", "hook", "refusal")
+		feedCounters = s.counted(feed.CounterInfo[:])
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
 		src, fd := running()
@@ -103,15 +101,11 @@ func NewTracerCollector(running RunningTracer, names func(ifindex int32) string,
 			ch <- staleCount.with(float64(n))
 		}
 		f := fd.Counters()
-		ch <- transitions.with(float64(f.Transitions), "applied")
-		ch <- transitions.with(float64(f.TransitionsStale), "overtaken")
-		ch <- transitions.with(float64(f.TransitionsBroken), "undecoded")
-		ch <- hitsUnknown.with(float64(f.HitsUnknown))
-		ch <- attached.with(bool01(f.Attached))
-		ch <- attachedFor.with(f.AttachedTime.Seconds())
-		ch <- candidates.with(float64(f.Candidates))
-		ch <- sourcePkts.with(float64(f.SourcePackets))
-		ch <- created.with(float64(f.Created))
+		feedCounters(ch, f[:])
+		h := fd.HookState()
+		ch <- attached.with(bool01(h.Attached))
+		ch <- attachedFor.with(h.AttachedTime.Seconds())
+		ch <- candidates.with(float64(h.Candidates))
 		if rs, ok := src.ProgramRuns(); ok {
 			for name, n := range rs {
 				ch <- runs.with(float64(n), name)

@@ -85,27 +85,10 @@ type NetlinkSource interface {
 // resyncs and errors, each counter as mirror.CounterInfo declares it.
 func NewNetlinkCollector(src NetlinkSource, log *slog.Logger) prometheus.Collector {
 	s := newSubsystem("netlink", log)
-	families := map[*mirror.Family]metric{}
-	for _, ci := range mirror.CounterInfo {
-		if f := ci.Family; f != nil && families[f].desc == nil {
-			if f.Label == "" {
-				families[f] = s.counter(f.Name, f.Help)
-			} else {
-				families[f] = s.counter(f.Name, f.Help, f.Label)
-			}
-		}
-	}
+	send := s.counted(mirror.CounterInfo[:])
 	s.update = func(ch chan<- prometheus.Metric) error {
 		k := src.Counters()
-		for i, ci := range mirror.CounterInfo {
-			switch {
-			case ci.Family == nil:
-			case ci.Family.Label == "":
-				ch <- families[ci.Family].with(float64(k[i]))
-			default:
-				ch <- families[ci.Family].with(float64(k[i]), ci.Value)
-			}
-		}
+		send(ch, k[:])
 		return nil
 	}
 	return s

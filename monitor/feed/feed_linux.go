@@ -9,9 +9,11 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/neighwatch/neighwatch/bpf"
+	"github.com/neighwatch/neighwatch/internal/count"
 	"github.com/neighwatch/neighwatch/monitor/internal/pace"
 	"github.com/neighwatch/neighwatch/table"
 	"golang.org/x/sync/errgroup"
@@ -41,13 +43,14 @@ type Config struct {
 
 // Feed runs a loaded tracer against the table.
 type Feed struct {
-	tracer *bpf.Tracer
-	table  Sink
-	links  Links
-	cfg    Config
-	log    *slog.Logger
-	c      counters
-	ready  chan struct{}
+	tracer     *bpf.Tracer
+	table      Sink
+	links      Links
+	cfg        Config
+	log        *slog.Logger
+	c          *count.Set[Counter]
+	candidates atomic.Int64 // CandidateFilter().Candidates() at the last rebuild
+	ready      chan struct{}
 
 	mu      sync.Mutex
 	created map[table.Key]bool // seen created by the tracepoints, to look up
@@ -106,6 +109,7 @@ func New(tr *bpf.Tracer, t Sink, links Links, cfg Config) *Feed {
 		cfg.Window, cfg.Period = d.Window, d.Window
 	}
 	return &Feed{tracer: tr, table: t, links: links, cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), created: map[table.Key]bool{},
+		c:     count.NewSet(NumCounters),
 		flush: make(chan struct{}, 1), createdSoon: make(chan struct{}, 1),
 		hitKeys: map[bpf.HitKey]struct{}{}, sightMACs: map[bpf.HitKey]net.HardwareAddr{}, unmirrored: map[bpf.HitKey]struct{}{},
 		ownMACs: map[bpf.HitKey]net.HardwareAddr{},
@@ -119,9 +123,16 @@ func (f *Feed) Ready() <-chan struct{} { return f.ready }
 
 // Counters returns the feed's counters.
 func (f *Feed) Counters() Counters {
-	c := f.c.snapshot()
-	c.Attached, c.AttachedTime = f.tracer.Hooks().PerPacket()
+	var c Counters
+	f.c.Snapshot(c[:])
 	return c
+}
+
+// HookState returns how the hooks and the candidates stand now.
+func (f *Feed) HookState() HookState {
+	h := HookState{Candidates: int(f.candidates.Load())}
+	h.Attached, h.AttachedTime = f.tracer.Hooks().PerPacket()
+	return h
 }
 
 // Run feeds the table until ctx ends. It waits for the table to be loaded
@@ -148,7 +159,7 @@ func (f *Feed) Run(ctx context.Context) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return f.tracer.Readout().ReadTransitions(ctx, f.applyTransition, func(error) { f.c.transitionsBroken.Add(1) })
+		return f.tracer.Readout().ReadTransitions(ctx, f.applyTransition, func(error) { f.c.Add(TransitionsUndecoded, 1) })
 	})
 	g.Go(func() error { return f.sample(ctx) })
 	g.Go(func() error { return f.lookupCreatedSoon(ctx) })
@@ -393,7 +404,7 @@ func (f *Feed) syncCandidates(all bool) {
 	if err := errors.Join(errs...); err != nil {
 		f.log.Warn("tracer: setting source-MAC candidates", "err", err)
 	}
-	f.c.candidates.Store(int64(f.tracer.CandidateFilter().Candidates()))
+	f.candidates.Store(int64(f.tracer.CandidateFilter().Candidates()))
 	if cap(cs) > 4096 {
 		cs = nil // a storm's: let it go
 	}
@@ -440,9 +451,9 @@ func (f *Feed) applyTransition(tr bpf.SilentTransition) {
 		return
 	}
 	if f.table.ApplyTracepoint(k, table.State(tr.From), table.State(tr.To), time.Now()) {
-		f.c.transitions.Add(1)
+		f.c.Add(TransitionsApplied, 1)
 	} else {
-		f.c.transitionsStale.Add(1)
+		f.c.Add(TransitionsOvertaken, 1)
 	}
 }
 
@@ -502,7 +513,7 @@ func (f *Feed) lookupCreated() {
 	if len(keys) == 0 {
 		return
 	}
-	f.c.created.Add(uint64(len(keys)))
+	f.c.Add(Created, uint64(len(keys)))
 	if _, err := f.links.Lookup(keys); err != nil {
 		f.log.Debug("tracer: looking up created entries", "err", err)
 	}
@@ -523,7 +534,7 @@ func (f *Feed) applyHits(keys []bpf.HitKey) {
 		tk := keyOf(hk)
 		e, ok := f.table.Lookup(tk)
 		if !ok {
-			f.c.hitsUnknown.Add(total - min(total, f.last[hk].packets))
+			f.c.Add(HitsUnattributed, total-min(total, f.last[hk].packets))
 			delete(f.last, hk)
 			continue
 		}
@@ -531,7 +542,7 @@ func (f *Feed) applyHits(keys []bpf.HitKey) {
 		d, f.last[hk] = f.last[hk].counted(total, e.Since)
 		if d > 0 {
 			if !f.table.AddBypass(tk, d, now) {
-				f.c.hitsUnknown.Add(d)
+				f.c.Add(HitsUnattributed, d)
 			}
 		}
 	}
@@ -623,7 +634,7 @@ func (f *Feed) applySources(sights, own map[bpf.HitKey]net.HardwareAddr) {
 		clear(f.sights)
 	}
 	for _, s := range f.sights {
-		f.c.sourcePackets.Add(s.Packets)
+		f.c.Add(SourcePackets, s.Packets)
 	}
 	observeSources(f.table, f.sights, own, time.Now())
 }

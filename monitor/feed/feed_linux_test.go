@@ -109,7 +109,7 @@ func newStuckLab(t *testing.T, prefix string, mode bpf.Mode, tmode bpf.TracerMod
 	k := s.clientKey(t)
 	lab.WaitFor(t, 20*time.Second, "the client's entry to be stale-long and the hooks attached", func() bool {
 		e, ok := s.table.Reader().Lookup(k)
-		return ok && e.Class() >= table.ClassStaleLong && s.feed.Counters().Attached
+		return ok && e.Class() >= table.ClassStaleLong && s.feed.HookState().Attached
 	})
 	newMAC := lab.HostMAC(77, 3)
 	s.newMAC = newMAC.String()
@@ -240,7 +240,7 @@ func TestTracerNoFalsePositives(t *testing.T) {
 			if !sawDelay {
 				t.Error("no STALE->DELAY event with cause tracepoint")
 			}
-			if s.feed.Counters().Transitions == 0 {
+			if s.feed.Counters()[feed.TransitionsApplied] == 0 {
 				t.Error("the feed applied no silent transitions")
 			}
 		})
@@ -336,9 +336,9 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 	// another update (the counters below are of the whole namespace).
 	c, fc := mir.Counters(), f.Counters()
 	how := fmt.Sprintf("lookups that added an entry %d, netlink messages %d, silent transitions %d, creations looked up %d",
-		c[mirror.Lookups]-mc0[mirror.Lookups], c[mirror.Messages]-mc0[mirror.Messages], fc.Transitions-fc0.Transitions, fc.Created-fc0.Created)
+		c[mirror.Lookups]-mc0[mirror.Lookups], c[mirror.Messages]-mc0[mirror.Messages], fc[feed.TransitionsApplied]-fc0[feed.TransitionsApplied], fc[feed.Created]-fc0[feed.Created])
 	t.Logf("while the entry came: %s", how)
-	if fc.Created == fc0.Created {
+	if fc[feed.Created] == fc0[feed.Created] {
 		t.Errorf("no creation was named by the tracepoint and looked up: %s", how)
 	}
 	if c[mirror.Dumps] != 2 || c[mirror.ResyncHooks] != 1 {

@@ -1,6 +1,10 @@
 package mirror
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/neighwatch/neighwatch/internal/count"
+)
 
 // Counter is one thing the mirror counts. Each is declared once, in
 // CounterInfo: the metric it is exported as and the label value that
@@ -31,40 +35,32 @@ const (
 	NumCounters
 )
 
-// Family is a metric family some counters are exported in.
-type Family struct {
-	Name, Help, Label string // Label "" for a family of one counter
-}
-
 // The families.
 var (
-	FamilyMessages = Family{"netlink_messages_total", "Neighbour messages applied to the table.", ""}
-	FamilyResyncs  = Family{"netlink_resyncs_total", "Full dumps that reconciled the table, by reason.", "reason"}
-	FamilyErrors   = Family{"netlink_errors_total", "Netlink receive and decode errors, by kind.", "kind"}
-	FamilyLookups  = Family{"netlink_lookups_total", "Entries added by a single-entry lookup: the kernel created them without a notification.", ""}
+	FamilyMessages = count.Family{Name: "netlink_messages_total", Help: "Neighbour messages applied to the table."}
+	FamilyResyncs  = count.Family{Name: "netlink_resyncs_total", Help: "Full dumps that reconciled the table, by reason.", Label: "reason"}
+	FamilyErrors   = count.Family{Name: "netlink_errors_total", Help: "Netlink receive and decode errors, by kind.", Label: "kind"}
+	FamilyLookups  = count.Family{Name: "netlink_lookups_total", Help: "Entries added by a single-entry lookup: the kernel created them without a notification."}
 )
 
 // CounterInfo says how each counter is exported: its family (nil for
 // one only the tests read) and its label value there.
-var CounterInfo = [NumCounters]struct {
-	Family *Family
-	Value  string
-}{
-	Messages:        {&FamilyMessages, ""},
-	Ignored:         {nil, ""},
-	Dumps:           {nil, ""},
-	ResyncENOBUFS:   {&FamilyResyncs, "enobufs"},
-	ResyncInterrupt: {&FamilyResyncs, "dump_interrupted"},
-	ResyncLink:      {&FamilyResyncs, "link"},
-	ResyncError:     {&FamilyResyncs, "error"},
-	ResyncPeriodic:  {&FamilyResyncs, "periodic"},
-	ResyncHooks:     {&FamilyResyncs, "hooks"},
-	ErrENOBUFS:      {&FamilyErrors, "enobufs"},
-	ErrDecode:       {&FamilyErrors, "decode"},
-	ErrSocket:       {&FamilyErrors, "socket"},
-	LinkResubscribe: {nil, ""},
-	LinkENOBUFS:     {nil, ""},
-	Lookups:         {&FamilyLookups, ""},
+var CounterInfo = [NumCounters]count.Export{
+	Messages:        {Family: &FamilyMessages},
+	Ignored:         {},
+	Dumps:           {},
+	ResyncENOBUFS:   {Family: &FamilyResyncs, Value: "enobufs"},
+	ResyncInterrupt: {Family: &FamilyResyncs, Value: "dump_interrupted"},
+	ResyncLink:      {Family: &FamilyResyncs, Value: "link"},
+	ResyncError:     {Family: &FamilyResyncs, Value: "error"},
+	ResyncPeriodic:  {Family: &FamilyResyncs, Value: "periodic"},
+	ResyncHooks:     {Family: &FamilyResyncs, Value: "hooks"},
+	ErrENOBUFS:      {Family: &FamilyErrors, Value: "enobufs"},
+	ErrDecode:       {Family: &FamilyErrors, Value: "decode"},
+	ErrSocket:       {Family: &FamilyErrors, Value: "socket"},
+	LinkResubscribe: {},
+	LinkENOBUFS:     {},
+	Lookups:         {Family: &FamilyLookups},
 }
 
 // Counters are the mirror's counters at one moment, by Counter.
