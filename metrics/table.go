@@ -42,7 +42,7 @@ func NewTableCollector(t TableReader, stuckCap int, segments SegmentsReader, log
 		stuckInfo     = s.gauge("stuck_neighbour_info", "One series per stuck entry (capped), naming it for alerts; segment is the subnet of the interface that holds the neighbour's address (else its first), which tells apart two hosts with one address and MAC on two segments.", "interface", "family", "ip", "lladdr", "seen_lladdr", "segment")
 		stuckDropped  = s.gauge("stuck_neighbour_info_dropped", "Stuck entries over --metrics.stuck-info-limit, named in no neighwatch_stuck_neighbour_info series now (the same at every scrape).")
 		tableBytes    = s.gauge("table_bytes", "Memory the table's entries take: their records and index, which live outside the Go heap (go_memstats_* do not count them), and the evidence kept of the few that have some.")
-		eventsDropped = s.counter("events_dropped_total", "Events lost by slow subscribers; the table itself loses none.")
+		eventsDropped = s.counter("events_dropped_total", "Events lost by slow subscribers, by subscriber: events (a client of neighwatch events), managed (the managed entries' recovery tracker), action (a remediation action waiting for the kernel), other; the table itself loses none, nor do the move checks, which see every event.", "subscriber")
 		managed       = s.gauge("managed_neighbours", "Managed entries (the kernel re-validates them itself) by owner: neighwatch (its manage strategy) or other; only non-zero series.", "interface", "family", "owner", "state")
 	)
 	s.update = func(ch chan<- prometheus.Metric) error {
@@ -89,7 +89,10 @@ func NewTableCollector(t TableReader, stuckCap int, segments SegmentsReader, log
 		}
 		segErr := sendStuck(ch, stuckInfo, st.Stuck, names, segments)
 		ch <- stuckDropped.with(float64(max(st.StuckTotal-len(st.Stuck), 0)))
-		ch <- eventsDropped.with(float64(t.Events().Dropped()))
+		by := t.Events().DroppedBy()
+		for _, who := range table.Subscribers() {
+			ch <- eventsDropped.with(float64(by[who]), string(who))
+		}
 		ch <- tableBytes.with(float64(st.Bytes))
 		return segErr
 	}

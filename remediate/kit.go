@@ -38,7 +38,7 @@ func (kt *kit) verify(ctx context.Context, en *table.Entry, a *attempt, d time.D
 // verified; nobody subscribes between actions, so the table builds no
 // events for the engine then. Call the returned func to stop.
 func (kt *kit) watch(k table.Key) (<-chan table.Event, func()) {
-	sub := kt.table.Events().SubscribeFunc(16, func(ev table.Event) bool {
+	sub := kt.table.Events().SubscribeAs(table.SubscriberAction, 16, func(ev table.Event) bool {
 		return ev.Ifindex == k.Ifindex && ev.IP == k.Addr
 	})
 	return sub.C(), sub.Close

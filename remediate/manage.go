@@ -119,7 +119,7 @@ func (m *Manager) del(k table.Key) {
 // or before that goroutine first runs (late, on a loaded machine), waits
 // in the subscription instead of being missed, and with it the recovery.
 func (m *Manager) subscribeRecovery() *table.Subscription {
-	return m.table.Events().SubscribeFunc(1024, func(ev table.Event) bool {
+	return m.table.Events().SubscribeAs(table.SubscriberManaged, 1024, func(ev table.Event) bool {
 		if (ev.Kind != table.KindTransition && ev.Kind != table.KindMismatch) || m.n.Load() == 0 {
 			return false
 		}

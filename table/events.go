@@ -7,13 +7,33 @@ import (
 
 // Broadcaster fans events out to subscribers without ever blocking the
 // publisher: a subscriber whose buffer is full loses the event, and the loss
-// is counted for it and in total.
+// is counted for it, for its kind of subscriber, and in total.
 type Broadcaster struct {
 	mu      sync.RWMutex
 	subs    map[*Subscription]struct{}
 	hooks   map[*hook]struct{}
 	active  atomic.Bool
 	dropped atomic.Uint64
+	// gone are the losses of closed subscribers, by who (under mu).
+	gone map[Subscriber]uint64
+}
+
+// Subscriber says who a subscriber is, for the count of the events it
+// lost: each of the agent's subscribers says what it is (SubscribeAs);
+// Subscribe and SubscribeFunc make a SubscriberOther.
+type Subscriber string
+
+// The subscribers.
+const (
+	SubscriberStream  Subscriber = "events"  // a client of the control API's event stream (neighwatch events)
+	SubscriberManaged Subscriber = "managed" // the managed entries' recovery tracker
+	SubscriberAction  Subscriber = "action"  // a remediation action waiting for the kernel's answer
+	SubscriberOther   Subscriber = "other"
+)
+
+// Subscribers lists every Subscriber.
+func Subscribers() []Subscriber {
+	return []Subscriber{SubscriberStream, SubscriberManaged, SubscriberAction, SubscriberOther}
 }
 
 // hook is a function Publish calls with every event (Hook).
@@ -23,6 +43,7 @@ type hook struct{ fn func(Event) }
 type Subscription struct {
 	c       chan Event
 	b       *Broadcaster
+	who     Subscriber
 	keep    func(Event) bool // nil: every event
 	dropped atomic.Uint64
 	once    sync.Once
@@ -30,7 +51,7 @@ type Subscription struct {
 
 // NewBroadcaster returns a broadcaster without subscribers.
 func NewBroadcaster() *Broadcaster {
-	return &Broadcaster{subs: make(map[*Subscription]struct{}), hooks: make(map[*hook]struct{})}
+	return &Broadcaster{subs: make(map[*Subscription]struct{}), hooks: make(map[*hook]struct{}), gone: map[Subscriber]uint64{}}
 }
 
 // Hook has fn called with every event as it is published, before
@@ -57,20 +78,27 @@ func (b *Broadcaster) Hook(fn func(Event)) (remove func()) {
 }
 
 // Subscribe registers a subscriber with a buffer of n events.
-func (b *Broadcaster) Subscribe(n int) *Subscription { return b.SubscribeFunc(n, nil) }
+func (b *Broadcaster) Subscribe(n int) *Subscription { return b.SubscribeAs(SubscriberOther, n, nil) }
 
-// SubscribeFunc registers a subscriber that receives only the events keep
-// accepts; the others are neither sent nor counted as lost for it. keep
+// SubscribeFunc registers a subscriber of the events keep accepts, as
+// SubscribeAs does, counted as SubscriberOther.
+func (b *Broadcaster) SubscribeFunc(n int, keep func(Event) bool) *Subscription {
+	return b.SubscribeAs(SubscriberOther, n, keep)
+}
+
+// SubscribeAs registers a subscriber, who (a Subscriber constant), that
+// receives only the events keep accepts (nil: every one); the others are
+// neither sent nor counted as lost for it. keep
 // takes the event by value: a pointer would move every event published to
 // the heap, and a burst (100,000 entries crossing the threshold together)
 // would allocate for each, kept or not. keep must not hold on to the
 // event: until it is kept, its MACs may be the table's own bytes.
-func (b *Broadcaster) SubscribeFunc(n int, keep func(Event) bool) *Subscription {
+func (b *Broadcaster) SubscribeAs(who Subscriber, n int, keep func(Event) bool) *Subscription {
 	if n < 1 {
 		n = 1
 	}
 	c := make(chan Event, n)
-	s := &Subscription{c: c, b: b, keep: keep}
+	s := &Subscription{c: c, b: b, who: who, keep: keep}
 	b.mu.Lock()
 	b.subs[s] = struct{}{}
 	b.active.Store(true)
@@ -86,6 +114,9 @@ func (s *Subscription) Close() {
 	s.once.Do(func() {
 		s.b.mu.Lock()
 		delete(s.b.subs, s)
+		if n := s.dropped.Load(); n > 0 {
+			s.b.gone[s.who] += n
+		}
 		s.b.active.Store(len(s.b.subs)+len(s.b.hooks) > 0)
 		close(s.c)
 		s.b.mu.Unlock()
@@ -101,6 +132,23 @@ func (b *Broadcaster) Active() bool { return b.active.Load() }
 
 // Dropped returns the events lost by all subscribers together.
 func (b *Broadcaster) Dropped() uint64 { return b.dropped.Load() }
+
+// DroppedBy returns the events lost, by who lost them (closed subscribers
+// included): only those who lost some.
+func (b *Broadcaster) DroppedBy() map[Subscriber]uint64 {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	by := make(map[Subscriber]uint64, len(b.gone)+1)
+	for who, n := range b.gone {
+		by[who] = n
+	}
+	for s := range b.subs {
+		if n := s.dropped.Load(); n > 0 {
+			by[s.who] += n
+		}
+	}
+	return by
+}
 
 // Publish calls every hook with ev, then delivers it to every subscriber
 // that has room. An event the

@@ -367,6 +367,40 @@ func TestBroadcasterDropsForSlowSubscriber(t *testing.T) {
 	}
 }
 
+// TestDroppedBySubscriber: the events a subscriber lost are counted for
+// who it is, its losses kept once it is closed, and a subscriber that
+// lost none adds nothing.
+func TestDroppedBySubscriber(t *testing.T) {
+	b := NewBroadcaster()
+	stream := b.SubscribeAs(SubscriberStream, 1, nil)
+	action := b.SubscribeAs(SubscriberAction, 1, func(ev Event) bool { return ev.Detail == "mine" })
+	managed := b.SubscribeAs(SubscriberManaged, 100, nil)
+	other := b.Subscribe(2)
+	for range 4 {
+		b.Publish(Event{Detail: "x"})
+	}
+	b.Publish(Event{Detail: "mine"})
+	b.Publish(Event{Detail: "mine"})
+	want := map[Subscriber]uint64{SubscriberStream: 5, SubscriberAction: 1, SubscriberOther: 4}
+	if got := b.DroppedBy(); !maps.Equal(got, want) {
+		t.Fatalf("dropped by %v, want %v", got, want)
+	}
+	stream.Close()
+	again := b.SubscribeAs(SubscriberStream, 1, nil)
+	b.Publish(Event{Detail: "x"})
+	b.Publish(Event{Detail: "x"})
+	want = map[Subscriber]uint64{SubscriberStream: 6, SubscriberAction: 1, SubscriberOther: 6}
+	if got := b.DroppedBy(); !maps.Equal(got, want) || b.Dropped() != 13 {
+		t.Fatalf("after a stream closed and another lost one: dropped by %v (total %d), want %v (13)", got, b.Dropped(), want)
+	}
+	for _, s := range []*Subscription{again, action, managed, other} {
+		s.Close()
+	}
+	if got := b.DroppedBy(); !maps.Equal(got, want) {
+		t.Errorf("all closed: dropped by %v, want %v", got, want)
+	}
+}
+
 func TestStuckCap(t *testing.T) {
 	tb, c := newTestTable(time.Second)
 	for i := 0; i < 5; i++ {

@@ -148,7 +148,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	// its slot) once the socket's buffer is full.
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
-	sub := h.table.Events().Subscribe(1024)
+	sub := h.table.Events().SubscribeAs(table.SubscriberStream, 1024, nil)
 	defer sub.Close()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
