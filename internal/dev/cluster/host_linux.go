@@ -49,6 +49,10 @@ var defaultPaths = []string{"/run/containerd", "/var/lib/containerd", "/opt/cont
 	"/var/log/containers", "/etc/cni/net.d", "/var/lib/cni", "/etc/kubernetes", "/run/neighwatch", "/var/lib/etcd",
 	"/usr/libexec/kubernetes"}
 
+// libmountDir is where libmount (mount(8)) keeps its lock and the
+// userspace mount options: made on a machine's first such mount.
+const libmountDir = "/run/mount"
+
 // scanned are the directories whose names, two levels down, must be the
 // same after the node as before: where a program keeps state when a
 // default was missed.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -660,6 +661,14 @@ func (n *Node) Close() error {
 		}
 	}
 	if n.before.Mounts != nil {
+		// The kubelet mounts a pod's secret and projected volumes with
+		// mount(8), whose libmount makes its lock directory, /run/mount,
+		// in the host's /run the first time anything on the machine
+		// mounts that way, and leaves it empty. On a machine that had
+		// none, it goes again.
+		if !slices.Contains(n.before.Entries, libmountDir) {
+			_ = os.Remove(libmountDir) // only when empty
+		}
 		after, err := ReadHostState()
 		if err != nil {
 			errs = append(errs, err)
