@@ -14,17 +14,40 @@ const contentsOver = 400
 
 const contentsHeading = "## Contents"
 
-// sections returns a page's "## " headings, outside fenced code, but its
-// contents section.
-func sections(doc string) []string {
-	var out []string
+// heading is one of a page's headings: its level (the count of its #)
+// and its text.
+type heading struct {
+	level int
+	text  string
+}
+
+// headings returns a page's headings, outside fenced code.
+func headings(doc string) []heading {
+	var out []heading
 	fence := false
 	for _, l := range strings.Split(doc, "\n") {
 		if strings.HasPrefix(l, "```") {
 			fence = !fence
 		}
-		if !fence && strings.HasPrefix(l, "## ") && l != contentsHeading {
-			out = append(out, strings.TrimPrefix(l, "## "))
+		if fence || !strings.HasPrefix(l, "#") {
+			continue
+		}
+		t := strings.TrimLeft(l, "#")
+		if !strings.HasPrefix(t, " ") {
+			continue
+		}
+		out = append(out, heading{len(l) - len(t), strings.TrimSpace(t)})
+	}
+	return out
+}
+
+// sections returns a page's "## " headings, outside fenced code, but its
+// contents section.
+func sections(doc string) []string {
+	var out []string
+	for _, h := range headings(doc) {
+		if h.level == 2 && "## "+h.text != contentsHeading {
+			out = append(out, h.text)
 		}
 	}
 	return out
@@ -96,19 +119,8 @@ func withContents(doc string) string {
 func anchors(doc string) map[string]bool {
 	out := map[string]bool{}
 	seen := map[string]int{}
-	fence := false
-	for _, l := range strings.Split(doc, "\n") {
-		if strings.HasPrefix(l, "```") {
-			fence = !fence
-		}
-		if fence || !strings.HasPrefix(l, "#") {
-			continue
-		}
-		h := strings.TrimLeft(l, "#")
-		if !strings.HasPrefix(h, " ") {
-			continue
-		}
-		out[anchor(strings.TrimSpace(h), seen)] = true
+	for _, h := range headings(doc) {
+		out[anchor(h.text, seen)] = true
 	}
 	return out
 }
