@@ -17,7 +17,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 MAKE=${MAKE:-make}
-KERNELS=${KERNELS:-5.10,6.1,arm64-6.12,newest}
+KERNELS=${KERNELS:-5.10,arm64-6.12,newest}
 BLIND=${BLIND:-}
 # Every package of go.work's modules (the Makefile's PKGS).
 PKGS=${PKGS:-$("$MAKE" -s --no-print-directory print-pkgs)}
