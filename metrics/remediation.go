@@ -14,17 +14,12 @@ func NewRemediationCollector(eng *remediate.Engine, log *slog.Logger) prometheus
 		mode         = s.gauge("remediation_mode", "The remediation mode in force (1 for the active one).", "mode")
 		actions      = s.counter("remediation_actions_total", "Remediation actions by strategy and verified outcome (dry-run: would have acted).", "strategy", "outcome")
 		fix          = s.histogram("remediation_detection_to_fix_seconds", "Time from an entry becoming a candidate to its verified repair.")
-		rateLimited  = s.counter("remediation_rate_limited_total", "Actions that waited for the global or per-interface rate limit.")
-		dropped      = s.counter("remediation_dropped_total", "Candidates not queued because the queue was full.")
 		queue        = s.gauge("remediation_queue_length", "Candidates waiting for a worker.")
 		skipped      = s.gauge("remediation_skipped", "Stale-long or stuck entries the last sweep left alone, by reason.", "reason")
-		swaps        = s.counter("datapath_swaps_total", "Datapath swaps from legacy to neigh made by remediation.")
 		supported    = s.gauge("manage_supported", "1 when the kernel keeps managed neighbours (Linux 5.16+) and the manage strategy can act.")
 		owned        = s.gauge("manage_entries", "Entries the manage strategy keeps managed now (capped by --manage.max).")
-		refused      = s.counter("manage_refused_total", "Entries the manage strategy left to the next strategy because --manage.max was reached.")
 		releases     = s.counter("manage_releases_total", "Managed entries given back to the kernel's normal life, by reason.", "reason")
-		confirms     = s.counter("remediation_confirmations_total", "Confirmations of suspicions (a host seen at another MAC): unicast probes to the entry's own MAC, in dry-run too, by outcome: answered (a host with two MACs), unanswered (stuck), failed (not sent).", "outcome")
-		moveChecks   = s.counter("remediation_move_checks_total", "Checks of an entry the kernel pointed at another MAC: unicast probes to its old MAC, in dry-run too, by outcome: answered (the old MAC still holds the address: a spoofer or a duplicate, the entry a conflict), unanswered (the host moved), failed (not sent), dropped (not checked: the queue was full of checks of as much at stake or more, during a flood of moves).", "outcome")
+		counted      = s.counted(remediate.CounterInfo[:])
 		movesWaiting = s.gauge("remediation_move_checks_waiting", "Move checks waiting for a worker, at most 1,024, the most at stake first (an entry in use, an address not seen moving before).")
 		movesDropped = s.counter("remediation_move_checks_dropped_total", "Move checks dropped for want of room, by interface (from 0 on each interface an entry moved on): entries there move faster than they can be checked (NeighbourMoveFlood).", "interface")
 		moveWait     = s.gauge("remediation_move_check_wait_seconds", "How long the oldest move check of an interface has waited, 0 when none waits (NeighbourMoveFlood).", "interface")
@@ -42,26 +37,17 @@ func NewRemediationCollector(eng *remediate.Engine, log *slog.Logger) prometheus
 			}
 		}
 		ch <- prometheus.MustNewConstHistogram(fix, st.FixCount, st.FixSum, st.FixBuckets)
-		ch <- rateLimited.with(float64(st.RateLimited))
-		ch <- dropped.with(float64(st.Dropped))
 		ch <- queue.with(float64(st.Queue))
 		for reason, n := range st.Skipped {
 			ch <- skipped.with(float64(n), reason.String())
 		}
-		ch <- swaps.with(float64(st.Swaps))
 		ch <- supported.with(bool01(eng.Config().Manage.Supported))
 		ch <- owned.with(float64(st.Managed))
-		ch <- refused.with(float64(st.ManageRefused))
 		ch <- prometheus.MustNewConstHistogram(recovery, st.RecoveryCount, st.RecoverySum, st.RecoveryBuckets)
 		for reason, n := range st.Releases {
 			ch <- releases.with(float64(n), string(reason))
 		}
-		for o, n := range st.Confirmations {
-			ch <- confirms.with(float64(n), string(o))
-		}
-		for o, n := range st.MoveChecks {
-			ch <- moveChecks.with(float64(n), string(o))
-		}
+		counted(ch, st.Counts[:])
 		ch <- movesWaiting.with(float64(st.MovesWaiting))
 		for ifname, f := range st.Floods {
 			ch <- movesDropped.with(float64(f.Dropped), ifname)

@@ -64,7 +64,8 @@ func New(cfg Config, t Table, actor Actor, swapper Swapper) *Engine {
 		cands:    make(map[table.Key]*candidate),
 		confirms: make(map[table.Key]*confirmation),
 	}
-	e.limits = newLimits(&cfg, &e.c.rateLimited)
+	e.c.n = newCounterSet()
+	e.limits = newLimits(&cfg, e.c.n.Of(RateLimited))
 	e.moves = moveChecks{e: e, q: newMoveQueue(moveQueueCap, func() { e.c.moveChecked(MoveDropped) }), watched: make(chan struct{})}
 	e.c.actions = make([][numOutcomes]atomic.Uint64, len(registry))
 	e.cfg.Store(&cfg)
@@ -277,7 +278,7 @@ func (e *Engine) sweep() {
 	for i := range picked {
 		e.queue <- picked[i].Key // room was reserved above; only sweep sends
 	}
-	e.c.dropped.Add(dropped)
+	e.c.n.Add(QueueFull, dropped)
 	e.c.setSkipped(&skipped)
 }
 
@@ -300,7 +301,7 @@ func (e *Engine) Next(en *table.Entry, ifname string) Strategy {
 // kit is what a strategy gets to act with, under the configuration in
 // force now.
 func (e *Engine) kit() *kit {
-	return &kit{table: e.table, actor: e.actor, swapper: e.swapper, managed: e.managed, cfg: e.conf(), log: e.log, swaps: &e.c.swaps}
+	return &kit{table: e.table, actor: e.actor, swapper: e.swapper, managed: e.managed, cfg: e.conf(), log: e.log, swaps: e.c.n.Of(Swaps)}
 }
 
 // policy is what Decide weighs entries against now.

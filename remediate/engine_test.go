@@ -302,7 +302,7 @@ func TestEngineSpooferIsConflict(t *testing.T) {
 			if len(ev) == 0 || ev[len(ev)-1].Signal != table.SignalConflict || ev[len(ev)-1].MAC.String() != macNew.String() {
 				t.Fatalf("entry class %v evidence %v, want a conflict with %v", en.Class(), ev, macNew)
 			}
-			if n := e.Stats().Confirmations[ConfirmAnswered]; n != 1 {
+			if n := e.Stats().Confirmed(ConfirmAnswered); n != 1 {
 				t.Errorf("%d confirmations answered, want 1", n)
 			}
 		})
@@ -341,7 +341,7 @@ func TestConfirmation(t *testing.T) {
 			}
 			e := New(fastConfig(tc.mode, StrategyProbe, StrategyFlush), TableOf(tb), fa, nil)
 			settle(e, 1)
-			if n := e.Stats().Confirmations[tc.want]; n != 1 {
+			if n := e.Stats().Confirmed(tc.want); n != 1 {
 				t.Fatalf("%d confirmations %s, want 1", n, tc.want)
 			}
 			settle(e, 3) // more sweeps: one confirmation per suspicion
@@ -445,7 +445,7 @@ func TestEngineRateLimit(t *testing.T) {
 					t.Fatalf("action %d started %v after the limiter was made, before its token (%v)", k, got[k].Sub(made), earliest.Sub(made))
 				}
 			}
-			if e.Stats().RateLimited == 0 {
+			if e.Stats().Counts[RateLimited] == 0 {
 				t.Error("no action counted as rate-limited")
 			}
 		})
@@ -513,7 +513,7 @@ func TestEngineQueueDropsInsteadOfGrowing(t *testing.T) {
 	cfg.QueueSize, cfg.MaxConcurrent = 5, 1
 	e := New(cfg, TableOf(tb), ba, nil)
 	stop := runEngine(t, e)
-	lab.WaitFor(t, 5*time.Second, "drops", func() bool { return e.Stats().Dropped > 0 })
+	lab.WaitFor(t, 5*time.Second, "drops", func() bool { return e.Stats().Counts[QueueFull] > 0 })
 	if q := e.Stats().Queue; q > 5 {
 		t.Fatalf("queue grew to %d", q)
 	}

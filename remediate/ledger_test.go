@@ -361,7 +361,7 @@ func TestMovesPastTheQueueDropped(t *testing.T) {
 	}
 	for i := moveQueueCap; i < n; i++ {
 		move(keys[i])
-		if got, want := e.Stats().MoveChecks[MoveDropped], uint64(i-moveQueueCap+1); got != want {
+		if got, want := e.Stats().MoveChecked(MoveDropped), uint64(i-moveQueueCap+1); got != want {
 			t.Errorf("after %d moves, %d dropped, want %d", i+1, got, want)
 		}
 	}

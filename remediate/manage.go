@@ -211,7 +211,7 @@ func (m *Manager) canManage(en *table.Entry, reserve, count bool) bool {
 	}
 	if len(m.owned) >= m.conf().Manage.Max {
 		if count {
-			m.c.manageRefused.Add(1)
+			m.c.n.Add(ManageRefused, 1)
 		}
 		return false
 	}

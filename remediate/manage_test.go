@@ -43,7 +43,7 @@ func TestManageFirstAndCapped(t *testing.T) {
 	}
 	lab.WaitFor(t, 5*time.Second, "two managed entries, a refusal, and the refused entry probed", func() bool {
 		st := e.Stats()
-		return st.Actions[StrategyManage][OutcomeManaged] == 2 && st.ManageRefused > 0 && probed()
+		return st.Actions[StrategyManage][OutcomeManaged] == 2 && st.Counts[ManageRefused] > 0 && probed()
 	})
 	if n := owners(tb)[table.OwnerNeighwatch]; n != 2 {
 		t.Fatalf("%d entries managed by neighwatch, want 2 (the cap)", n)

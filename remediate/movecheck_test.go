@@ -110,10 +110,10 @@ func TestMoveCheck(t *testing.T) {
 			if probes != tc.probes {
 				t.Errorf("%d probes, want %d", probes, tc.probes)
 			}
-			st := e.Stats().MoveChecks
+			st := e.Stats()
 			for _, o := range MoveOutcomes() {
-				if st[o] != tc.want[o] {
-					t.Errorf("move checks %s: %d, want %d", o, st[o], tc.want[o])
+				if st.MoveChecked(o) != tc.want[o] {
+					t.Errorf("move checks %s: %d, want %d", o, st.MoveChecked(o), tc.want[o])
 				}
 			}
 			en, _ := tb.Reader().Lookup(k)

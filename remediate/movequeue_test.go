@@ -233,7 +233,7 @@ func TestHijackInAFloodCheckedFirst(t *testing.T) {
 	if !ok || mc.key.Addr != netip.AddrFrom4([4]byte{10, 1, n >> 8, n & 0xff}) || mc.old != string(mac(n)) {
 		t.Fatalf("took %v asking %v first, want the hijack's check", mc.key.Addr, net.HardwareAddr(mc.old))
 	}
-	if d := e.Stats().MoveChecks[MoveDropped]; d == 0 {
+	if d := e.Stats().MoveChecked(MoveDropped); d == 0 {
 		t.Error("no check dropped: the flood did not fill the queue")
 	}
 }
@@ -283,7 +283,7 @@ func TestMoveCheckedAfterAFurtherMove(t *testing.T) {
 	third := net.HardwareAddr{2, 0, 0, 0, 0, 3}
 	up(third)
 	e.moves.check(ctx, mc)
-	if got := e.Stats().MoveChecks[MoveAnswered]; got != 1 {
+	if got := e.Stats().MoveChecked(MoveAnswered); got != 1 {
 		t.Fatalf("%d checks answered, want 1: the check was given up at the further move", got)
 	}
 	en, _ := tb.Reader().Lookup(k)

@@ -83,7 +83,7 @@ func TestConfirmationListensAThirdEach(t *testing.T) {
 	cfg.VerifyTimeout = 300 * time.Millisecond
 	e := New(cfg, TableOf(tb), fa, nil)
 	stop := runEngine(t, e)
-	lab.WaitFor(t, 5*time.Second, "an unanswered confirmation", func() bool { return e.Stats().Confirmations[ConfirmUnanswered] == 1 })
+	lab.WaitFor(t, 5*time.Second, "an unanswered confirmation", func() bool { return e.Stats().Confirmed(ConfirmUnanswered) == 1 })
 	stop()
 	fa.mu.Lock()
 	defer fa.mu.Unlock()
@@ -117,14 +117,14 @@ func TestOneConfirmationPerSuspicion(t *testing.T) {
 	fa := &fakeActor{t: tb, answerAt: -1}
 	e := New(fastConfig(ModeDryRun, StrategyProbe), TableOf(tb), fa, nil)
 	settle(e, 1)
-	if n := e.Stats().Confirmations[ConfirmUnanswered]; n != 1 {
+	if n := e.Stats().Confirmed(ConfirmUnanswered); n != 1 {
 		t.Fatalf("%d confirmations unanswered, want 1", n)
 	}
 	settle(e, 20)
 	if en, _ := tb.Reader().Lookup(k); !en.Suspect() || en.Class() == table.ClassStuck {
 		t.Fatalf("the entry is no longer a young suspect: %v", en.Class())
 	}
-	if n := e.Stats().Confirmations[ConfirmUnanswered]; n != 1 {
+	if n := e.Stats().Confirmed(ConfirmUnanswered); n != 1 {
 		t.Errorf("%d confirmations of one suspicion, want 1", n)
 	}
 }
@@ -137,13 +137,13 @@ func TestConfirmationAgainForANewSuspicion(t *testing.T) {
 	e := New(fastConfig(ModeDryRun, StrategyProbe), TableOf(tb), fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
-	lab.WaitFor(t, 5*time.Second, "the first confirmation", func() bool { return e.Stats().Confirmations[ConfirmAnswered] == 1 })
+	lab.WaitFor(t, 5*time.Second, "the first confirmation", func() bool { return e.Stats().Confirmed(ConfirmAnswered) == 1 })
 	// The kernel lets the answered entry go STALE again; the host is then
 	// seen at a third MAC.
 	lab.WaitFor(t, 5*time.Second, "the answer applied", func() bool { en, _ := tb.Reader().Lookup(k); return en.State == table.StateReachable })
 	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld})
 	tb.Sightings().ObserveSourceMAC(k, net.HardwareAddr{2, 0, 0, 0, 0, 0xcc}, 1, time.Now().Add(time.Hour)) // past the recheck
-	lab.WaitFor(t, 5*time.Second, "the second confirmation", func() bool { return e.Stats().Confirmations[ConfirmAnswered] == 2 })
+	lab.WaitFor(t, 5*time.Second, "the second confirmation", func() bool { return e.Stats().Confirmed(ConfirmAnswered) == 2 })
 }
 
 // TestBackOffGrows: an entry no strategy repairs is tried again after
@@ -252,11 +252,11 @@ func TestSkippedAndDroppedCounted(t *testing.T) {
 	b := &blockingActor{release: make(chan struct{})}
 	e = New(cfg, TableOf(tb), b, nil)
 	stop = runEngine(t, e)
-	lab.WaitFor(t, 5*time.Second, "candidates dropped", func() bool { return e.Stats().Dropped > 0 })
+	lab.WaitFor(t, 5*time.Second, "candidates dropped", func() bool { return e.Stats().Counts[QueueFull] > 0 })
 	close(b.release)
 	stop()
 	// Each sweep drops at most the two that do not fit.
-	if d := e.Stats().Dropped; d > 1_000_000 {
+	if d := e.Stats().Counts[QueueFull]; d > 1_000_000 {
 		t.Errorf("dropped %d: the count went below zero", d)
 	}
 }
@@ -269,7 +269,7 @@ func TestNoWaitNoRateLimit(t *testing.T) {
 	stop := runEngine(t, e)
 	lab.WaitFor(t, 5*time.Second, "the repair", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 1 })
 	stop()
-	if n := e.Stats().RateLimited; n != 0 {
+	if n := e.Stats().Counts[RateLimited]; n != 0 {
 		t.Errorf("%d actions counted rate-limited, with tokens to spare", n)
 	}
 }
@@ -513,7 +513,7 @@ func TestConfirmationLogNamesTheMAC(t *testing.T) {
 	cfg.Logger = slog.New(&logs)
 	e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1, spoofer: macOld, unicastOnly: true}, nil)
 	stop := runEngine(t, e)
-	lab.WaitFor(t, 5*time.Second, "the confirmation", func() bool { return e.Stats().Confirmations[ConfirmAnswered] == 1 })
+	lab.WaitFor(t, 5*time.Second, "the confirmation", func() bool { return e.Stats().Confirmed(ConfirmAnswered) == 1 })
 	stop()
 	if got := logs.attr("confirmation answered: the host has more than one MAC", "seen_at"); got != macNew.String() {
 		t.Errorf("seen_at %q, want %s", got, macNew)
@@ -597,19 +597,19 @@ func TestQueueRoomIsWhatIsFree(t *testing.T) {
 	// No worker: the first sweep queues two and drops three, each
 	// counted once.
 	e.sweep()
-	if q, d := len(e.queue), e.Stats().Dropped; q != 2 || d != 3 {
+	if q, d := len(e.queue), e.Stats().Counts[QueueFull]; q != 2 || d != 3 {
 		t.Fatalf("after a sweep: %d queued, %d dropped; want 2 and 3", q, d)
 	}
 	// A full queue is nothing to sweep for: no more drops, no block.
 	e.sweep()
-	if q, d := len(e.queue), e.Stats().Dropped; q != 2 || d != 3 {
+	if q, d := len(e.queue), e.Stats().Counts[QueueFull]; q != 2 || d != 3 {
 		t.Errorf("after a sweep of a full queue: %d queued, %d dropped; want 2 and 3", q, d)
 	}
 	// One taken by a worker: the next sweep fills its place and drops
 	// the two left.
 	<-e.queue
 	e.sweep()
-	if q, d := len(e.queue), e.Stats().Dropped; q != 2 || d != 5 {
+	if q, d := len(e.queue), e.Stats().Counts[QueueFull]; q != 2 || d != 5 {
 		t.Errorf("a place freed: %d queued, %d dropped; want 2 and 5", q, d)
 	}
 	close(b.release)
@@ -883,8 +883,8 @@ func TestSwapApplicableAndAct(t *testing.T) {
 	refused := &swapperFunc{can: true, err: errors.New("no datapath on eth9")}
 	e := New(fastConfig(ModeOn, StrategySwap), TableOf(tb), &fakeActor{t: tb, answerAt: -1}, refused)
 	out, err := (swapStrategy{}).act(context.Background(), e.kit(), &en, &attempt{})
-	if out != OutcomeFailed || err == nil || len(refused.swaps) != 1 || e.Stats().Swaps != 0 {
-		t.Errorf("a refused swap: outcome %s, err %v, %d swap calls, %d counted; want failed, the error, 1, 0", out, err, len(refused.swaps), e.Stats().Swaps)
+	if out != OutcomeFailed || err == nil || len(refused.swaps) != 1 || e.Stats().Counts[Swaps] != 0 {
+		t.Errorf("a refused swap: outcome %s, err %v, %d swap calls, %d counted; want failed, the error, 1, 0", out, err, len(refused.swaps), e.Stats().Counts[Swaps])
 	}
 }
 

@@ -72,7 +72,7 @@ func (r *remediation) Status() control.RemediationStatus {
 	st := r.engine.Stats()
 	out := control.RemediationStatus{
 		Mode: string(r.engine.Mode()), ModeSource: r.engine.ModeSource(), Scope: string(c.Scope), Rate: c.Rate, InterfaceRate: c.PerInterfaceRate,
-		Queue: st.Queue, RateLimited: st.RateLimited, Dropped: st.Dropped,
+		Queue: st.Queue, RateLimited: st.Counts[remediate.RateLimited], Dropped: st.Counts[remediate.QueueFull],
 		Actions: map[string]map[string]uint64{},
 	}
 	for _, s := range c.Strategies {

@@ -41,3 +41,8 @@ func (s *Set[K]) Snapshot(dst []uint64) {
 		dst[i] = s.c[i].Load()
 	}
 }
+
+// Of returns k's counter itself, for a part that hands one counter to a
+// helper of its own (a rate limiter counting its waits) rather than the
+// whole set.
+func (s *Set[K]) Of(k K) *atomic.Uint64 { return &s.c[k] }

@@ -35,3 +35,16 @@ func TestSetCounts(t *testing.T) {
 		t.Errorf("snapshot %v, want [8000 16000]", got)
 	}
 }
+
+// TestSetOf: a counter handed out by Of is the set's own, counted in its
+// snapshot.
+func TestSetOf(t *testing.T) {
+	s := NewSet(numCounters)
+	s.Of(second).Add(3)
+	s.Add(second, 1)
+	var got [numCounters]uint64
+	s.Snapshot(got[:])
+	if got != [numCounters]uint64{0, 4} {
+		t.Errorf("snapshot %v, want [0 4]", got)
+	}
+}
