@@ -115,7 +115,7 @@ func TestDatapathSwapUnderTraffic(t *testing.T) {
 	for _, mode := range []string{"neigh", "legacy"} {
 		type result struct {
 			sent int
-			lost []int
+			lost []lab.EchoRequest
 			err  error
 		}
 		done := make(chan result, 1)
@@ -125,7 +125,8 @@ func TestDatapathSwapUnderTraffic(t *testing.T) {
 			done <- result{s, lost, err}
 		}()
 		time.Sleep(time.Second)
-		swapAt := time.Since(start)
+		asked := time.Now()
+		swapAt := asked.Sub(start)
 		swap(mode)
 		swapped := time.Since(start)
 		var res result
@@ -138,9 +139,25 @@ func TestDatapathSwapUnderTraffic(t *testing.T) {
 		if res.err != nil {
 			t.Fatal(res.err)
 		}
-		if len(res.lost) > 0 {
+		// A request sent well before the swap was asked was answered or
+		// lost before the swap began: not the swap's. In the 5.10 guest
+		// beside a loaded make test, requests 10 to 14 were lost 0.9 s
+		// before the swap was asked; what the swap does is what comes
+		// after.
+		var before, during []int
+		for _, r := range res.lost {
+			if r.Sent.Before(asked.Add(-500 * time.Millisecond)) { // later, it may still be in flight at the swap
+				before = append(before, r.Seq)
+			} else {
+				during = append(during, r.Seq)
+			}
+		}
+		if len(before) > 0 {
+			t.Logf("swap to %s: requests %v lost before the swap was asked (%v in): not the swap's", mode, before, swapAt.Round(time.Millisecond))
+		}
+		if len(during) > 0 {
 			t.Errorf("swap to %s under traffic: %d of %d pings lost, requests %v (one every 10 ms from the start; the swap was asked %v in and done %v in)",
-				mode, len(res.lost), res.sent, res.lost, swapAt.Round(time.Millisecond), swapped.Round(time.Millisecond))
+				mode, len(during), res.sent, during, swapAt.Round(time.Millisecond), swapped.Round(time.Millisecond))
 		}
 		t.Logf("swap to %s under traffic: %d/%d pings answered", mode, res.sent-len(res.lost), res.sent)
 	}

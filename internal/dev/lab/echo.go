@@ -29,9 +29,17 @@ func (n NS) Echo(dst netip.Addr, count int, interval, wait time.Duration) (sent,
 	return sent, sent - len(lost), err
 }
 
-// EchoLost is Echo, and says which requests (by sequence number, from 0)
-// went unanswered.
-func (n NS) EchoLost(dst netip.Addr, count int, interval, wait time.Duration) (sent int, lost []int, err error) {
+// EchoRequest is one echo request EchoLost sent: its sequence number
+// (from 0) and when it was written.
+type EchoRequest struct {
+	Seq  int
+	Sent time.Time
+}
+
+// EchoLost is Echo, and says which requests went unanswered, and when
+// each was sent (a loaded machine sends them later than the interval
+// says).
+func (n NS) EchoLost(dst netip.Addr, count int, interval, wait time.Duration) (sent int, lost []EchoRequest, err error) {
 	network, listen, proto := "ip4:icmp", "0.0.0.0", 1
 	var request icmp.Type = ipv4.ICMPTypeEcho
 	var reply icmp.Type = ipv4.ICMPTypeEchoReply
@@ -89,6 +97,7 @@ func (n NS) EchoLost(dst netip.Addr, count int, interval, wait time.Duration) (s
 		}
 	}()
 	to := &net.IPAddr{IP: dst.AsSlice(), Zone: zone}
+	sentAt := make([]time.Time, 0, count)
 	tick := time.NewTicker(max(interval, time.Millisecond)) // interval 0: back to back
 	defer tick.Stop()
 	for seq := range count {
@@ -100,6 +109,7 @@ func (n NS) EchoLost(dst netip.Addr, count int, interval, wait time.Duration) (s
 		if err != nil {
 			return sent, nil, err
 		}
+		sentAt = append(sentAt, time.Now())
 		if _, err := c.WriteTo(b, to); err != nil {
 			// A route or neighbour that fails is a lost packet, not an
 			// error of the test: count it as sent and unanswered.
@@ -121,7 +131,7 @@ func (n NS) EchoLost(dst netip.Addr, count int, interval, wait time.Duration) (s
 	defer mu.Unlock()
 	for seq := range sent {
 		if !answered[seq] {
-			lost = append(lost, seq)
+			lost = append(lost, EchoRequest{Seq: seq, Sent: sentAt[seq]})
 		}
 	}
 	return sent, lost, nil
