@@ -128,20 +128,35 @@ var ErrStreamClosed = errors.New("agent closed the event stream (it is shutting 
 // Next blocks for the next event. It returns ErrStreamClosed when the
 // agent ends the stream, and io.EOF when ctx ended.
 func (s *EventStream) Next() (Event, error) {
-	if !s.sc.Scan() {
-		if s.ctx.Err() != nil {
-			return Event{}, io.EOF
-		}
-		if err := s.sc.Err(); err != nil {
-			return Event{}, fmt.Errorf("event stream from %s broke: %w", s.path, err)
-		}
-		return Event{}, ErrStreamClosed
+	line, err := s.NextJSON()
+	if err != nil {
+		return Event{}, err
 	}
 	var ev Event
-	if err := json.Unmarshal(s.sc.Bytes(), &ev); err != nil {
+	if err := json.Unmarshal(line, &ev); err != nil {
 		return Event{}, fmt.Errorf("decode event: %w", err)
 	}
 	return ev, nil
+}
+
+// NextJSON is Next, the event as the agent sent it: one JSON object,
+// checked to be one, valid until the next call. A client that prints
+// the stream as JSON passes it on without decoding and encoding it.
+func (s *EventStream) NextJSON() ([]byte, error) {
+	if !s.sc.Scan() {
+		if s.ctx.Err() != nil {
+			return nil, io.EOF
+		}
+		if err := s.sc.Err(); err != nil {
+			return nil, fmt.Errorf("event stream from %s broke: %w", s.path, err)
+		}
+		return nil, ErrStreamClosed
+	}
+	line := s.sc.Bytes()
+	if !json.Valid(line) {
+		return nil, fmt.Errorf("decode event: not JSON: %.80q", line)
+	}
+	return line, nil
 }
 
 // Close ends the subscription.
