@@ -58,7 +58,7 @@ func NewTracerCollector(running RunningTracer, names func(ifindex int32) string,
 		lookups      = s.counter("tracer_xmit_lookups_total", "Transmitted packets that passed the cheap filters and needed a lookup of their destination in the mirror.")
 		routedAsks   = s.counter("tracer_routed_asks_total", "MACs that routed bypass traffic went to, whose STALE entry (the gateway) the transmit hook asked the agent to name; at most once a tracer interval each.")
 		redirects    = s.counter("tracer_redirects_total", "fentry mode: redirect helper calls by helper and the state of the neighbour the FIB lookup before them resolved.", "helper", "nexthop")
-		attached     = s.gauge("tracer_hooks_attached", "1 while the per-packet hooks (transmit or fentry, source MAC) are attached: only while some entry is STALE or managed (transmit and fentry: stale-long), for --tracer.window of every --tracer.period.")
+		attached     = s.gauge("tracer_hooks_attached", "1 while the per-packet hooks (transmit or fentry, source MAC) are attached: only while some entry is stale-long, for --tracer.window of every --tracer.period.")
 		attachedFor  = s.counter("tracer_hooks_attached_seconds_total", "Time the per-packet hooks were attached; its rate is the fraction of time they cost anything.")
 		runs         = s.counter("tracer_program_runs_total", "Runs of each tracer program, from the kernel's statistics (counted only while the kernel keeps BPF statistics: kernel.bpf_stats_enabled=1 or a BPF_ENABLE_STATS holder).", "program")
 		candidates   = s.gauge("tracer_source_candidates", "Stale-long entries whose own packets the source-MAC program watches for another MAC.")

@@ -93,7 +93,7 @@ func declare(fs *flag.FlagSet) (*bound, *options.Table) {
 	o.Duration(&c.Evidence.ConflictWindow, "arp.conflict-window", options.Between(100*time.Millisecond, time.Hour), restart, "two MACs answering for one IP in turn within this window are a conflict; one change is a move")
 	o.Values(options.Parsed(&c.Tracer.Mode, bpf.ParseTracerMode), "tracer", "", restart, "bypass tracer: off, auto (fentry, else xmit), xmit, or fentry (falls back to xmit)")
 	o.Duration(&c.Tracer.Feed.Interval, "tracer.interval", options.Between(100*time.Millisecond, time.Minute), restart, "how often tracer hit counts and source-MAC sightings reach the table")
-	o.Duration(&c.Tracer.Feed.Window, "tracer.window", options.Between(100*time.Millisecond, time.Hour), restart, "while some entry is STALE or managed, the per-packet hooks are attached for this long out of every --tracer.period (never while none is; the transmit and fentry hooks only while some entry is stale-long)")
+	o.Duration(&c.Tracer.Feed.Window, "tracer.window", options.Between(100*time.Millisecond, time.Hour), restart, "while some entry is stale-long, the per-packet hooks are attached for this long out of every --tracer.period (never while none is)")
 	o.Duration(&c.Tracer.Feed.Period, "tracer.period", options.Between(100*time.Millisecond, 24*time.Hour), restart, "how often the per-packet hooks get a window, at least --tracer.window; equal to it, they stay attached while needed")
 	period := o.Lookup("tracer.period")
 	inRange := period.Check

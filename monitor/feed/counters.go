@@ -48,7 +48,7 @@ type Counters [NumCounters]uint64
 // HookState says how the per-packet hooks and the source-MAC candidates
 // stand, at one moment.
 type HookState struct {
-	Candidates int // entries watched for source-MAC evidence: every STALE one, and the managed
+	Candidates int // stale-long entries watched for source-MAC evidence
 	// Attached says whether the per-packet hooks are attached now, and
 	// AttachedTime for how long in all.
 	Attached     bool

@@ -36,8 +36,7 @@ type Config struct {
 	// Interval is how often hit counts and sightings reach the table.
 	Interval time.Duration
 	// Window out of every Period is how long the per-packet hooks are
-	// attached while some entry is STALE or managed (the bypass hooks
-	// while some entry is stale-long); never while none is.
+	// attached while some entry is stale-long; never while none is.
 	Window, Period time.Duration
 	Logger         *slog.Logger
 }
@@ -325,17 +324,16 @@ func (f *Feed) sample(ctx context.Context) error {
 			return nil
 		case <-timer.C:
 		}
-		// Young STALE entries and the entries neighwatch manages are
-		// watched too, by their own packets only (hooksNeeded): a host
-		// may move while its entry is young, or while the kernel still
-		// holds a managed one REACHABLE. Bypass counting is for
-		// stale-long entries. An entry that just turned stale-long (the
-		// count grew) is watched at once, by an early window, while the
-		// budget lasts.
+		// Entries neighwatch manages are watched too, by their own
+		// packets only: their host may move while the kernel still holds
+		// them REACHABLE. Bypass counting is for stale-long entries.
+		// An entry that just turned stale-long (the count grew) is
+		// watched at once, by an early window, while the budget lasts.
 		n := f.table.CountClass(table.ClassStaleLong)
 		fresh := n > staleLong
 		staleLong = n
-		need, bypass := hooksNeeded(n, f.table.CountOwned(), int(f.candidates.Load()))
+		bypass := n > 0
+		need := bypass || f.table.CountOwned() > 0
 		on, wake := s.step(time.Now(), need, fresh)
 		if on != attached || (on && bypass != bypassOn) {
 			f.log.Debug("tracer: per-packet hooks", "attached", on, "bypass", on && bypass, "stale_long", n)

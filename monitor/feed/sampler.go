@@ -18,19 +18,6 @@ type sampler struct {
 	counted        time.Time // when credit was last grown
 }
 
-// hooksNeeded says whether the per-packet hooks are needed, and whether
-// the bypass hooks (transmit or fentry) are among them: the source-MAC
-// program while any entry is its candidate (every STALE entry, young
-// ones too, and every entry neighwatch manages), so that a host that
-// moves while its entry is young is seen before the entry turns
-// stale-long, and stuck the moment it does; the bypass hooks, which see
-// every packet the host sends, only while some entry is stale-long,
-// since only a stale-long entry's traffic is counted.
-func hooksNeeded(staleLong, owned, candidates int) (need, bypass bool) {
-	bypass = staleLong > 0
-	return bypass || owned > 0 || candidates > 0, bypass
-}
-
 // earlyBurst is how many early windows the budget holds: a node where a
 // few entries turn stale-long close together has each watched at once.
 const earlyBurst = 2

@@ -115,25 +115,3 @@ func TestSamplerEarlyWindows(t *testing.T) {
 		t.Fatalf("duty cycle %.4f with an entry turning every step, want about %.4f and never more", d, 2.0/30)
 	}
 }
-
-// TestHooksNeeded: the source-MAC program is needed while any entry is
-// its candidate (a young STALE one too), the bypass hooks only while some
-// entry is stale-long, nothing while neither.
-func TestHooksNeeded(t *testing.T) {
-	for _, tc := range []struct {
-		staleLong, owned, candidates int
-		need, bypass                 bool
-	}{
-		{0, 0, 0, false, false},
-		{0, 0, 3, true, false}, // young STALE entries only: their moves are seen before they turn stale-long
-		{0, 2, 2, true, false}, // managed entries only
-		{1, 0, 1, true, true},
-		{4, 1, 9, true, true},
-	} {
-		need, bypass := hooksNeeded(tc.staleLong, tc.owned, tc.candidates)
-		if need != tc.need || bypass != tc.bypass {
-			t.Errorf("stale-long %d, managed %d, candidates %d: need %v bypass %v, want %v %v",
-				tc.staleLong, tc.owned, tc.candidates, need, bypass, tc.need, tc.bypass)
-		}
-	}
-}
