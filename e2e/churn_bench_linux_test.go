@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -164,21 +163,4 @@ func churn(b *testing.B, n, rate, seconds int) {
 		b.Fatal("the client read no event: the stream was not watched")
 	}
 	b.ReportMetric(float64(read.Load()), "events-read")
-}
-
-// readStatusKB reads a field of /proc/PID/status in kB (VmHWM: the peak
-// resident set).
-func readStatusKB(tb testing.TB, pid int, field string) int {
-	tb.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, l := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(l, field+":"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			return kb
-		}
-	}
-	return 0
 }

@@ -30,19 +30,23 @@ func procFDs(t *testing.T, pid int) int {
 	return len(ents)
 }
 
-func procRSS(t *testing.T, pid int) int {
-	t.Helper()
+func procRSS(t *testing.T, pid int) int { return readStatusKB(t, pid, "VmRSS") }
+
+// readStatusKB reads a field of /proc/PID/status in kB (VmRSS: the
+// resident set; VmHWM: its peak).
+func readStatusKB(tb testing.TB, pid int, field string) int {
+	tb.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == field+":" {
 			kb, _ := strconv.Atoi(f[1])
 			return kb
 		}
 	}
-	t.Fatal("no VmRSS")
+	tb.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 

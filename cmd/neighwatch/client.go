@@ -140,26 +140,13 @@ func runEvents(ctx context.Context, args []string, stdout, _ io.Writer) error {
 // passJSON writes each event of the stream to out as the agent sent it,
 // a JSON object a line, until ctx ends (nil) or the stream does.
 func passJSON(ctx context.Context, c *control.Client, out io.Writer) error {
-	s, err := c.OpenEvents(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	for {
-		line, err := s.NextJSON()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return c.EventsJSON(ctx, func(line []byte) error {
 		if _, err := out.Write(line); err != nil {
 			return err
 		}
-		if _, err := out.Write([]byte{'\n'}); err != nil {
-			return err
-		}
-	}
+		_, err := out.Write([]byte{'\n'})
+		return err
+	})
 }
 
 // printEvent writes one event as a line of text.

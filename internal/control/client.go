@@ -165,20 +165,32 @@ func (s *EventStream) Close() error { return s.body.Close() }
 // Events calls fn for each event until ctx ends (then it returns nil) or
 // the agent goes away.
 func (c *Client) Events(ctx context.Context, fn func(Event) error) error {
+	return c.EventsJSON(ctx, func(line []byte) error {
+		var ev Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return fmt.Errorf("decode event: %w", err)
+		}
+		return fn(ev)
+	})
+}
+
+// EventsJSON is Events, each event as the agent sent it (NextJSON):
+// valid only until fn returns.
+func (c *Client) EventsJSON(ctx context.Context, fn func(line []byte) error) error {
 	s, err := c.OpenEvents(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	for {
-		ev, err := s.Next()
+		line, err := s.NextJSON()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if err := fn(ev); err != nil {
+		if err := fn(line); err != nil {
 			return err
 		}
 	}
