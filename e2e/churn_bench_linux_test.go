@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,11 +83,20 @@ func churn(b *testing.B, n, rate, seconds int) {
 	}
 	defer func() { _ = ev.Process.Kill(); _ = ev.Wait() }()
 	var read atomic.Int64
+	// The events read by kind and class.
+	var (
+		kindMu sync.Mutex
+		kinds  = map[string]int{}
+	)
 	go func() {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64*1024), 1<<20)
 		for sc.Scan() {
 			read.Add(1)
+			k := jsonField(sc.Bytes(), "kind") + "/" + jsonField(sc.Bytes(), "class")
+			kindMu.Lock()
+			kinds[k]++
+			kindMu.Unlock()
 		}
 	}()
 
@@ -120,6 +131,9 @@ func churn(b *testing.B, n, rate, seconds int) {
 		return read.Load() > 0
 	})
 	read.Store(0)
+	kindMu.Lock()
+	clear(kinds)
+	kindMu.Unlock()
 	cpu0 := procCPU(b, a.pid())
 	const step = 10 * time.Millisecond
 	perStep := max(1, rate/int(time.Second/step))
@@ -159,8 +173,27 @@ func churn(b *testing.B, n, rate, seconds int) {
 	b.Logf("churn: %d entries, %d changes in %v (%.0f a second); the client read %d events; events dropped %v; netlink resyncs %v; agent CPU %v (%.1f%% of a core); peak RSS %d MiB; mirrored %d of %d",
 		n, sent, took.Round(time.Millisecond), float64(sent)/took.Seconds(), read.Load(), dropped, resyncs, cpu.Round(time.Millisecond),
 		100*cpu.Seconds()/took.Seconds(), peak/1024, got, n)
+	kindMu.Lock()
+	b.Logf("events read by kind/class: %v", kinds)
+	kindMu.Unlock()
 	if read.Load() == 0 {
 		b.Fatal("the client read no event: the stream was not watched")
 	}
 	b.ReportMetric(float64(read.Load()), "events-read")
+}
+
+// jsonField returns the value of a string field of a line of the event
+// stream ("" when absent): enough for the stream's own lines, whose
+// kinds and classes need no escapes.
+func jsonField(line []byte, name string) string {
+	key := []byte(`"` + name + `":"`)
+	i := bytes.Index(line, key)
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(key):]
+	if j := bytes.IndexByte(rest, '"'); j >= 0 {
+		return string(rest[:j])
+	}
+	return ""
 }
