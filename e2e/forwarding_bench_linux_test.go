@@ -37,7 +37,8 @@ import (
 // four: without the agent, then with one started for the round (ready
 // before it is measured) and stopped after. Ratios are per round; the
 // fraction of the time the hooks were attached is the agent's own
-// neighwatch_tracer_hooks_attached_seconds_total. Run it as root:
+// neighwatch_tracer_hooks_attached_seconds_total, and the agent's CPU
+// from /proc. Run it as root:
 //
 //	go test ./e2e -run '^$' -bench ForwardingWithAgent -benchtime 5x -timeout 60m
 func BenchmarkForwardingWithAgent(b *testing.B) {
@@ -49,6 +50,9 @@ func BenchmarkForwardingWithAgent(b *testing.B) {
 		periods = v
 	}
 	const period = 30 * time.Second
+	// NEIGHWATCH_BENCH_SETTLE: how long the agent runs after it is ready
+	// before it is measured (0: at once).
+	settle, _ := time.ParseDuration(os.Getenv("NEIGHWATCH_BENCH_SETTLE"))
 	l := lab.New(b, "fwa")
 	n1, err := l.Node.Ifindex(lab.NodeBackendIf)
 	if err != nil {
@@ -161,7 +165,7 @@ func BenchmarkForwardingWithAgent(b *testing.B) {
 	healthy, hole := aim(lab.ClientIP), aim(staleIP)
 	inject(healthy, 1_000_000) // warm up
 
-	pps, ratios, attached := series{}, series{}, series{}
+	pps, ratios, attached, busy := series{}, series{}, series{}, series{}
 	b.ResetTimer()
 	for r := 0; r < b.N; r++ {
 		aim(lab.ClientIP)
@@ -172,14 +176,17 @@ func BenchmarkForwardingWithAgent(b *testing.B) {
 		// age past the default threshold (1m).
 		time.Sleep(time.Until(staleSince.Add(time.Minute + 5*time.Second)))
 		a := startAgent(b, l.Node, sockPath(b))
-		before, at := attachedSeconds(a), time.Now()
+		time.Sleep(settle)
+		before, at, cpu0 := attachedSeconds(a), time.Now(), procCPU(b, a.pid())
 		aim(lab.ClientIP)
 		pps.add("agent", measure(healthy))
-		mid, at2 := attachedSeconds(a), time.Now()
+		mid, at2, cpu1 := attachedSeconds(a), time.Now(), procCPU(b, a.pid())
 		attached.add("hooks attached, agent", (mid-before)/at2.Sub(at).Seconds())
+		busy.add("agent CPU, agent", (cpu1-cpu0).Seconds()/at2.Sub(at).Seconds())
 		aim(staleIP)
 		pps.add("agent, to the stale-long entry", measure(hole))
 		attached.add("hooks attached, agent, to the stale-long entry", (attachedSeconds(a)-mid)/time.Since(at2).Seconds())
+		busy.add("agent CPU, agent, to the stale-long entry", (procCPU(b, a.pid())-cpu1).Seconds()/time.Since(at2).Seconds())
 		// What is measured is the agent at work: its hooks attached in
 		// each, and the black hole's frames counted as bypass traffic.
 		e, ok := findEntry(statusJSON(b, a.sock), lab.NodeClientIf, staleIP.String())
@@ -199,7 +206,7 @@ func BenchmarkForwardingWithAgent(b *testing.B) {
 	b.StopTimer()
 	var out strings.Builder
 	fmt.Fprintf(&out, "rounds=%d, each configuration over %d period(s) of %v\n", b.N, periods, period)
-	for _, s := range []series{pps, ratios, attached} {
+	for _, s := range []series{pps, ratios, attached, busy} {
 		keys := make([]string, 0, len(s))
 		for k := range s {
 			keys = append(keys, k)
