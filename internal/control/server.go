@@ -31,8 +31,13 @@ const MaxSubscribers = 16
 
 // StreamBuffer is how many events a client of the event stream may
 // fall behind by before it loses some (each counted, in
-// neighwatch_events_dropped_total{subscriber="events"}).
-const StreamBuffer = 1024
+// neighwatch_events_dropped_total{subscriber="events"}): under 10,000
+// changes a second to a million entries the stream carries about 20,000
+// events a second, in bursts (a storm of entries turning stale-long),
+// and a buffer of 1,024 lost 101,076 of them in a minute, this one none
+// (BENCHMARKS.md). About 4 MiB a stream (an event is about 240 bytes),
+// at most MaxSubscribers streams, for root only.
+const StreamBuffer = 16384
 
 // streamFlush is how long a line of the event stream may wait to be
 // flushed to the client, with the lines that come after it.
