@@ -556,3 +556,35 @@ func TestEverySlotAnsweredRefuses(t *testing.T) {
 		t.Errorf("the listener evicted %d and refused %d, want none evicted and the newcomer refused", st.Evicted, st.RefusedTotal)
 	}
 }
+
+// A client of the event stream that reads nothing loses no event until
+// StreamBuffer of them wait for it: 16,000 changes published while it
+// stalls, none dropped (with the old buffer of 1,024, about 15,000 would
+// be, whatever the socket holds); then it reads every one.
+func TestStreamHoldsABurstForAStalledClient(t *testing.T) {
+	tb := table.New(time.Minute, nil)
+	tb.Kernel().SetLinkName(2, "eth0")
+	c, _ := serve(t, tb)
+	stream, err := c.OpenEvents(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	const burst = 16000
+	for i := range burst {
+		ip := netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})
+		tb.Kernel().Apply(table.CauseNetlink, table.Update{Family: table.FamilyInet, Ifindex: 2, State: table.StateStale, Addr: ip, LLAddr: net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)}})
+	}
+	if n := tb.Classifier().Events().DroppedBy()[table.SubscriberStream]; n != 0 {
+		t.Fatalf("%d of a burst of %d events dropped for a stalled client, want none (StreamBuffer %d)", n, burst, StreamBuffer)
+	}
+	for i := range burst {
+		ev, err := stream.Next()
+		if err != nil {
+			t.Fatalf("event %d of %d: %v", i, burst, err)
+		}
+		if want := netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}).String(); ev.IP != want || ev.Kind != "transition" {
+			t.Fatalf("event %d: %+v, want the creation of %s", i, ev, want)
+		}
+	}
+}
