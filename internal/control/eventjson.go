@@ -12,16 +12,11 @@ import (
 // AppendEventJSON appends ev as one line of the event stream: the bytes
 // json.Encoder writes for EventFromTable(ev), newline included, without
 // building the Event or going through reflection. The stream is the
-// agent's busiest writer under churn (two events a change), and a
-// subscriber whose writer falls behind loses events.
+// agent's busiest writer under churn (an event a change, and one for
+// each entry turning stale-long), and a subscriber whose writer falls
+// behind loses events.
 func AppendEventJSON(dst []byte, ev table.Event) []byte {
-	from, to := ev.From.String(), ev.To.String()
-	if ev.Created {
-		from = "absent"
-	}
-	if ev.Deleted {
-		to = "absent"
-	}
+	from, to := eventStates(ev)
 	dst = append(dst, `{"time":"`...)
 	dst = ev.Time.UTC().AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, `","interface":`...)

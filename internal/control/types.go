@@ -125,15 +125,22 @@ func hw(s string) string {
 	return net.HardwareAddr(s).String()
 }
 
-// EventFromTable renders an event.
-func EventFromTable(ev table.Event) Event {
-	from, to := ev.From.String(), ev.To.String()
+// eventStates names an event's states, "absent" on the side of a
+// creation or a deletion.
+func eventStates(ev table.Event) (from, to string) {
+	from, to = ev.From.String(), ev.To.String()
 	if ev.Created {
 		from = "absent"
 	}
 	if ev.Deleted {
 		to = "absent"
 	}
+	return from, to
+}
+
+// EventFromTable renders an event.
+func EventFromTable(ev table.Event) Event {
+	from, to := eventStates(ev)
 	return Event{
 		Time:      ev.Time.UTC().Format(time.RFC3339Nano),
 		Interface: ev.Interface,
