@@ -14,7 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/neighwatch/neighwatch/internal/dev/bench/progs"
+	"github.com/neighwatch/neighwatch/internal/dev/bench/fwdrig"
 	"github.com/neighwatch/neighwatch/internal/dev/lab"
 	"github.com/neighwatch/neighwatch/internal/dev/pkt"
 	"golang.org/x/sys/unix"
@@ -22,12 +22,10 @@ import (
 
 // fwdBench is the forwarding benchmark's lab: frames are injected into the
 // node's backend-facing veth (n1) with XDP live frames and leave through
-// n0 towards the client, where a tcx program drops them.
+// n0 towards the client, where a tcx program drops them (fwdrig).
 type fwdBench struct {
-	l       *lab.Lab
-	n0, n1  int
+	rig     *fwdrig.Rig
 	frame   []byte
-	xdp     *progs.Objects
 	dp      *Datapath
 	tracers map[string]*Tracer
 	empty   link.Link // an empty program on the transmit tracepoint
@@ -37,51 +35,10 @@ func newFwdBench(b *testing.B) *fwdBench {
 	if ok, why := lab.Privileged(); !ok {
 		b.Skip(why)
 	}
-	f := &fwdBench{l: lab.New(b, "fwb"), tracers: map[string]*Tracer{}}
-	l := f.l
+	f := &fwdBench{rig: fwdrig.New(b, lab.New(b, "fwb")), tracers: map[string]*Tracer{}}
+	f.frame = f.rig.Aim(b, lab.ClientIP)
+	l := f.rig.L
 	var err error
-	if f.n0, err = l.Node.Ifindex(lab.NodeClientIf); err != nil {
-		b.Fatal(err)
-	}
-	if f.n1, err = l.Node.Ifindex(lab.NodeBackendIf); err != nil {
-		b.Fatal(err)
-	}
-	cmac, _ := l.Client.MAC(lab.ClientIf)
-	n1mac, _ := l.Node.MAC(lab.NodeBackendIf)
-	// No IPv6 on the path: router solicitations would create STALE
-	// link-local entries at random moments and make rounds differ.
-	for _, ns := range []struct {
-		n   lab.NS
-		dev string
-	}{{l.Client, lab.ClientIf}, {l.Node, lab.NodeClientIf}, {l.Node, lab.NodeBackendIf}} {
-		if err := ns.n.Sysctl("net.ipv6.conf."+ns.dev+".disable_ipv6", "1"); err != nil {
-			b.Fatal(err)
-		}
-	}
-	// A permanent entry keeps the neighbour state still for the whole run.
-	if err := l.Node.SetNeigh(lab.NodeClientIf, lab.ClientIP, cmac, "permanent"); err != nil {
-		b.Fatal(err)
-	}
-	f.frame = pkt.UDP4(n1mac, net.HardwareAddr{2, 0, 0, 0, 0xb0, 1}, lab.BackendIP, lab.ClientIP, 64, 0, 18) // 60 bytes
-	if f.xdp, err = progs.Load(); err != nil {
-		b.Fatal(err)
-	}
-	var tmpl [42]byte
-	copy(tmpl[:], f.frame)
-	if err := f.xdp.Tmpl.Set(tmpl); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { f.xdp.Close() })
-	c0, _ := l.Client.Ifindex(lab.ClientIf)
-	var drop link.Link
-	if err := l.Client.Do(func() error {
-		var err error
-		drop, err = link.AttachTCX(link.TCXOptions{Interface: c0, Program: f.xdp.TcDropBench, Attach: ebpf.AttachTCXIngress})
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { drop.Close() })
 	if f.dp, err = LoadDatapath(); err != nil {
 		b.Fatal(err)
 	}
@@ -96,7 +53,7 @@ func newFwdBench(b *testing.B) *fwdBench {
 		if err := tr.Hooks().SetPerPacket(false); err != nil {
 			b.Fatal(err)
 		}
-		if err := tr.Hooks().SetWatched([]int{f.n0, f.n1}, false); err != nil {
+		if err := tr.Hooks().SetWatched([]int{f.rig.N0, f.rig.N1}, false); err != nil {
 			b.Fatal(err)
 		}
 		f.tracers[name] = tr
@@ -119,31 +76,31 @@ func (f *fwdBench) setup(b *testing.B, mode Mode, tracer string) {
 	var err error
 	switch tracer {
 	case "empty-tp_btf":
-		f.empty, err = link.AttachTracing(link.TracingOptions{Program: f.xdp.EmptyTpBtf})
+		f.empty, err = link.AttachTracing(link.TracingOptions{Program: f.rig.Progs.EmptyTpBtf})
 	case "empty-raw_tp":
-		f.empty, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "net_dev_start_xmit", Program: f.xdp.EmptyRawTp})
+		f.empty, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "net_dev_start_xmit", Program: f.rig.Progs.EmptyRawTp})
 	case "empty-tcx-egress":
-		err = f.l.Node.Do(func() error {
+		err = f.rig.L.Node.Do(func() error {
 			var err error
-			f.empty, err = link.AttachTCX(link.TCXOptions{Interface: f.n0, Program: f.xdp.EmptyTcxEgress, Attach: ebpf.AttachTCXEgress})
+			f.empty, err = link.AttachTCX(link.TCXOptions{Interface: f.rig.N0, Program: f.rig.Progs.EmptyTcxEgress, Attach: ebpf.AttachTCXEgress})
 			return err
 		})
 	}
 	if err != nil {
 		b.Fatal(err)
 	}
-	cur := f.dp.Mode(f.n1)
+	cur := f.dp.Mode(f.rig.N1)
 	switch {
 	case mode == "" && cur != "":
-		if err := f.dp.Detach(f.n1); err != nil {
+		if err := f.dp.Detach(f.rig.N1); err != nil {
 			b.Fatal(err)
 		}
 	case mode != "" && cur == "":
-		if err := f.l.Node.Do(func() error { return f.dp.Attach(f.n1, mode) }); err != nil {
+		if err := f.rig.L.Node.Do(func() error { return f.dp.Attach(f.rig.N1, mode) }); err != nil {
 			b.Fatal(err)
 		}
 	case mode != "" && cur != mode:
-		if err := f.dp.SetMode(f.n1, mode); err != nil {
+		if err := f.dp.SetMode(f.rig.N1, mode); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -152,43 +109,7 @@ func (f *fwdBench) setup(b *testing.B, mode Mode, tracer string) {
 // inject sends n frames into n1 from one pinned CPU and returns packets per
 // second. Every frame must come out at the client's drop program.
 func (f *fwdBench) inject(b *testing.B, n uint32) float64 {
-	// struct xdp_md: data, data_end (must equal the frame's length),
-	// data_meta, ingress_ifindex, rx_queue_index, egress_ifindex.
-	ctx := make([]byte, 24)
-	binary.NativeEndian.PutUint32(ctx[4:], uint32(len(f.frame)))
-	binary.NativeEndian.PutUint32(ctx[12:], uint32(f.n1))
-	var before, after uint64
-	_ = f.xdp.Dropped.Get(&before)
-	var d time.Duration
-	err := f.l.Node.Do(func() error {
-		var set unix.CPUSet
-		set.Set(0)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			return err
-		}
-		start := time.Now()
-		_, err := f.xdp.XdpPass.Run(&ebpf.RunOptions{Data: f.frame, Repeat: n, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES, Context: ctx})
-		d = time.Since(start)
-		return err
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	_ = f.xdp.Dropped.Get(&after)
-	if got := after - before; got < uint64(n)*99/100 {
-		b.Fatalf("only %d of %d injected frames were forwarded to the client", got, n)
-	}
-	return float64(n) / d.Seconds()
-}
-
-type series map[string][]float64
-
-func (s series) add(k string, v float64) { s[k] = append(s[k], v) }
-
-func stats(v []float64) (med, lo, hi float64) {
-	x := append([]float64(nil), v...)
-	sort.Float64s(x)
-	return x[len(x)/2], x[0], x[len(x)-1]
+	return float64(n) / f.rig.Inject(b, f.frame, n).Seconds()
 }
 
 // BenchmarkForwarding measures injected forwarding throughput (64-byte UDP
@@ -220,42 +141,42 @@ func BenchmarkForwarding(b *testing.B) {
 	}
 	f.setup(b, ModeLegacy, "")
 	f.inject(b, frames) // warm up
-	pps := series{}
-	ratios := series{}
+	pps := fwdrig.Series{}
+	ratios := fwdrig.Series{}
 	staleIP := "10.0.1.99"
 	b.ResetTimer()
 	for r := 0; r < b.N; r++ {
 		for _, c := range cfgs {
 			if c.stale {
-				if err := f.l.Node.SetNeigh(lab.NodeClientIf, mustAddr(staleIP), net.HardwareAddr{2, 0, 0, 0, 9, 9}, "stale"); err != nil {
+				if err := f.rig.L.Node.SetNeigh(lab.NodeClientIf, mustAddr(staleIP), net.HardwareAddr{2, 0, 0, 0, 9, 9}, "stale"); err != nil {
 					b.Fatal(err)
 				}
 			}
 			f.setup(b, c.mode, c.tracer)
-			pps.add(c.name, f.inject(b, frames))
+			pps.Add(c.name, f.inject(b, frames))
 			if c.stale {
-				f.l.Node.MustIP(b, "neigh", "del", staleIP, "dev", lab.NodeClientIf)
+				f.rig.L.Node.MustIP(b, "neigh", "del", staleIP, "dev", lab.NodeClientIf)
 			}
 		}
-		last := func(k string) float64 { return pps[k][len(pps[k])-1] }
-		ratios.add("neigh/legacy", last("neigh")/last("legacy"))
-		ratios.add("legacy/kernel", last("legacy")/last("kernel"))
+		last := pps.Last
+		ratios.Add("neigh/legacy", last("neigh")/last("legacy"))
+		ratios.Add("legacy/kernel", last("legacy")/last("kernel"))
 		for _, base := range []string{"kernel", "legacy", "neigh"} {
-			ratios.add(base+" tracer/none", last(base+"+tracer")/last(base))
+			ratios.Add(base+" tracer/none", last(base+"+tracer")/last(base))
 		}
-		ratios.add("legacy naive/none", last("legacy+naive")/last("legacy"))
-		ratios.add("legacy watched-only/none", last("legacy+watched-only")/last("legacy"))
-		ratios.add("legacy no-mac-filter/none", last("legacy+no-mac-filter")/last("legacy"))
-		ratios.add("legacy empty tp_btf hook/none", last("legacy+empty-tp_btf")/last("legacy"))
-		ratios.add("legacy empty raw_tp hook/none", last("legacy+empty-raw_tp")/last("legacy"))
-		ratios.add("legacy empty tcx egress/none", last("legacy+empty-tcx-egress")/last("legacy"))
-		ratios.add("legacy tracer/none, STALE on egress", last("legacy+tracer/stale-on-egress")/last("legacy/stale-on-egress"))
+		ratios.Add("legacy naive/none", last("legacy+naive")/last("legacy"))
+		ratios.Add("legacy watched-only/none", last("legacy+watched-only")/last("legacy"))
+		ratios.Add("legacy no-mac-filter/none", last("legacy+no-mac-filter")/last("legacy"))
+		ratios.Add("legacy empty tp_btf hook/none", last("legacy+empty-tp_btf")/last("legacy"))
+		ratios.Add("legacy empty raw_tp hook/none", last("legacy+empty-raw_tp")/last("legacy"))
+		ratios.Add("legacy empty tcx egress/none", last("legacy+empty-tcx-egress")/last("legacy"))
+		ratios.Add("legacy tracer/none, STALE on egress", last("legacy+tracer/stale-on-egress")/last("legacy/stale-on-egress"))
 	}
 	b.StopTimer()
 	var out strings.Builder
 	fmt.Fprintf(&out, "rounds=%d frames/round/config=%d\n", b.N, frames)
 	for _, c := range cfgs {
-		m, lo, hi := stats(pps[c.name])
+		m, lo, hi := fwdrig.Stats(pps[c.name])
 		fmt.Fprintf(&out, "  %-32s median %5.3f Mpps  (min %5.3f, max %5.3f)\n", c.name, m/1e6, lo/1e6, hi/1e6)
 	}
 	keys := make([]string, 0, len(ratios))
@@ -264,15 +185,15 @@ func BenchmarkForwarding(b *testing.B) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		m, lo, hi := stats(ratios[k])
+		m, lo, hi := fwdrig.Stats(ratios[k])
 		fmt.Fprintf(&out, "  ratio %-36s median %.3f  (min %.3f, max %.3f)\n", k, m, lo, hi)
 	}
 	writeReport(b, out.String())
-	m, _, _ := stats(ratios["neigh/legacy"])
+	m, _, _ := fwdrig.Stats(ratios["neigh/legacy"])
 	b.ReportMetric(m, "neigh/legacy")
-	m, _, _ = stats(ratios["legacy tracer/none"])
+	m, _, _ = fwdrig.Stats(ratios["legacy tracer/none"])
 	b.ReportMetric(m, "legacy-tracer/none")
-	m, _, _ = stats(pps["legacy"])
+	m, _, _ = fwdrig.Stats(pps["legacy"])
 	b.ReportMetric(m, "legacy-pps")
 }
 
@@ -393,11 +314,11 @@ func BenchmarkForwardingSampled(b *testing.B) {
 	// and the fraction of the period the hooks were attached.
 	measure := func(sampled, stale bool) (float64, float64) {
 		if stale {
-			if err := f.l.Node.SetNeigh(lab.NodeClientIf, staleIP, staleMAC, "stale"); err != nil {
+			if err := f.rig.L.Node.SetNeigh(lab.NodeClientIf, staleIP, staleMAC, "stale"); err != nil {
 				b.Fatal(err)
 			}
-			defer f.l.Node.MustIP(b, "neigh", "del", staleIP.String(), "dev", lab.NodeClientIf)
-			if _, err := tr.CandidateFilter().UpdateCandidates([]Candidate{{Ifindex: f.n0, Addr: staleIP, MAC: staleMAC}}); err != nil {
+			defer f.rig.L.Node.MustIP(b, "neigh", "del", staleIP.String(), "dev", lab.NodeClientIf)
+			if _, err := tr.CandidateFilter().UpdateCandidates([]Candidate{{Ifindex: f.rig.N0, Addr: staleIP, MAC: staleMAC}}); err != nil {
 				b.Fatal(err)
 			}
 		} else if err := tr.CandidateFilter().PruneCandidates(func(int, netip.Addr) bool { return false }); err != nil {
@@ -429,7 +350,7 @@ func BenchmarkForwardingSampled(b *testing.B) {
 		_, after := tr.Hooks().PerPacket()
 		return float64(frames) / elapsed.Seconds(), (after - before).Seconds() / elapsed.Seconds()
 	}
-	pps, ratios, attached := series{}, series{}, series{}
+	pps, ratios, attached := fwdrig.Series{}, fwdrig.Series{}, fwdrig.Series{}
 	b.ResetTimer()
 	for r := 0; r < b.N; r++ {
 		for _, stale := range []bool{false, true} {
@@ -439,31 +360,18 @@ func BenchmarkForwardingSampled(b *testing.B) {
 			}
 			off, _ := measure(false, stale)
 			on, frac := measure(true, stale)
-			pps.add("legacy, tracer off"+suffix, off)
-			pps.add("legacy, tracer sampled"+suffix, on)
-			ratios.add("sampled/off"+suffix, on/off)
-			attached.add("hooks attached"+suffix, frac)
+			pps.Add("legacy, tracer off"+suffix, off)
+			pps.Add("legacy, tracer sampled"+suffix, on)
+			ratios.Add("sampled/off"+suffix, on/off)
+			attached.Add("hooks attached"+suffix, frac)
 		}
 	}
 	b.StopTimer()
 	var out strings.Builder
 	fmt.Fprintf(&out, "rounds=%d period=%v window=%v (each configuration over one whole period)\n", b.N, period, window)
-	for _, s := range []series{pps, ratios, attached} {
-		keys := make([]string, 0, len(s))
-		for k := range s {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			m, lo, hi := stats(s[k])
-			if s[k][0] > 1000 { // packets per second: print Mpps
-				m, lo, hi = m/1e6, lo/1e6, hi/1e6
-			}
-			fmt.Fprintf(&out, "  %-52s median %.4f  (min %.4f, max %.4f)\n", k, m, lo, hi)
-		}
-	}
+	fwdrig.Report(&out, pps, ratios, attached)
 	writeReport(b, out.String())
-	m, _, _ := stats(ratios["sampled/off/stale-long entry on egress"])
+	m, _, _ := fwdrig.Stats(ratios["sampled/off/stale-long entry on egress"])
 	b.ReportMetric(m, "sampled/off-stale")
 }
 
@@ -478,8 +386,8 @@ func BenchmarkForwardingSampled(b *testing.B) {
 //	nwkernels exec 6.12 -- bpf.test -test.run '^$' -test.bench ForwardingFentry -test.benchtime 7x
 func BenchmarkForwardingFentry(b *testing.B) {
 	f := newFwdBench(b)
-	ino, _ := NetNSInode("/run/netns/" + f.l.Node.Name)
-	fe, err := LoadTracer(TracerOptions{Mode: TracerFentry, NetNSIno: ino, InNetNS: f.l.Node.Do})
+	ino, _ := NetNSInode("/run/netns/" + f.rig.L.Node.Name)
+	fe, err := LoadTracer(TracerOptions{Mode: TracerFentry, NetNSIno: ino, InNetNS: f.rig.L.Node.Do})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -490,11 +398,11 @@ func BenchmarkForwardingFentry(b *testing.B) {
 	if fe.fentryKept != nil {
 		b.Skip("this kernel attaches a tracing program once: fentry cannot be switched off between rounds")
 	}
-	if err := fe.Hooks().SetWatched([]int{f.n0, f.n1}, false); err != nil {
+	if err := fe.Hooks().SetWatched([]int{f.rig.N0, f.rig.N1}, false); err != nil {
 		b.Fatal(err)
 	}
 	f.tracers["fentry"] = fe
-	cmac, _ := f.l.Client.MAC(lab.ClientIf)
+	cmac, _ := f.rig.L.Client.MAC(lab.ClientIf)
 	const frames = 200_000
 	type cfg struct {
 		name, tracer string
@@ -527,28 +435,28 @@ func BenchmarkForwardingFentry(b *testing.B) {
 		if stale {
 			st = "stale"
 		}
-		if err := f.l.Node.SetNeigh(lab.NodeClientIf, lab.ClientIP, cmac, st); err != nil {
+		if err := f.rig.L.Node.SetNeigh(lab.NodeClientIf, lab.ClientIP, cmac, st); err != nil {
 			b.Fatal(err)
 		}
 	}
 	f.setup(b, ModeLegacy, "")
 	f.inject(b, frames) // warm up
-	pps, ratios := series{}, series{}
+	pps, ratios := fwdrig.Series{}, fwdrig.Series{}
 	b.ResetTimer()
 	for r := 0; r < b.N; r++ {
 		for _, c := range cfgs {
 			state(c.stale)
 			f.setup(b, c.mode, c.tracer)
-			pps.add(c.name, f.inject(b, frames))
+			pps.Add(c.name, f.inject(b, frames))
 		}
-		last := func(k string) float64 { return pps[k][len(pps[k])-1] }
+		last := pps.Last
 		for _, base := range []string{"kernel", "legacy", "legacy/stale"} {
 			x, y := base, ""
 			if i := strings.IndexByte(base, '/'); i >= 0 {
 				x, y = base[:i], base[i:]
 			}
-			ratios.add(base+" xmit/none", last(x+"+xmit"+y)/last(base))
-			ratios.add(base+" fentry/none", last(x+"+fentry"+y)/last(base))
+			ratios.Add(base+" xmit/none", last(x+"+xmit"+y)/last(base))
+			ratios.Add(base+" fentry/none", last(x+"+fentry"+y)/last(base))
 		}
 	}
 	b.StopTimer()
@@ -556,7 +464,7 @@ func BenchmarkForwardingFentry(b *testing.B) {
 	var out strings.Builder
 	fmt.Fprintf(&out, "rounds=%d frames/round/config=%d\n", b.N, frames)
 	for _, c := range cfgs {
-		m, lo, hi := stats(pps[c.name])
+		m, lo, hi := fwdrig.Stats(pps[c.name])
 		fmt.Fprintf(&out, "  %-24s median %7.4f Mpps  (min %7.4f, max %7.4f)\n", c.name, m/1e6, lo/1e6, hi/1e6)
 	}
 	keys := make([]string, 0, len(ratios))
@@ -565,7 +473,7 @@ func BenchmarkForwardingFentry(b *testing.B) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		m, lo, hi := stats(ratios[k])
+		m, lo, hi := fwdrig.Stats(ratios[k])
 		fmt.Fprintf(&out, "  ratio %-28s median %.3f  (min %.3f, max %.3f)\n", k, m, lo, hi)
 	}
 	writeReport(b, out.String())
