@@ -66,7 +66,14 @@ func New(cfg Config, t Table, actor Actor, swapper Swapper) *Engine {
 	}
 	e.c.n = newCounterSet()
 	e.limits = newLimits(&cfg, e.c.n.Of(RateLimited))
-	e.moves = moveChecks{e: e, q: newMoveQueue(moveQueueCap, func() { e.c.moveChecked(MoveDropped) }), watched: make(chan struct{})}
+	e.moves = moveChecks{table: t, acting: &e.acting, limits: e.limits, c: &e.c, log: cfg.Logger,
+		allowed: func() (*kit, Policy, bool) {
+			if e.actor == nil || e.conf().NoConfirm {
+				return nil, Policy{}, false
+			}
+			return e.kit(), e.policy(e.Mode()), true
+		},
+		q: newMoveQueue(moveQueueCap, func() { e.c.moveChecked(MoveDropped) }), watched: make(chan struct{})}
 	e.c.actions = make([][numOutcomes]atomic.Uint64, len(registry))
 	e.cfg.Store(&cfg)
 	e.mode.Store(cfg.Mode)

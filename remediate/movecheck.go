@@ -3,6 +3,7 @@ package remediate
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -59,10 +60,20 @@ func isMove(ev table.Event) bool {
 }
 
 // moveChecks is the engine's checks of moves: the queue they wait in
-// (movequeue.go), and the watcher that fills it.
+// (movequeue.go), the watcher that fills it, and what a check uses,
+// each named: it holds no engine.
 type moveChecks struct {
-	e *Engine
-	q *moveQueue
+	table  Table
+	acting *acting // the keys a strategy acts on: their moves are not checked
+	limits *limits // the probe rates every probe waits for
+	c      *counters
+	log    *slog.Logger
+	// allowed is what a check may do under the mode and configuration
+	// in force when it asks: the kit to probe with and the policy the
+	// entry must meet; false when nothing may be sent (no actor,
+	// confirmations off).
+	allowed func() (*kit, Policy, bool)
+	q       *moveQueue
 	// watched is closed once Run subscribed to the table's moves.
 	watched chan struct{}
 }
@@ -72,13 +83,12 @@ type moveChecks struct {
 // table publishes the move, so none is missed, as a subscriber whose
 // buffer is full would miss one.
 func (m *moveChecks) watch(ctx context.Context) {
-	e := m.e
 	// A move the engine's own strategy makes is not checked: it acted
 	// because the old MAC was found silent (or for a move the evidence
 	// showed), and it is still acting when the kernel's move is
 	// published (it waits to see it).
-	unhook := e.table.Events().Hook(func(ev table.Event) {
-		if isMove(ev) && !e.acting.has(table.Key{Ifindex: ev.Ifindex, Addr: ev.IP}) {
+	unhook := m.table.Events().Hook(func(ev table.Event) {
+		if isMove(ev) && !m.acting.has(table.Key{Ifindex: ev.Ifindex, Addr: ev.IP}) {
 			m.q.add(&ev)
 		}
 	})
@@ -101,19 +111,18 @@ func (m *moveChecks) next(ctx context.Context) {
 // checkable returns the moved entry as the table has it now, and
 // whether its old MAC may be asked under the mode and configuration in
 // force now: it has not moved back to it.
-func (m *moveChecks) checkable(mc moveCheck) (table.Entry, bool) {
-	e := m.e
-	if e.actor == nil || e.conf().NoConfirm {
-		return table.Entry{}, false
+func (m *moveChecks) checkable(mc moveCheck) (table.Entry, *kit, bool) {
+	k, p, ok := m.allowed()
+	if !ok {
+		return table.Entry{}, nil, false
 	}
-	en, ok := e.table.Lookup(mc.key)
-	return en, ok && en.LLAddr != mc.old && MoveCheckable(&en, e.table.LinkName(mc.key.Ifindex), e.policy(e.Mode()))
+	en, ok := m.table.Lookup(mc.key)
+	return en, k, ok && en.LLAddr != mc.old && MoveCheckable(&en, m.table.LinkName(mc.key.Ifindex), p)
 }
 
 // check asks a moved entry's old MAC whether it still holds the IP.
 func (m *moveChecks) check(ctx context.Context, mc moveCheck) {
-	e := m.e
-	en, ok := m.checkable(mc)
+	en, asker, ok := m.checkable(mc)
 	if !ok {
 		return
 	}
@@ -122,15 +131,15 @@ func (m *moveChecks) check(ctx context.Context, mc moveCheck) {
 			return // the host's own MACs: a bond or ARP flux moved it
 		}
 	}
-	if err := e.limits.wait(ctx, mc.key.Ifindex); err != nil {
+	if err := m.limits.wait(ctx, mc.key.Ifindex); err != nil {
 		return
 	}
 	// Asked again after the wait for a token: off sends nothing, even
 	// for a check that was waiting when it was switched.
-	if en, ok = m.checkable(mc); !ok {
+	if en, asker, ok = m.checkable(mc); !ok {
 		return
 	}
-	ifname := e.table.LinkName(mc.key.Ifindex)
+	ifname := m.table.LinkName(mc.key.Ifindex)
 	old := net.HardwareAddr(mc.old)
 	probe := en
 	probe.LLAddr = mc.old
@@ -140,13 +149,13 @@ func (m *moveChecks) check(ctx context.Context, mc moveCheck) {
 	// A move on to a third MAC meanwhile changes nothing asked: whether
 	// the old MAC still holds the address. A move back to it ends the
 	// check.
-	res, _, err := e.kit().askUnicast(ctx, &probe, func(m net.HardwareAddr) bool { return bytes.Equal(m, old) }, func(cur *table.Entry) bool {
+	res, _, err := asker.askUnicast(ctx, &probe, func(m net.HardwareAddr) bool { return bytes.Equal(m, old) }, func(cur *table.Entry) bool {
 		return cur.LLAddr != mc.old
 	})
 	switch res {
 	case askFailed:
-		e.c.moveChecked(MoveFailed)
-		e.log.Warn("move check not sent", "interface", ifname, "ip", mc.key.Addr, "err", err)
+		m.c.moveChecked(MoveFailed)
+		m.log.Warn("move check not sent", "interface", ifname, "ip", mc.key.Addr, "err", err)
 		return
 	case askStopped:
 		return
@@ -155,16 +164,16 @@ func (m *moveChecks) check(ctx context.Context, mc moveCheck) {
 		// pointed at when it was asked (the last of the moves, or one
 		// since): the answer may have moved it back.
 		now := net.HardwareAddr(en.LLAddr)
-		e.table.ReportConflict(mc.key, old, now, time.Now(), table.CauseRemediate,
+		m.table.ReportConflict(mc.key, old, now, time.Now(), table.CauseRemediate,
 			"the kernel moved the entry from "+old.String()+" to "+now.String()+
 				", and "+old.String()+" still answers for the address: a spoofer or a duplicate address")
-		e.c.moveChecked(MoveAnswered)
-		e.log.Warn("an entry moved, and its old MAC still answers for the address: a spoofer or a duplicate address",
+		m.c.moveChecked(MoveAnswered)
+		m.log.Warn("an entry moved, and its old MAC still answers for the address: a spoofer or a duplicate address",
 			"interface", ifname, "ip", mc.key.Addr, "lladdr", now.String(), "old_lladdr", old.String())
 		return
 	}
-	e.c.moveChecked(MoveUnanswered)
-	e.log.Debug("an entry moved and its old MAC is silent: the host moved", "interface", ifname, "ip", mc.key.Addr,
+	m.c.moveChecked(MoveUnanswered)
+	m.log.Debug("an entry moved and its old MAC is silent: the host moved", "interface", ifname, "ip", mc.key.Addr,
 		"lladdr", net.HardwareAddr(mc.now).String(), "old_lladdr", old.String(), "probes", ConfirmProbes)
 }
 
