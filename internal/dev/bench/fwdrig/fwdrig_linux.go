@@ -116,7 +116,10 @@ func (r *Rig) Inject(tb testing.TB, frame []byte, n uint32) time.Duration {
 		d = time.Since(start)
 		return err
 	}); err != nil {
-		tb.Fatal(err)
+		// This rig needs BPF_PROG_RUN's live frames (5.18 on); a kernel
+		// that refuses them (EPERM on one boot of this machine's 6.18,
+		// cause not found) cannot run it.
+		tb.Fatalf("injecting %d frames with XDP live frames (BPF_PROG_RUN, BPF_F_TEST_XDP_LIVE_FRAMES): %v: the kernel refuses the rig's injection, so no forwarding benchmark can run here", n, err)
 	}
 	_ = r.Progs.Dropped.Get(&after)
 	if got := after - before; got < uint64(n)*99/100 {
