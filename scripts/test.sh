@@ -23,6 +23,7 @@ PKGS=${PKGS:-$("$MAKE" -s --no-print-directory print-pkgs)}
 # Each limit is at least twice the phase's time measured beside a busy
 # loop on a 2-CPU machine (BENCHMARKS.md, "make test").
 GO_TEST_TIMEOUT=${GO_TEST_TIMEOUT:-40m}
+GO_TEST_PARALLEL=${GO_TEST_PARALLEL:-4}
 BOOT_TEST_TIMEOUT=${BOOT_TEST_TIMEOUT:-20m}
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
@@ -47,9 +48,13 @@ checks() {
 	for t in vet lint cross arm64 fmt-check checkrules chart; do
 		phase checks "$t" "$MAKE" --no-print-directory "$t"
 	done
-	# Every package's tests but the boot test, which runs last.
+	# Every package's tests but the boot test, which runs last. Four
+	# parallel tests a package where GOMAXPROCS (2) would allow two: the
+	# end-to-end tests, which are most of this phase, mostly wait on
+	# the agent's timers and the kernel's (the guests run them four at
+	# a time under emulation).
 	# shellcheck disable=SC2086 # PKGS is a list of patterns
-	phase checks "go test ./..." "$GO" test -count=1 -timeout "$GO_TEST_TIMEOUT" -skip '^TestBootFromAnyCheckout$' $PKGS
+	phase checks "go test ./..." "$GO" test -count=1 -parallel "$GO_TEST_PARALLEL" -timeout "$GO_TEST_TIMEOUT" -skip '^TestBootFromAnyCheckout$' $PKGS
 	# Each rule of the ledger against its break (docs/rules.md).
 	phase checks rules "$MAKE" --no-print-directory rules
 	# The boot test boots 5.10 beside the matrix's guest, once the
