@@ -496,7 +496,7 @@ func healthy(t *testing.T, sp healthySpec, r *precisionRun, w *probeWatch, fl *f
 		if (since >= window && done) || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // a status and a scrape each: light on an emulated guest
 	}
 	other := sp.otherMAC()
 	fl.atLeast(t, minReplies)
@@ -986,8 +986,16 @@ func TestPrecisionVRRP(t *testing.T) {
 				return err == nil && bytes.Equal(k.LLAddr, ma)
 			})
 			fl = startFlow(t, a, lab.BackendIP)
-			e := healthy(t, healthySpec{name: fmt.Sprintf("VRRP failback %.1fs after the failover", back.Seconds()),
-				other: func() net.HardwareAddr { return mb }}, r, w, fl)
+			// The backup's MAC is another host's, not this host's other
+			// MAC: what the agent must have heard of it is the flip,
+			// asserted below (the entry held it, the announcements a move
+			// or a conflict). Whether an event also names it as a
+			// mismatch is a race: the agent must read the backup's
+			// gratuitous ARP before it mirrors the kernel's move to it,
+			// and in 7.3's guest beside make test it read it after (moves
+			// 1, no mismatch event, the failback 4.4 s after the
+			// failover), so healthy asks for no other MAC here.
+			e := healthy(t, healthySpec{name: fmt.Sprintf("VRRP failback %.1fs after the failover", back.Seconds())}, r, w, fl)
 			// The flip, seen: the node's kernel followed the backup's
 			// gratuitous ARPs (its traffic was answered), the agent heard
 			// the master's on failback, and recorded two MACs in turn.

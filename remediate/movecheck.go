@@ -122,7 +122,7 @@ func (m *moveChecks) checkable(mc moveCheck) (table.Entry, *kit, bool) {
 
 // check asks a moved entry's old MAC whether it still holds the IP.
 func (m *moveChecks) check(ctx context.Context, mc moveCheck) {
-	en, asker, ok := m.checkable(mc)
+	en, _, ok := m.checkable(mc)
 	if !ok {
 		return
 	}
@@ -136,6 +136,7 @@ func (m *moveChecks) check(ctx context.Context, mc moveCheck) {
 	}
 	// Asked again after the wait for a token: off sends nothing, even
 	// for a check that was waiting when it was switched.
+	var asker *kit
 	if en, asker, ok = m.checkable(mc); !ok {
 		return
 	}
