@@ -108,9 +108,10 @@ func (m *moveChecks) next(ctx context.Context) {
 	}
 }
 
-// checkable returns the moved entry as the table has it now, and
-// whether its old MAC may be asked under the mode and configuration in
-// force now: it has not moved back to it.
+// checkable returns the moved entry as the table has it now, the kit
+// to ask with under the configuration in force now, and whether its old
+// MAC may be asked under that mode and configuration: it has not moved
+// back to it.
 func (m *moveChecks) checkable(mc moveCheck) (table.Entry, *kit, bool) {
 	k, p, ok := m.allowed()
 	if !ok {
