@@ -36,9 +36,10 @@ import (
 // before it is measured) and stopped after. Ratios are per round; the
 // fraction of the time the hooks were attached is the agent's own
 // neighwatch_tracer_hooks_attached_seconds_total, and the agent's CPU
-// from /proc. And the cost over time taken apart: while the agent is
-// measured, its per-packet programs' links are listed every 2 ms (the
-// windows, seen from outside) and the frames are injected in chunks of
+// from /proc. And the cost over time taken apart: through each round
+// the agent's per-packet programs' links are listed every 2 ms (the
+// windows, seen from outside; the configurations without the agent run
+// beside the same listing) and the frames are injected in chunks of
 // 50,000, so that chunks inside a window are set against chunks beside
 // it (within a second): the in-window cost, which the machine's drift
 // over a period does not blur, times the share of the time the hooks
@@ -105,6 +106,10 @@ func BenchmarkForwardingWithAgent(b *testing.B) {
 	pps, ratios, attached, busy, windows := fwdrig.Series{}, fwdrig.Series{}, fwdrig.Series{}, fwdrig.Series{}, fwdrig.Series{}
 	b.ResetTimer()
 	for r := 0; r < b.N; r++ {
+		// The links are listed through the whole round, the
+		// configurations without the agent too, so that every
+		// configuration runs beside the same listing.
+		hw := watchHooks(b)
 		rig.Aim(b, lab.ClientIP)
 		pps.Add("no agent", measure(healthy, nil))
 		rig.Aim(b, staleIP)
@@ -114,7 +119,6 @@ func BenchmarkForwardingWithAgent(b *testing.B) {
 		time.Sleep(time.Until(staleSince.Add(time.Minute + 5*time.Second)))
 		a := startAgent(b, l.Node, sockPath(b))
 		time.Sleep(settle)
-		hw := watchHooks(b)
 		var log, logHole []chunk
 		before, at, cpu0 := attachedSeconds(a), time.Now(), procCPU(b, a.pid())
 		rig.Aim(b, lab.ClientIP)
