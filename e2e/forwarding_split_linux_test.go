@@ -22,7 +22,7 @@ func TestSplitChunksByWindows(t *testing.T) {
 		if ms >= 4000 && ms < 5000 {
 			busy = 20 * time.Millisecond
 		}
-		log = append(log, chunk{from: at(ms), to: at(ms + 10), busy: busy})
+		log = append(log, chunk{from: at(ms), to: at(ms + 10), busy: busy, frames: chunkFrames})
 	}
 	in, near, duty, ok := split(log, []span{win})
 	if !ok {
@@ -41,7 +41,7 @@ func TestSplitChunksByWindows(t *testing.T) {
 		t.Errorf("a chunk 4 s from the window counted beside it: %v, was %v", in2/near2, in/near)
 	}
 	// A chunk that straddles the window's start counts on neither side.
-	log[400] = chunk{from: at(3995), to: at(4005), busy: time.Second}
+	log[400] = chunk{from: at(3995), to: at(4005), busy: time.Second, frames: chunkFrames}
 	if in3, near3, _, _ := split(log, []span{win}); in3/near3 != in/near {
 		t.Errorf("a chunk across the window's edge counted: %v, was %v", in3/near3, in/near)
 	}
