@@ -542,17 +542,49 @@ func moved(t *testing.T, name string, r *precisionRun, w *probeWatch, fl *flow, 
 	// machine's CPUs with the host's suite, runs every timer of it late,
 	// so there it is stretched like any other wait (lab.Patience).
 	bound := lab.Patience(precThreshold + precPeriod + precInterval + precVerify + time.Second)
+	// Under emulation that stretch is not enough when the guest is
+	// starved: attaching the hooks patches the kernel's text, which
+	// emulation makes slow, and 7.3's guest beside a loaded host opened a
+	// 1 s window of every 2 s for 12 to 17 s with 10 s between (the
+	// move found 34 s after it, in the second window after it). There
+	// the bound is counted in the agent's own windows: stuck within a
+	// read and a confirmation of the second window that opened after the
+	// host left (the first may have opened before its reads could show
+	// the move). On the host's kernel the bound is the promise, in
+	// seconds.
+	emulated := lab.Patience(time.Second) > time.Second
+	var ws *agentWindows
+	if emulated {
+		ws = followWindows(t, r.a)
+	}
 	// Stuck past the bound fails below; the wait goes half as far again
 	// only to say by how much. (It was three times the bound: the blind
 	// control, which must never see the host stuck, waited all of it.)
 	lab.WaitFor(t, 3*(precThreshold+precPeriod+precInterval+precVerify+time.Second)/2, name+": the entry stuck", func() bool { return !r.stuck().IsZero() })
 	took := r.stuck().Sub(from)
+	if emulated {
+		ws.stop()
+		opened := ws.openedAfter(from)
+		n, reads := ws.count()
+		var at []string
+		for _, o := range opened {
+			at = append(at, o.Sub(from).Round(100*time.Millisecond).String())
+		}
+		t.Logf("%s: windows that opened after the host left, counted from then: %v (%d windows in %d readings of the agent's gauge)", name, at, n, reads)
+		if slack := lab.Patience(precInterval + precVerify + time.Second); took > bound && len(opened) >= 2 {
+			if late := r.stuck().Sub(opened[1]); late > slack {
+				t.Errorf("%s: stuck %v after the second window that opened after the host left (%v after it left), want within %v", name, late.Round(10*time.Millisecond), took.Round(10*time.Millisecond), slack)
+			}
+		} else if took > bound {
+			t.Logf("%s: stuck %v after the host left, past %v, before the agent's second window after it", name, took.Round(10*time.Millisecond), bound)
+		}
+	}
 	e := r.entry() // dry-run: still stuck, the traffic still flowing
 	sent, got := fl.end()
 	ans, unans := confirmations(t, r.a)
 	t.Logf("precision | %s | moved | %s | %.1fs after the host left | %d/%d replies after | confirmations answered %d, unanswered %d; %v | evidence %+v",
 		name, r.classes(), took.Seconds(), got, sent, ans, unans, w, e.Evidence)
-	if took > bound {
+	if took > bound && !emulated {
 		t.Errorf("%s: stuck %v after the host left its MAC, want within %v", name, took.Round(10*time.Millisecond), bound)
 	}
 	if before := left.Sub(r.stuck()); before >= 0 {
@@ -1076,8 +1108,16 @@ func TestPrecisionBond(t *testing.T) {
 			for _, b := range backends[2:] {
 				f.Backend.MustIP(t, "addr", "add", b.String()+"/24", "dev", lab.BackendIf)
 			}
-			// Which MACs the bond sends from, as the node receives them.
+			// Which MACs the bond sends from, as the node receives them,
+			// and when (once the entry is stale-long: what the agent's
+			// windows could see).
 			var fromM1, fromM2 atomic.Int64
+			var (
+				mu       sync.Mutex
+				watching bool
+				said     bool
+				when     = map[string][]time.Time{}
+			)
 			stop, err := f.Node.Capture(lab.FabricBridge, func(fr []byte) bool {
 				if len(fr) < 34 || binary.BigEndian.Uint16(fr[12:14]) != unix.ETH_P_IP || !bytes.Equal(fr[26:30], lab.ClientIP.AsSlice()) {
 					return false
@@ -1088,6 +1128,11 @@ func TestPrecisionBond(t *testing.T) {
 				case bytes.Equal(fr[6:12], m2):
 					fromM2.Add(1)
 				}
+				mu.Lock()
+				if mac := net.HardwareAddr(fr[6:12]).String(); watching && len(when[mac]) < 100_000 {
+					when[mac] = append(when[mac], time.Now())
+				}
+				mu.Unlock()
 				return true
 			})
 			if err != nil {
@@ -1122,13 +1167,34 @@ func TestPrecisionBond(t *testing.T) {
 			// the entry turned stale-long. balance-alb may have handed
 			// the node's flows back to the entry's slave by then (seen
 			// on 6.1): then the run says so and does not ask.
+			// balance-tlb moves the flows between the slaves every 10 s,
+			// so the other slave's frames may all fall between the
+			// agent's windows, when no hook of its can see them (seen in
+			// 7.3's guest: 116 frames, none shown): the agent is asked to
+			// show the other MAC only if the bond sent from it while its
+			// hooks were attached, by its own gauge.
 			r.waitStaleLong()
-			before := fromOther.Load()
+			ws := followWindows(t, a)
+			mu.Lock()
+			watching = true
+			mu.Unlock()
 			sent := func() net.HardwareAddr {
-				if fromOther.Load() > before {
+				mu.Lock()
+				times := when[other.String()]
+				mu.Unlock()
+				inside := 0
+				for _, at := range times {
+					if ws.within(at) {
+						inside++
+					}
+				}
+				if inside > 0 {
 					return other
 				}
-				t.Logf("%s: the bond sent nothing from %s while the entry was stale-long: the agent could not see it there", mode, other)
+				if n, _ := ws.count(); !said {
+					said = true // once: healthy asks at every poll
+					t.Logf("%s: the bond sent %d frames from %s while the entry was stale-long, none inside one of the agent's %d windows so far: the agent could not see it there", mode, len(times), other, n)
+				}
 				return nil
 			}
 			healthy(t, healthySpec{name: "bond " + mode, other: sent}, r, w, fl)
