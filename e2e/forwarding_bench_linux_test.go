@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -234,6 +235,11 @@ func watchHooks(b *testing.B) *hookWatch {
 		var on time.Time
 		for {
 			attached, err := hooksAttached(names)
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOENT) {
+				// A link being attached (its ID not yet settled) or
+				// just gone: this listing says nothing; the next will.
+				attached, err = !on.IsZero(), nil
+			}
 			if err != nil {
 				w.done <- err
 				return
