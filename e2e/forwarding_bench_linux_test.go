@@ -79,15 +79,15 @@ func BenchmarkForwardingWithAgent(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	// measure injects back to back for the periods, in chunks whose
-	// times it keeps in log (nil: none kept), and returns packets a
-	// second.
 	// NEIGHWATCH_BENCH_CHUNK: frames an injection sends (chunkFrames;
 	// fewer in an emulated guest, where 50,000 take longer than a window).
 	frameCount := uint64(chunkFrames)
 	if v, err := strconv.ParseUint(os.Getenv("NEIGHWATCH_BENCH_CHUNK"), 10, 32); err == nil && v > 0 {
 		frameCount = v
 	}
+	// measure injects back to back for the periods, in chunks whose
+	// times it keeps in log (nil: none kept), and returns packets a
+	// second.
 	measure := func(frame []byte, log *[]chunk) float64 {
 		var frames uint64
 		var busy time.Duration
