@@ -211,7 +211,8 @@ const hookPoll = 2 * time.Millisecond
 type hookWatch struct {
 	quit  chan struct{}
 	done  chan error
-	spans []span
+	log   spanLog
+	spans []span // the log's, once stopped
 }
 
 // perPacket names the agent's per-packet programs (kernel names are
@@ -232,31 +233,22 @@ func watchHooks(b *testing.B) *hookWatch {
 			return
 		}
 		names := map[ebpf.ProgramID]string{}
-		var on time.Time
 		for {
 			attached, err := hooksAttached(names)
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOENT) {
-				// A link being attached (its ID not yet settled) or
-				// just gone: this listing says nothing; the next will.
-				attached, err = !on.IsZero(), nil
-			}
-			if err != nil {
-				w.done <- err
-				return
-			}
 			now := time.Now()
 			switch {
-			case attached && on.IsZero():
-				on = now
-			case !attached && !on.IsZero():
-				w.spans = append(w.spans, span{on, now})
-				on = time.Time{}
+			case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOENT):
+				// A link being attached (its ID not yet settled) or
+				// just gone: this listing says nothing; the next will.
+			case err != nil:
+				w.done <- err
+				return
+			default:
+				w.log.note(attached, now)
 			}
 			select {
 			case <-w.quit:
-				if !on.IsZero() {
-					w.spans = append(w.spans, span{on, now})
-				}
+				w.spans = w.log.closed(now)
 				w.done <- nil
 				return
 			case <-time.After(hookPoll):

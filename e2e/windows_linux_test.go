@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,15 @@ import (
 // uncertainty of each window's ends as it sees them.
 const windowPoll = 500 * time.Millisecond
 
+// spanLog turns readings of whether the agent's per-packet hooks are
+// attached into spans: a span from the first reading that found them to
+// the first that did not. Safe for concurrent use.
+type spanLog struct {
+	mu    sync.Mutex
+	spans []span // the last one still open while its off is zero
+	reads int
+}
+
 // agentWindows follows an agent's per-packet hook windows as the agent
 // itself has them: its neighwatch_tracer_hooks_attached gauge, read
 // every windowPoll. In an emulated guest a window opens and closes
@@ -18,13 +28,11 @@ const windowPoll = 500 * time.Millisecond
 // guest), so what a scenario there asks of the agent is counted in its
 // windows, not in seconds.
 type agentWindows struct {
-	a     *agentProc
-	mu    sync.Mutex
-	spans []span // the last one still open while its off is zero
-	reads int
-	quit  chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	spanLog
+	a    *agentProc
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
 }
 
 // followWindows starts following a's windows until the test ends (or
@@ -54,8 +62,8 @@ func (w *agentWindows) run() {
 	}
 }
 
-// note records one reading of the gauge.
-func (w *agentWindows) note(on bool, at time.Time) {
+// note records one reading.
+func (w *spanLog) note(on bool, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.reads++
@@ -68,13 +76,24 @@ func (w *agentWindows) note(on bool, at time.Time) {
 	}
 }
 
+// closed returns the spans, one still open ended at at.
+func (w *spanLog) closed(at time.Time) []span {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := slices.Clone(w.spans)
+	if n := len(out); n > 0 && out[n-1].off.IsZero() {
+		out[n-1].off = at
+	}
+	return out
+}
+
 func (w *agentWindows) stop() {
 	w.once.Do(func() { close(w.quit) })
 	<-w.done
 }
 
 // openedAfter lists when the windows that opened after from opened.
-func (w *agentWindows) openedAfter(from time.Time) []time.Time {
+func (w *spanLog) openedAfter(from time.Time) []time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []time.Time
@@ -89,7 +108,7 @@ func (w *agentWindows) openedAfter(from time.Time) []time.Time {
 // within reports whether at fell inside a window, a poll's width in
 // from both its ends (a window still open counts up to its last
 // reading), so that a frame it counts was surely seen by the hooks.
-func (w *agentWindows) within(at time.Time) bool {
+func (w *spanLog) within(at time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, s := range w.spans {
@@ -105,7 +124,7 @@ func (w *agentWindows) within(at time.Time) bool {
 }
 
 // count says how many windows were seen in how many readings.
-func (w *agentWindows) count() (windows, reads int) {
+func (w *spanLog) count() (windows, reads int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.spans), w.reads
