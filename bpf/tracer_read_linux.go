@@ -69,6 +69,48 @@ func (t Readout) Hits() (map[HitKey]uint64, error) {
 	return out, nil
 }
 
+// HitKeys appends to buf the entries the bypass hit counters' map holds
+// a counter for, walking its keys alone, and notes how many for Stats.
+// The programs delete keys meanwhile, and the kernel starts a walk over
+// when its last key is gone: the walk stops at the map's capacity.
+func (t Readout) HitKeys(buf []HitKey) ([]HitKey, error) {
+	var k, next tracerNkey
+	prev := any(nil)
+	n := 0
+	for limit := int(t.objs.Hits.MaxEntries()); n < limit; {
+		if err := t.objs.Hits.NextKey(prev, &next); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				break
+			}
+			return buf, fmt.Errorf("walk tracer hits: %w", err)
+		}
+		buf = append(buf, next.hitKey())
+		n++
+		k = next
+		prev = &k
+	}
+	t.hitEntries.Store(int64(n))
+	return buf, nil
+}
+
+// DropHits deletes the bypass counters of keys (those the programs
+// already deleted are no error): the next packet to one starts it again
+// from zero and announces it. It returns how many it deleted.
+func (t Readout) DropHits(keys []HitKey) (int, error) {
+	n := 0
+	for _, hk := range keys {
+		if err := t.objs.Hits.Delete(nkeyOf(hk.Ifindex, hk.Addr)); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				continue
+			}
+			return n, fmt.Errorf("drop tracer hits: %w", err)
+		}
+		n++
+	}
+	t.hitEntries.Add(-int64(n))
+	return n, nil
+}
+
 // HitsOf returns the bypass packets of some entries in their current
 // STALE period, summed over CPUs; an entry without counters is absent.
 func (t Readout) HitsOf(keys []HitKey, out map[HitKey]uint64) error {

@@ -132,6 +132,13 @@ func Helpers() []Helper {
 // whether the FIB lookup before the call resolved to a STALE entry or not.
 type RedirectCounts map[Helper]struct{ Stale, Other uint64 }
 
+// MaxHitEntries caps the bypass hit counters' map. It holds a counter
+// for each STALE entry bypass packets reached lately, not one for every
+// entry: the feed drops a counter no packet reached for a minute or two,
+// so a table of a million entries needs no more of its slots (16 bytes
+// each, set aside by the kernel whatever they hold) than one of 65,536.
+const MaxHitEntries = 1 << 16
+
 // TracerStats are the tracer's own counters.
 type TracerStats struct {
 	HitsDropped, MirrorDropped, EventsDropped uint64

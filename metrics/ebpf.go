@@ -51,7 +51,7 @@ func NewTracerCollector(running RunningTracer, names func(ifindex int32) string,
 	s := newSubsystem("tracer", log)
 	var (
 		mode         = s.gauge("tracer_mode", "The running tracer mode (1 for the active one): off, xmit or fentry.", "mode")
-		mapEntries   = s.gauge("tracer_map_entries", "Entries in the tracer's maps (hits: every tracer interval; mirror: every 5 minutes, or 1,000 times the count's time when that is longer).", "map")
+		mapEntries   = s.gauge("tracer_map_entries", "Entries in the tracer's maps (hits: counted every minute, when idle counters are dropped; mirror: every 5 minutes, or 1,000 times the count's time when that is longer).", "map")
 		mapCapacity  = s.gauge("tracer_map_capacity", "Capacity of the tracer's maps.", "map")
 		mapBytes     = s.gauge("tracer_map_bytes", "Kernel memory of each of the tracer's maps, as the kernel reports it (memlock); kernels since 5.11 charge it to the agent's memory cgroup, beside the process's RSS.", "map")
 		dropped      = s.counter("tracer_dropped_total", "Tracer records lost: hits (map full), mirror updates, ring buffer events.", "kind")

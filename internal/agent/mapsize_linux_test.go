@@ -40,6 +40,13 @@ func TestTracerMapSlots(t *testing.T) {
 	if outgrown(10_000_000, 1<<20, 1<<20) {
 		t.Error("outgrown past --tracer.max-map-entries: a reload would not make the maps larger")
 	}
+	// The hit counters' map follows the others up to 65,536 slots, and
+	// stops there: it holds the entries with bypass traffic lately.
+	for _, tc := range []struct{ slots, want int }{{16384, 16384}, {65536, 65536}, {131072, 65536}, {2097152, 65536}} {
+		if got := hitSlots(tc.slots); got != tc.want {
+			t.Errorf("beside maps of %d slots the hit counters' map has %d, want %d", tc.slots, got, tc.want)
+		}
+	}
 	// The memory plan assumes the maps a table of gc_thresh3 entries gets.
 	if got := tracerMapSlots(TracerConfig{Mode: "auto"}, caps{^uint32(0), ^uint32(0)}, 1_000_000); got != 2097152 {
 		t.Errorf("the plan for 1,000,000 entries: %d slots, want 2,097,152", got)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/neighwatch/neighwatch/bpf"
 )
 
 // What the agent costs the node's memory accounting (the cgroup a pod's
@@ -28,18 +30,20 @@ const (
 // tracerCost is what the tracer's kernel maps take: per entry, the
 // elements it keeps for it, and per slot the 16 bytes the kernel sets
 // aside in each hash map the table's size sizes, whatever it holds (the
-// slots follow the table: loadSlots).
+// slots follow the table: loadSlots). The bypass hit counters' map has
+// as many slots, up to bpf.MaxHitEntries (hitSlotBytes each).
 type tracerCost struct{ entry, slot int64 }
+
+const hitSlotBytes = 16
 
 var (
 	// Before 6.0 the source-MAC candidates have a map of their own: two
 	// elements an entry (the mirror, the candidate: 104 + 104 bytes
-	// charged) and three maps' slots (the mirror, the candidates, the
-	// hit counters).
-	costOwnCandidates = tracerCost{entry: 208, slot: 48}
+	// charged) and two maps' slots (the mirror, the candidates).
+	costOwnCandidates = tracerCost{entry: 208, slot: 32}
 	// From 6.0 they live in the mirror's values: one element (96 bytes,
-	// charged 104) and two maps' slots.
-	costCandidatesInMirror = tracerCost{entry: 104, slot: 32}
+	// charged 104) and the mirror's slots.
+	costCandidatesInMirror = tracerCost{entry: 104, slot: 16}
 )
 
 // memNeed is the memory the agent needs for a node whose neighbour
@@ -48,10 +52,16 @@ var (
 func memNeed(entries, mapSlots int, c tracerCost) int64 {
 	need := int64(memBaseBytes) + int64(entries)*memEntryBytes
 	if mapSlots > 0 {
-		need += int64(entries)*c.entry + int64(mapSlots)*c.slot
+		need += int64(entries)*c.entry + int64(mapSlots)*c.slot + int64(hitSlots(mapSlots))*hitSlotBytes
 	}
 	return need
 }
+
+// hitSlots is the capacity of the bypass hit counters' map beside maps
+// of mapSlots slots: as many, up to bpf.MaxHitEntries. The feed drops a
+// counter idle for a sweep's period, so the map holds the entries with
+// bypass traffic lately, not the table.
+func hitSlots(mapSlots int) int { return min(mapSlots, bpf.MaxHitEntries) }
 
 // memWarning is the one line that says the cgroup's memory limit is too
 // small, or "": for the entries the node's neighbour tables hold now

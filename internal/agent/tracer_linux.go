@@ -258,7 +258,7 @@ func tracerWanted(mode bpf.TracerMode, c caps, log *slog.Logger) bool {
 func loadTracer(mode bpf.TracerMode, refuse []string, size int, ml memlock, log *slog.Logger) (*bpf.Tracer, error) {
 	start := time.Now()
 	tr, err := bpf.LoadTracer(bpf.TracerOptions{Mode: mode, Refuse: refuse, RefuseWhy: "named in --debug.refuse-programs",
-		MirrorSize: size, HitsSize: size, CandidatesSize: size})
+		MirrorSize: size, HitsSize: hitSlots(size), CandidatesSize: size})
 	switch {
 	case errors.Is(err, bpf.ErrNoBTF):
 		log.Warn("tracer disabled: " + err.Error())

@@ -38,7 +38,10 @@ type Config struct {
 	// Window out of every Period is how long the per-packet hooks are
 	// attached while some entry is stale-long; never while none is.
 	Window, Period time.Duration
-	Logger         *slog.Logger
+	// HitSweep is how often the bypass counters no packet reached since
+	// the sweep before are dropped in the kernel (0: a minute).
+	HitSweep time.Duration
+	Logger   *slog.Logger
 }
 
 // Feed runs a loaded tracer against the table.
@@ -76,6 +79,10 @@ type Feed struct {
 	// Owned by the interval loop.
 	watched, idxBuf []int
 	last            map[bpf.HitKey]lastHit // counters' totals at the last read
+	sweeps          uint32                 // hit sweeps done (lastHit.sweep)
+	lastSweep       time.Time
+	orphans         map[bpf.HitKey]struct{} // counters no read claimed at the last sweep
+	walkBuf         []bpf.HitKey
 	keyBuf          []bpf.HitKey
 	totals          map[bpf.HitKey]uint64
 	sights          map[bpf.HitKey]bpf.Sighting
@@ -108,13 +115,17 @@ func New(tr *bpf.Tracer, t Sink, links Links, cfg Config) *Feed {
 	if cfg.Period <= 0 { // no duty cycle: attached while needed
 		cfg.Window, cfg.Period = d.Window, d.Window
 	}
+	if cfg.HitSweep <= 0 {
+		cfg.HitSweep = time.Minute
+	}
 	return &Feed{tracer: tr, table: t, links: links, cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), created: map[table.Key]bool{},
 		c:     count.NewSet(NumCounters),
 		flush: make(chan struct{}, 1), createdSoon: make(chan struct{}, 1),
 		hitKeys: map[bpf.HitKey]struct{}{}, sightMACs: map[bpf.HitKey]net.HardwareAddr{}, unmirrored: map[bpf.HitKey]struct{}{},
 		ownMACs: map[bpf.HitKey]net.HardwareAddr{},
 		last:    map[bpf.HitKey]lastHit{}, totals: map[bpf.HitKey]uint64{}, sights: map[bpf.HitKey]bpf.Sighting{},
-		lastSizes: time.Now(), lastRetry: time.Now()} // the first count a while in, not during start-up
+		orphans:   map[bpf.HitKey]struct{}{},
+		lastSizes: time.Now(), lastRetry: time.Now(), lastSweep: time.Now()} // the first count a while in, not during start-up
 }
 
 // Ready is closed once the tracer's mirror is seeded and its events are
@@ -240,8 +251,12 @@ func (f *Feed) interval() {
 	f.syncCandidates(false)
 	if time.Since(f.lastRetry) >= retryEvery {
 		f.retryUnmirrored()
-		f.forgetLast()
 		f.lastRetry = time.Now()
+	}
+	if time.Since(f.lastSweep) >= f.cfg.HitSweep {
+		f.forgetLast()
+		f.sweepHits()
+		f.lastSweep = time.Now()
 	}
 	if time.Since(f.lastSizes) >= pace.Wait(sizesEvery, f.sizesTook) {
 		cost := pace.Start()
@@ -539,7 +554,7 @@ func (f *Feed) applyHits(keys []bpf.HitKey) {
 			continue
 		}
 		var d uint64
-		d, f.last[hk] = f.last[hk].counted(total, e.Since)
+		d, f.last[hk] = f.last[hk].counted(total, e.Since, f.sweeps)
 		if d > 0 {
 			if !f.table.AddBypass(tk, d, now) {
 				f.c.Add(HitsUnattributed, d)
@@ -555,6 +570,35 @@ func (f *Feed) forgetLast() {
 		if e, ok := f.table.Lookup(keyOf(hk)); !ok || e.State != table.StateStale {
 			delete(f.last, hk)
 		}
+	}
+}
+
+// sweepHits drops the bypass counters of entries no packet reached
+// since the sweep before: the kernel's hit map then holds the entries
+// with bypass traffic in the last sweep or two, not every entry that had
+// some in its STALE period, and is sized for those (bpf.MaxHitEntries)
+// rather than for the table. A dropped counter starts again from zero
+// with its next packet, which the programs announce; its total here goes
+// with it, so that packet counts in full.
+func (f *Feed) sweepHits() {
+	f.sweeps++
+	keys, err := f.tracer.Readout().HitKeys(f.walkBuf[:0])
+	f.walkBuf = keys
+	if err != nil {
+		f.log.Warn("tracer: walking the bypass counters failed", "err", err)
+		return
+	}
+	f.mu.Lock() // announced since this interval's read: not idle
+	drop := idleHits(keys, f.last, f.hitKeys, f.orphans, f.sweeps)
+	f.mu.Unlock()
+	if len(drop) == 0 {
+		return
+	}
+	if _, err := f.tracer.Readout().DropHits(drop); err != nil {
+		f.log.Warn("tracer: dropping idle bypass counters failed", "err", err)
+	}
+	for _, hk := range drop {
+		delete(f.last, hk)
 	}
 }
 

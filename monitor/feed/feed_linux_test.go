@@ -29,7 +29,7 @@ type stuckLab struct {
 	dp             *bpf.Datapath
 }
 
-func newStuckLab(t *testing.T, prefix string, mode bpf.Mode, tmode bpf.TracerMode) *stuckLab {
+func newStuckLab(t *testing.T, prefix string, mode bpf.Mode, tmode bpf.TracerMode, tune ...func(*feed.Config)) *stuckLab {
 	t.Helper()
 	l := lab.New(t, prefix)
 	s := &stuckLab{Lab: l, table: table.New(2*time.Second, nil)}
@@ -81,8 +81,12 @@ func newStuckLab(t *testing.T, prefix string, mode bpf.Mode, tmode bpf.TracerMod
 		t.Fatal(err)
 	}
 	// Hooks attached all the time while some entry is stale-long.
-	s.feed = feed.New(s.tracer, feed.SinkOf(s.table), mir, feed.Config{Interval: 200 * time.Millisecond, Window: time.Second, Period: time.Second,
-		Logger: slog.New(slog.DiscardHandler)})
+	cfg := feed.Config{Interval: 200 * time.Millisecond, Window: time.Second, Period: time.Second,
+		Logger: slog.New(slog.DiscardHandler)}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	s.feed = feed.New(s.tracer, feed.SinkOf(s.table), mir, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	mirDone := make(chan error, 1)
 	feedDone := make(chan error, 1)
@@ -199,6 +203,56 @@ func testLegacyBypass(t *testing.T, tm bpf.TracerMode) {
 		t.Errorf("legacy datapath redirected %d packets, want >= 20", counts[bpf.Redirect])
 	}
 	t.Logf("bypass packets %d, datapath redirects %d", e.Observed().BypassPackets, counts[bpf.Redirect])
+}
+
+// TestIdleHitCountersDropped: the kernel's bypass counter of an entry
+// no packet reached for a sweep's period is dropped (its map holds the
+// entries with traffic lately, bpf.MaxHitEntries of them at most), and
+// traffic after it counts in full from a new counter: the table's
+// bypass packets go on rising by what was sent.
+func TestIdleHitCountersDropped(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	s := newStuckLab(t, "trd", bpf.ModeLegacy, bpf.TracerXmit, func(c *feed.Config) { c.HitSweep = time.Second })
+	k := s.clientKey(t)
+	hk := bpf.HitKey{Ifindex: int(k.Ifindex), Addr: k.Addr}
+	counter := func() (uint64, bool) {
+		all, err := s.tracer.Readout().Hits()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, ok := all[hk]
+		return n, ok
+	}
+	if err := s.traffic(15); err == nil {
+		t.Fatal("pings got through with the legacy datapath and a moved client: the lab does not reproduce the failure")
+	}
+	var e table.Entry
+	lab.WaitFor(t, 5*time.Second, "bypass hits on the client's entry", func() bool {
+		e, _ = s.table.Reader().Lookup(k)
+		return e.Observed().BypassPackets >= 10
+	})
+	if n, ok := counter(); !ok || n < 10 {
+		t.Fatalf("the kernel's counter for the client: %d (present %v), want the 10 or more the table took", n, ok)
+	}
+	// No packet now: two sweeps later at most, the counter is gone.
+	lab.WaitFor(t, 10*time.Second, "the idle counter dropped in the kernel", func() bool {
+		_, ok := counter()
+		return !ok
+	})
+	if e, _ = s.table.Reader().Lookup(k); e.State != table.StateStale {
+		t.Fatalf("the client's entry %v after its counter was dropped, want it still STALE", e.State)
+	}
+	before := e.Observed().BypassPackets
+	if err := s.traffic(5); err == nil {
+		t.Fatal("pings got through")
+	}
+	lab.WaitFor(t, 5*time.Second, "hits to rise again with traffic, from a new counter", func() bool {
+		e, _ = s.table.Reader().Lookup(k)
+		n, ok := counter()
+		return ok && n >= 4 && e.Observed().BypassPackets >= before+4
+	})
+	t.Logf("bypass packets %d before the drop, %d after", before, e.Observed().BypassPackets)
 }
 
 func TestTracerNoFalsePositives(t *testing.T) {

@@ -3,6 +3,7 @@ package feed
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -30,10 +31,47 @@ func TestHitsCountAfreshEachStalePeriod(t *testing.T) {
 	}
 	for i, s := range steps {
 		var got uint64
-		got, l = l.counted(s.total, s.since)
+		got, l = l.counted(s.total, s.since, 0)
 		if got != s.want {
 			t.Errorf("read %d (total %d, period %d): %d new packets, want %d", i, s.total, s.since, got, s.want)
 		}
+	}
+}
+
+// TestIdleHitsDropped: a sweep drops the counters last read before the
+// sweep before it and keeps those read since; a counter no read claims
+// is dropped at the second sweep that finds it so, and one announced
+// since the last read never.
+func TestIdleHitsDropped(t *testing.T) {
+	key := func(i byte) bpf.HitKey {
+		return bpf.HitKey{Ifindex: 2, Addr: netip.AddrFrom4([4]byte{192, 0, 2, i})}
+	}
+	fresh, idle, orphan, pending := key(1), key(2), key(3), key(4)
+	keys := []bpf.HitKey{fresh, idle, orphan, pending}
+	// Sweep 3 is under way: fresh was read after sweep 2 (in the period
+	// that ends now), idle after sweep 1 and not since (a whole period
+	// without a packet).
+	last := map[bpf.HitKey]lastHit{fresh: {sweep: 2}, idle: {sweep: 1}}
+	pendingSet := map[bpf.HitKey]struct{}{pending: {}}
+	orphans := map[bpf.HitKey]struct{}{}
+	got := idleHits(keys, last, pendingSet, orphans, 3)
+	if !slices.Equal(got, []bpf.HitKey{idle}) {
+		t.Errorf("sweep 3 dropped %v, want only %v", got, idle)
+	}
+	if _, ok := orphans[orphan]; !ok || len(orphans) != 1 {
+		t.Errorf("orphans after sweep 3 %v, want only %v", orphans, orphan)
+	}
+	// Sweep 4, nothing read since: fresh is idle now, the orphan still
+	// unclaimed, pending still announced and unread.
+	got = idleHits([]bpf.HitKey{fresh, orphan, pending}, last, pendingSet, orphans, 4)
+	if want := []bpf.HitKey{fresh, orphan}; !slices.Equal(got, want) {
+		t.Errorf("sweep 4 dropped %v, want %v", got, want)
+	}
+	// An orphan read meanwhile is claimed, not dropped.
+	orphans = map[bpf.HitKey]struct{}{orphan: {}}
+	last[orphan] = lastHit{sweep: 4}
+	if got := idleHits([]bpf.HitKey{orphan}, last, nil, orphans, 5); len(got) != 0 {
+		t.Errorf("a claimed orphan dropped: %v", got)
 	}
 }
 
