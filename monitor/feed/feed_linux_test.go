@@ -137,6 +137,25 @@ func (s *stuckLab) traffic(count int) error {
 	return s.Client.Ping(lab.BackendIP, count, 1*time.Second)
 }
 
+// blackHoled sends count echo requests from the moved client, whose
+// replies must all be lost, and waits until the table has taken at
+// least more bypass packets for its entry than it held before them
+// (what names the wait); it returns the entry as it then was.
+func (s *stuckLab) blackHoled(t *testing.T, count int, more uint64, what string) table.Entry {
+	t.Helper()
+	k := s.clientKey(t)
+	e, _ := s.table.Reader().Lookup(k)
+	before := e.Observed().BypassPackets
+	if err := s.traffic(count); err == nil {
+		t.Fatal("pings got through with the legacy datapath and a moved client: the lab does not reproduce the failure")
+	}
+	lab.WaitFor(t, 5*time.Second, what, func() bool {
+		e, _ = s.table.Reader().Lookup(k)
+		return e.Observed().BypassPackets >= before+more
+	})
+	return e
+}
+
 // TestTracerCountsLegacyBypass runs the failure with the legacy datapath,
 // once with the xmit tracer and once asking for fentry. Where the kernel
 // refuses fentry (these machines: EPERM) the second run exercises the
@@ -160,15 +179,8 @@ func testLegacyBypass(t *testing.T, tm bpf.TracerMode) {
 		}
 		t.Logf("asked for fentry, running %s (fallback: %v)", s.tracer.Loader().Mode(), s.tracer.Loader().Fallback())
 	}
-	if err := s.traffic(15); err == nil {
-		t.Fatal("pings got through with the legacy datapath and a moved client: the lab does not reproduce the failure")
-	}
 	k := s.clientKey(t)
-	var e table.Entry
-	lab.WaitFor(t, 5*time.Second, "bypass hits on the client's entry", func() bool {
-		e, _ = s.table.Reader().Lookup(k)
-		return e.Observed().BypassPackets >= 10
-	})
+	s.blackHoled(t, 15, 10, "bypass hits on the client's entry")
 	ke, err := s.Node.Entry(lab.NodeClientIf, lab.ClientIP)
 	if err != nil {
 		t.Fatal(err)
@@ -176,14 +188,7 @@ func testLegacyBypass(t *testing.T, tm bpf.TracerMode) {
 	if ke.State[0] != "STALE" || !strings.EqualFold(ke.LLAddr, s.oldMAC) {
 		t.Fatalf("kernel entry %v %s, want STALE at the old MAC %s", ke.State, ke.LLAddr, s.oldMAC)
 	}
-	before := e.Observed().BypassPackets
-	if err := s.traffic(5); err == nil {
-		t.Fatal("pings got through")
-	}
-	lab.WaitFor(t, 5*time.Second, "hits to keep rising with traffic", func() bool {
-		e, _ = s.table.Reader().Lookup(k)
-		return e.Observed().BypassPackets >= before+4
-	})
+	e := s.blackHoled(t, 5, 4, "hits to keep rising with traffic")
 	// The moved client keeps sending: its packets arrive from the new MAC
 	// while the node sends to the old one.
 	lab.WaitFor(t, 10*time.Second, "the entry to be classified stuck by its source MAC", func() bool {
@@ -224,34 +229,22 @@ func TestIdleHitCountersDropped(t *testing.T) {
 		n, ok := all[hk]
 		return n, ok
 	}
-	if err := s.traffic(15); err == nil {
-		t.Fatal("pings got through with the legacy datapath and a moved client: the lab does not reproduce the failure")
-	}
 	// The table's bypass packets come from the kernel's counter alone:
 	// it was there. (Not read here: under load it may be gone already.)
-	var e table.Entry
-	lab.WaitFor(t, 5*time.Second, "bypass hits on the client's entry", func() bool {
-		e, _ = s.table.Reader().Lookup(k)
-		return e.Observed().BypassPackets >= 10
-	})
+	s.blackHoled(t, 15, 10, "bypass hits on the client's entry")
 	// No packet now: two sweeps later at most, the counter is gone.
 	lab.WaitFor(t, 20*time.Second, "the idle counter dropped in the kernel", func() bool {
 		_, ok := counter()
 		return !ok
 	})
-	if e, _ = s.table.Reader().Lookup(k); e.State != table.StateStale {
+	e, _ := s.table.Reader().Lookup(k)
+	if e.State != table.StateStale {
 		t.Fatalf("the client's entry %v after its counter was dropped, want it still STALE", e.State)
 	}
 	before := e.Observed().BypassPackets
 	// The old counter is gone: what the table takes now came through a
 	// new one.
-	if err := s.traffic(10); err == nil {
-		t.Fatal("pings got through")
-	}
-	lab.WaitFor(t, 5*time.Second, "hits to rise again with traffic, from a new counter", func() bool {
-		e, _ = s.table.Reader().Lookup(k)
-		return e.Observed().BypassPackets >= before+4
-	})
+	e = s.blackHoled(t, 10, 4, "hits to rise again with traffic, from a new counter")
 	t.Logf("bypass packets %d before the drop, %d after", before, e.Observed().BypassPackets)
 }
 
