@@ -50,10 +50,10 @@ func newFwdBench(b *testing.B) *fwdBench {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { tr.Close() })
-		if err := tr.Hooks().SetPerPacket(false); err != nil {
+		if err := tr.SetPerPacket(false); err != nil {
 			b.Fatal(err)
 		}
-		if err := tr.Hooks().SetWatched([]int{f.rig.N0, f.rig.N1}, false); err != nil {
+		if err := tr.SetWatched([]int{f.rig.N0, f.rig.N1}, false); err != nil {
 			b.Fatal(err)
 		}
 		f.tracers[name] = tr
@@ -65,7 +65,7 @@ func newFwdBench(b *testing.B) *fwdBench {
 // forwarding) and tracer variant ("" = none).
 func (f *fwdBench) setup(b *testing.B, mode Mode, tracer string) {
 	for name, tr := range f.tracers {
-		if err := tr.Hooks().SetPerPacket(name == tracer); err != nil {
+		if err := tr.SetPerPacket(name == tracer); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -318,24 +318,24 @@ func BenchmarkForwardingSampled(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer f.rig.L.Node.MustIP(b, "neigh", "del", staleIP.String(), "dev", lab.NodeClientIf)
-			if _, err := tr.CandidateFilter().UpdateCandidates([]Candidate{{Ifindex: f.rig.N0, Addr: staleIP, MAC: staleMAC}}); err != nil {
+			if _, err := tr.UpdateCandidates([]Candidate{{Ifindex: f.rig.N0, Addr: staleIP, MAC: staleMAC}}); err != nil {
 				b.Fatal(err)
 			}
-		} else if err := tr.CandidateFilter().PruneCandidates(func(int, netip.Addr) bool { return false }); err != nil {
+		} else if err := tr.PruneCandidates(func(int, netip.Addr) bool { return false }); err != nil {
 			b.Fatal(err)
 		}
-		_, before := tr.Hooks().PerPacket()
+		_, before := tr.PerPacket()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			if !sampled || !stale { // the agent attaches nothing without a stale-long entry
 				return
 			}
-			if err := tr.Hooks().SetPerPacket(true); err != nil {
+			if err := tr.SetPerPacket(true); err != nil {
 				b.Error(err)
 			}
 			time.Sleep(window)
-			if err := tr.Hooks().SetPerPacket(false); err != nil {
+			if err := tr.SetPerPacket(false); err != nil {
 				b.Error(err)
 			}
 		}()
@@ -347,7 +347,7 @@ func BenchmarkForwardingSampled(b *testing.B) {
 		}
 		elapsed := time.Since(start)
 		<-done
-		_, after := tr.Hooks().PerPacket()
+		_, after := tr.PerPacket()
 		return float64(frames) / elapsed.Seconds(), (after - before).Seconds() / elapsed.Seconds()
 	}
 	pps, ratios, attached := fwdrig.Series{}, fwdrig.Series{}, fwdrig.Series{}
@@ -392,13 +392,13 @@ func BenchmarkForwardingFentry(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { fe.Close() })
-	if fe.Loader().Mode() != TracerFentry {
-		b.Skipf("fentry refused on this kernel: %v", fe.Loader().Fallback())
+	if fe.Mode() != TracerFentry {
+		b.Skipf("fentry refused on this kernel: %v", fe.Fallback())
 	}
-	if fe.fentryKept != nil {
+	if fe.core.fentryKept != nil {
 		b.Skip("this kernel attaches a tracing program once: fentry cannot be switched off between rounds")
 	}
-	if err := fe.Hooks().SetWatched([]int{f.rig.N0, f.rig.N1}, false); err != nil {
+	if err := fe.SetWatched([]int{f.rig.N0, f.rig.N1}, false); err != nil {
 		b.Fatal(err)
 	}
 	f.tracers["fentry"] = fe
@@ -494,10 +494,10 @@ func BenchmarkTracerScrapeReads(b *testing.B) {
 		name string
 		read func()
 	}{
-		{"ProgramRuns", func() { tr.Loader().ProgramRuns() }},
-		{"StaleCounted", func() { _, _ = tr.Seeder().StaleCounted() }},
-		{"Stats", func() { _, _ = tr.Readout().Stats() }},
-		{"Programs", func() { tr.Loader().Programs() }},
+		{"ProgramRuns", func() { tr.ProgramRuns() }},
+		{"StaleCounted", func() { _, _ = tr.StaleCounted() }},
+		{"Stats", func() { _, _ = tr.Stats() }},
+		{"Programs", func() { tr.Programs() }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -550,7 +550,7 @@ func BenchmarkSeed(b *testing.B) {
 						MAC: net.HardwareAddr{0x02, 0, a[0], a[1], a[2], a[3]}}
 				}
 				b.StartTimer()
-				if _, _, err := tr.Seeder().Seed(batch); err != nil {
+				if _, _, err := tr.Seed(batch); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -572,7 +572,7 @@ func BenchmarkCountMirror(b *testing.B) {
 	}{{"Batch", countKeys}, {"OneByOne", countKeysOneByOne}} {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
-				if got := c.count(tr.objs.NeighMirror); got != n {
+				if got := c.count(tr.core.objs.NeighMirror); got != n {
 					b.Fatalf("counted %d, want %d", got, n)
 				}
 			}

@@ -15,7 +15,7 @@ import (
 func TestHooksAttachedTimeCounted(t *testing.T) {
 	lab.Require(t)
 	tr := loadEmpty(t, 1<<14)
-	h := tr.Hooks()
+	h := tr
 	if on, d := h.PerPacket(); on || d != 0 {
 		t.Fatalf("at load: attached %v for %v, want detached, 0", on, d)
 	}

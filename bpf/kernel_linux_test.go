@@ -55,11 +55,11 @@ func tracerLoads(t *testing.T, opts TracerOptions) {
 	}
 	defer tr.Close()
 	features := map[Feature]FeatureStatus{}
-	for _, f := range tr.Loader().Features() {
+	for _, f := range tr.Features() {
 		features[f.Feature] = f
 		t.Logf("%-16s working=%v via=%s %s", f.Feature, f.Working, f.Via, f.Why)
 	}
-	for _, p := range tr.Loader().Programs() {
+	for _, p := range tr.Programs() {
 		if !p.Loaded {
 			t.Logf("refused: %s (%s, %s): %s", p.Program, p.Hook, p.Refusal, p.Error)
 		}
@@ -68,7 +68,7 @@ func tracerLoads(t *testing.T, opts TracerOptions) {
 	// every per-entry map named, each taking something (at least its
 	// buckets: the kernel reports what a map uses since 6.4, its full
 	// size before). The ring buffer is left out: 6.1 reports 0 for it.
-	mem, err := tr.Readout().MapMemory()
+	mem, err := tr.MapMemory()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +80,8 @@ func tracerLoads(t *testing.T, opts TracerOptions) {
 	}
 	// The agent's memory plan goes by the release, the loader by what
 	// loads: they must agree on where the source-MAC candidates live.
-	if planned, rel, err := kver.AtLeast(CandidatesInMirrorFrom[0], CandidatesInMirrorFrom[1]); err != nil || planned != tr.candInMirror || (tr.seed.cand != nil) != tr.candInMirror {
-		t.Errorf("kernel %s: candidates in the mirror's values: planned %v, loaded %v (tr_candidates loaded %v; %v)", rel, planned, tr.candInMirror, tr.seed.cand != nil, err)
+	if planned, rel, err := kver.AtLeast(CandidatesInMirrorFrom[0], CandidatesInMirrorFrom[1]); err != nil || planned != tr.core.candInMirror || (tr.core.seed.cand != nil) != tr.core.candInMirror {
+		t.Errorf("kernel %s: candidates in the mirror's values: planned %v, loaded %v (tr_candidates loaded %v; %v)", rel, planned, tr.core.candInMirror, tr.core.seed.cand != nil, err)
 	}
 	for _, f := range []Feature{FeatureStates, FeatureCreated, FeatureBypass, FeatureSourceMAC} {
 		if st := features[f]; !st.Working || st.Why != "" {
@@ -89,16 +89,16 @@ func tracerLoads(t *testing.T, opts TracerOptions) {
 		}
 	}
 	if fentryRefused(t) {
-		if tr.Loader().Mode() != TracerXmit || tr.Loader().Fallback() == nil || !strings.Contains(tr.Loader().Fallback().Error(), "fentry") {
-			t.Errorf("a kernel that refuses fentry: mode %s, fallback %v; want xmit and the fentry refusal named", tr.Loader().Mode(), tr.Loader().Fallback())
+		if tr.Mode() != TracerXmit || tr.Fallback() == nil || !strings.Contains(tr.Fallback().Error(), "fentry") {
+			t.Errorf("a kernel that refuses fentry: mode %s, fallback %v; want xmit and the fentry refusal named", tr.Mode(), tr.Fallback())
 		}
 		if features[FeatureXDPBypass].Working || features[FeatureXDPBypass].Why == "" {
 			t.Errorf("xdp-bypass without fentry: %+v; want off, with why", features[FeatureXDPBypass])
 		}
 		return
 	}
-	if tr.Loader().Mode() != TracerFentry {
-		t.Errorf("the kernel takes fentry: mode %s (fallback %v); want fentry", tr.Loader().Mode(), tr.Loader().Fallback())
+	if tr.Mode() != TracerFentry {
+		t.Errorf("the kernel takes fentry: mode %s (fallback %v); want fentry", tr.Mode(), tr.Fallback())
 	}
 	if x := features[FeatureXDPBypass]; !x.Working || x.Why != "" {
 		t.Errorf("xdp-bypass with fentry: %+v; want working, bpf_redirect_map included", x)
@@ -138,7 +138,7 @@ func TestTracerDegradesProgramByProgram(t *testing.T) {
 			// Every feature has a status: one refused program does not
 			// stop the others from being tried.
 			said := map[Feature]bool{}
-			for _, f := range tr.Loader().Features() {
+			for _, f := range tr.Features() {
 				said[f.Feature] = true
 			}
 			for _, f := range Features() {
@@ -146,7 +146,7 @@ func TestTracerDegradesProgramByProgram(t *testing.T) {
 					t.Errorf("%s has no status with %v refused: not tried", f, tc.refuse)
 				}
 			}
-			for _, f := range tr.Loader().Features() {
+			for _, f := range tr.Features() {
 				switch {
 				case off[f.Feature] && f.Working && f.Why == "":
 					t.Errorf("%s still works fully with %v refused", f.Feature, tc.refuse)
@@ -156,17 +156,17 @@ func TestTracerDegradesProgramByProgram(t *testing.T) {
 					t.Errorf("%s off (%s); refusing %v must not cost it", f.Feature, f.Why, tc.refuse)
 				}
 			}
-			if tc.mode != "" && tr.Loader().Mode() != tc.mode {
-				t.Errorf("bypass counted by %s, want %s", tr.Loader().Mode(), tc.mode)
+			if tc.mode != "" && tr.Mode() != tc.mode {
+				t.Errorf("bypass counted by %s, want %s", tr.Mode(), tc.mode)
 			}
 			refused := 0
-			for _, p := range tr.Loader().Programs() {
+			for _, p := range tr.Programs() {
 				if p.Refusal == RefusedDisabled {
 					refused++
 				}
 			}
 			if refused == 0 {
-				t.Errorf("no program reported as refused: %+v", tr.Loader().Programs())
+				t.Errorf("no program reported as refused: %+v", tr.Programs())
 			}
 		})
 	}
@@ -262,10 +262,10 @@ func TestTracerCountsEachHelper(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tr.Close()
-		if tr.Loader().Mode() != TracerXmit || tr.Loader().Fallback() == nil {
-			t.Errorf("a kernel that refuses fentry: mode %s, fallback %v; want xmit, the refusal named", tr.Loader().Mode(), tr.Loader().Fallback())
+		if tr.Mode() != TracerXmit || tr.Fallback() == nil {
+			t.Errorf("a kernel that refuses fentry: mode %s, fallback %v; want xmit, the refusal named", tr.Mode(), tr.Fallback())
 		}
-		report = append(report, "fentry refused, fallback named: "+tr.Loader().Fallback().Error())
+		report = append(report, "fentry refused, fallback named: "+tr.Fallback().Error())
 	}
 	t.Logf("what each mode counted for %d packets:\n%s", n, strings.Join(report, "\n"))
 }
@@ -313,13 +313,13 @@ func newHelperLab(t *testing.T, mode TracerMode) *helperLab {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.tr.Close() })
-	if h.tr.Loader().Mode() != mode {
-		t.Fatalf("asked for %s, runs %s (fallback %v)", mode, h.tr.Loader().Mode(), h.tr.Loader().Fallback())
+	if h.tr.Mode() != mode {
+		t.Fatalf("asked for %s, runs %s (fallback %v)", mode, h.tr.Mode(), h.tr.Fallback())
 	}
-	if err := h.tr.Hooks().SetWatched(nil, true); err != nil {
+	if err := h.tr.SetWatched(nil, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.tr.Hooks().SetPerPacket(true); err != nil {
+	if err := h.tr.SetPerPacket(true); err != nil {
 		t.Fatal(err)
 	}
 	n0, err := l.Node.Ifindex(lab.NodeClientIf)
@@ -331,7 +331,7 @@ func newHelperLab(t *testing.T, mode TracerMode) *helperLab {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = h.tr.Readout().ReadTransitions(ctx, func(tr SilentTransition) {
+		_ = h.tr.ReadTransitions(ctx, func(tr SilentTransition) {
 			if tr.Source == SourceHit && tr.Key == h.key {
 				h.mu.Lock()
 				h.announced++
@@ -359,11 +359,11 @@ func (h *helperLab) count(t *testing.T, hc helperCase, n int) string {
 	}
 	detach := hc.attach(t, h.Lab)
 	defer detach()
-	hits0, err := h.tr.Readout().Hits()
+	hits0, err := h.tr.Hits()
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := h.tr.Readout().Redirects()
+	before, err := h.tr.Redirects()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func (h *helperLab) count(t *testing.T, hc helperCase, n int) string {
 	for half := range 2 {
 		// A new epoch for each half: the entry's counter may have been
 		// announced in the current one already (by the case before).
-		if err := h.tr.CandidateFilter().BumpEpoch(); err != nil {
+		if err := h.tr.BumpEpoch(); err != nil {
 			t.Fatal(err)
 		}
 		sent, err := h.Backend.SendUDP(lab.ClientIP, 9, n/2)
@@ -381,7 +381,7 @@ func (h *helperLab) count(t *testing.T, hc helperCase, n int) string {
 		// Every packet of this half counted (and announced) before the
 		// epoch changes.
 		lab.WaitFor(t, lab.Patience(5*time.Second), "the half counted", func() bool {
-			hs, err := h.tr.Readout().Hits()
+			hs, err := h.tr.Hits()
 			return err == nil && (hs[h.key] >= hits0[h.key]+uint64(n/2*(half+1)) || !hc.bypass || (h.mode != TracerFentry && !hc.xmitSees))
 		})
 	}
@@ -395,7 +395,7 @@ func (h *helperLab) count(t *testing.T, hc helperCase, n int) string {
 	// settle at what is expected, or time out and report what they are.
 	deadline := time.Now().Add(lab.Patience(5 * time.Second))
 	for {
-		hs, err := h.tr.Readout().Hits()
+		hs, err := h.tr.Hits()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -405,7 +405,7 @@ func (h *helperLab) count(t *testing.T, hc helperCase, n int) string {
 		if hits >= hits0[h.key] {
 			hits -= hits0[h.key]
 		}
-		if after, err = h.tr.Readout().Redirects(); err != nil {
+		if after, err = h.tr.Redirects(); err != nil {
 			t.Fatal(err)
 		}
 		if (hits == uint64(wantHits) && (h.mode != TracerFentry || calls(after, before, hc.helper) == uint64(n))) || time.Now().After(deadline) {
@@ -502,12 +502,12 @@ func TestTracerIgnoresOtherNamespaces(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if !mirrored.tr.Seeder().Mirrored(mirrored.key) {
+			if !mirrored.tr.Mirrored(mirrored.key) {
 				t.Fatal("the mirrored lab's STALE entry is not in the in-kernel mirror")
 			}
 			detach := attachFwd(fwd.TC, fwd.Options{})(t, other)
 			defer detach()
-			before, err := mirrored.tr.Readout().Redirects()
+			before, err := mirrored.tr.Redirects()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -530,10 +530,10 @@ func TestTracerIgnoresOtherNamespaces(t *testing.T) {
 				if mode != TracerFentry {
 					return true
 				}
-				after, err := mirrored.tr.Readout().Redirects()
+				after, err := mirrored.tr.Redirects()
 				return err == nil && calls(after, before, HelperRedirect) >= n
 			})
-			hs, err := mirrored.tr.Readout().Hits()
+			hs, err := mirrored.tr.Hits()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -44,12 +44,12 @@ func TestRawLayouts(t *testing.T) {
 func TestCountKeysInBatches(t *testing.T) {
 	lab.Require(t)
 	tr := loadEmpty(t, 1<<14)
-	if n, m := countKeys(tr.objs.NeighMirror), countKeysOneByOne(tr.objs.NeighMirror); n != 0 || m != 0 {
+	if n, m := countKeys(tr.core.objs.NeighMirror), countKeysOneByOne(tr.core.objs.NeighMirror); n != 0 || m != 0 {
 		t.Fatalf("empty mirror counted %d in batches, %d key by key", n, m)
 	}
 	const want = 10_000
 	seedReachable(t, tr, want)
-	if got, byKey := countKeys(tr.objs.NeighMirror), countKeysOneByOne(tr.objs.NeighMirror); got != want || byKey != want {
+	if got, byKey := countKeys(tr.core.objs.NeighMirror), countKeysOneByOne(tr.core.objs.NeighMirror); got != want || byKey != want {
 		t.Fatalf("mirror of %d entries counted %d in batches, %d key by key", want, got, byKey)
 	}
 }
@@ -75,7 +75,7 @@ func seedReachable(tb testing.TB, tr *Tracer, n int) {
 		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
 		batch = append(batch, SeedEntry{Ifindex: 1 + i%3, Addr: a, State: unix.NUD_REACHABLE, MAC: net.HardwareAddr{2, 0, 0, byte(i >> 16), byte(i >> 8), byte(i)}})
 	}
-	if k, _, err := tr.Seeder().Seed(batch); err != nil || k != n {
+	if k, _, err := tr.Seed(batch); err != nil || k != n {
 		tb.Fatalf("seeded %d of %d: %v", k, n, err)
 	}
 }

@@ -64,20 +64,20 @@ func TestSeedInKernelAsEntryByEntry(t *testing.T) {
 		t.Cleanup(func() { tr.Close() })
 		k := nkeyOf(first.Ifindex, first.Addr)
 		v := tracerNval{State: unix.NUD_REACHABLE, Mac: [6]byte(mac(9, 9))}
-		if err := tr.objs.NeighMirror.Update(raw(&k), raw(&v), ebpf.UpdateNoExist); err != nil {
+		if err := tr.core.objs.NeighMirror.Update(raw(&k), raw(&v), ebpf.UpdateNoExist); err != nil {
 			t.Fatal(err)
 		}
 		var r result
-		if r.n, r.unmirrored, err = tr.Seeder().Seed(batch); err != nil {
+		if r.n, r.unmirrored, err = tr.Seed(batch); err != nil {
 			t.Fatalf("seed (refused %v): %v", refuse, err)
 		}
-		if r.counted, err = tr.Seeder().StaleCounted(); err != nil {
+		if r.counted, err = tr.StaleCounted(); err != nil {
 			t.Fatal(err)
 		}
-		if err := tr.objs.MacBloom.Get(&r.bloom); err != nil {
+		if err := tr.core.objs.MacBloom.Get(&r.bloom); err != nil {
 			t.Fatal(err)
 		}
-		r.mirror = dumpMap[tracerNkey, tracerNval](t, tr.objs.NeighMirror)
+		r.mirror = dumpMap[tracerNkey, tracerNval](t, tr.core.objs.NeighMirror)
 		if got := r.mirror[k]; got != v {
 			t.Errorf("refused %v: the entry mirrored first is now %+v, was %+v", refuse, got, v)
 		}
@@ -86,15 +86,15 @@ func TestSeedInKernelAsEntryByEntry(t *testing.T) {
 	kernel, inKernel := seed(nil)
 	user, byEntry := seed([]string{"tr_seed"})
 
-	if user.Seeder().SeedsInKernel() {
+	if user.SeedsInKernel() {
 		t.Error("tr_seed refused, yet Seed runs in the kernel")
 	}
-	if ok, rel := lab.KernelAtLeast(6, 1); ok && !kernel.Seeder().SeedsInKernel() {
-		t.Fatalf("kernel %s refused tr_seed: %+v", rel, kernel.Loader().Programs())
-	} else if ok, _ := lab.KernelAtLeast(6, 0); !ok && kernel.Seeder().SeedsInKernel() {
+	if ok, rel := lab.KernelAtLeast(6, 1); ok && !kernel.SeedsInKernel() {
+		t.Fatalf("kernel %s refused tr_seed: %+v", rel, kernel.Programs())
+	} else if ok, _ := lab.KernelAtLeast(6, 0); !ok && kernel.SeedsInKernel() {
 		t.Fatalf("kernel %s took tr_seed, which needs 6.0", rel)
 	} else {
-		t.Logf("kernel %s: tr_seed taken: %v", rel, kernel.Seeder().SeedsInKernel())
+		t.Logf("kernel %s: tr_seed taken: %v", rel, kernel.SeedsInKernel())
 	}
 
 	// 20 + 10 + 1 + 12 + 4 mirrored; 1 uncounted and 4 + 1 left out. The
@@ -201,60 +201,60 @@ func TestCandidatesInKernelAsOneByOne(t *testing.T) {
 		for _, i := range []byte{0, 1, 2, 3, 4, 5, 10, 11, 12} {
 			mirrored = append(mirrored, SeedEntry{Ifindex: c(i, i).Ifindex, Addr: c(i, i).Addr, State: unix.NUD_REACHABLE, MAC: c(i, i).MAC})
 		}
-		if n, _, err := tr.Seeder().Seed(mirrored); n != len(mirrored) || err != nil {
+		if n, _, err := tr.Seed(mirrored); n != len(mirrored) || err != nil {
 			t.Fatalf("refused %v: seeded %d of %d: %v", refuse, n, len(mirrored), err)
 		}
-		if n, err := tr.CandidateFilter().UpdateCandidates(first); n != 0 || err != nil {
+		if n, err := tr.UpdateCandidates(first); n != 0 || err != nil {
 			t.Fatalf("refused %v: first six: %d not watched, %v", refuse, n, err)
 		}
 		// What the source-MAC program would have seen of the first two.
 		for _, i := range []byte{0, 1} {
 			k := nkeyOf(c(i, i).Ifindex, c(i, i).Addr)
 			v := tracerCand{Packets: 7}
-			if tr.candInMirror {
+			if tr.core.candInMirror {
 				var nv tracerNval
-				if err := tr.objs.NeighMirror.Lookup(raw(&k), raw(&nv)); err != nil {
+				if err := tr.core.objs.NeighMirror.Lookup(raw(&k), raw(&nv)); err != nil {
 					t.Fatal(err)
 				}
 				v.On = 1
 				nv.C = v
-				if err := tr.objs.NeighMirror.Update(raw(&k), raw(&nv), ebpf.UpdateExist); err != nil {
+				if err := tr.core.objs.NeighMirror.Update(raw(&k), raw(&nv), ebpf.UpdateExist); err != nil {
 					t.Fatal(err)
 				}
 				continue
 			}
 			sv := tracerScand{Mac: [6]byte(c(i, i).MAC), C: v}
-			if err := tr.objs.SourceCandidates.Update(raw(&k), raw(&sv), ebpf.UpdateExist); err != nil {
+			if err := tr.core.objs.SourceCandidates.Update(raw(&k), raw(&sv), ebpf.UpdateExist); err != nil {
 				t.Fatal(err)
 			}
 		}
 		var r result
-		r.notWatched, err = tr.CandidateFilter().UpdateCandidates(second)
+		r.notWatched, err = tr.UpdateCandidates(second)
 		if r.notWatched != 1 || err == nil || !strings.Contains(err.Error(), "full") {
 			t.Errorf("refused %v: %d not watched (%v); want 1, and the map named full", refuse, r.notWatched, err)
 		}
 		r.cands = map[tracerNkey]tracerCand{}
-		if err := tr.CandidateFilter().eachCandidate(func(k tracerNkey, v *tracerCand) {
+		if err := tr.eachCandidate(func(k tracerNkey, v *tracerCand) {
 			v.On = 0 // the mirror's mark; the map's have none
 			r.cands[k] = *v
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if !tr.candInMirror {
+		if !tr.core.candInMirror {
 			k := nkeyOf(c(1, 1).Ifindex, c(1, 1).Addr)
 			var sv tracerScand
-			if err := tr.objs.SourceCandidates.Lookup(raw(&k), raw(&sv)); err != nil || sv.Mac != [6]byte(c(1, 99).MAC) {
+			if err := tr.core.objs.SourceCandidates.Lookup(raw(&k), raw(&sv)); err != nil || sv.Mac != [6]byte(c(1, 99).MAC) {
 				t.Errorf("refused %v: the changed candidate's MAC %v (%v), want %v", refuse, net.HardwareAddr(sv.Mac[:]), err, c(1, 99).MAC)
 			}
 		}
-		r.bloom = [16384]uint8(tr.cands.sourceBloom())
-		r.ifaces = maps.Clone(tr.cands.ifaces)
+		r.bloom = [16384]uint8(tr.core.cands.sourceBloom())
+		r.ifaces = maps.Clone(tr.core.cands.ifaces)
 		return tr, r
 	}
 	kernel, inKernel := update(nil)
 	_, oneByOne := update([]string{"tr_candidates"})
-	if ok, rel := lab.KernelAtLeast(6, 1); ok && (kernel.seed.cand == nil || !kernel.candInMirror) {
-		t.Fatalf("kernel %s refused tr_candidates (in the mirror: %v): %+v", rel, kernel.candInMirror, kernel.Loader().Programs())
+	if ok, rel := lab.KernelAtLeast(6, 1); ok && (kernel.core.seed.cand == nil || !kernel.core.candInMirror) {
+		t.Fatalf("kernel %s refused tr_candidates (in the mirror: %v): %+v", rel, kernel.core.candInMirror, kernel.Programs())
 	}
 
 	for name, r := range map[string]result{"in the kernel": inKernel, "one by one": oneByOne} {
@@ -295,10 +295,10 @@ func TestSeedAfterClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		e := SeedEntry{Ifindex: 1, Addr: netip.MustParseAddr("10.8.0.1"), State: unix.NUD_STALE, MAC: net.HardwareAddr{2, 0, 0, 0, 8, 1}}
-		if n, missed, err := tr.Seeder().Seed([]SeedEntry{e, e}); n != 0 || (err == nil && len(missed) != 2) {
+		if n, missed, err := tr.Seed([]SeedEntry{e, e}); n != 0 || (err == nil && len(missed) != 2) {
 			t.Errorf("refused %v: seeding a closed tracer: %d mirrored, %d returned, err %v", refuse, n, len(missed), err)
 		}
-		if n, err := tr.CandidateFilter().UpdateCandidates([]Candidate{{Ifindex: 1, Addr: e.Addr, MAC: e.MAC}}); err == nil && n != 1 {
+		if n, err := tr.UpdateCandidates([]Candidate{{Ifindex: 1, Addr: e.Addr, MAC: e.MAC}}); err == nil && n != 1 {
 			t.Errorf("refused %v: candidates into a closed tracer: %d not watched, no error", refuse, n)
 		}
 	}
@@ -318,7 +318,7 @@ func TestSeedDropsUnansweredVias(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tr.Close()
-		if refuse != nil && tr.Seeder().SeedsInKernel() {
+		if refuse != nil && tr.SeedsInKernel() {
 			t.Fatalf("tr_seed refused, and seeding in the kernel")
 		}
 		mac, other := [6]byte{2, 0, 0, 0, 8, 0x31}, [6]byte{2, 0, 0, 0, 8, 0x32}
@@ -329,17 +329,17 @@ func TestSeedDropsUnansweredVias(t *testing.T) {
 		}
 		for _, k := range keys {
 			v := tracerVia{State: uint8(tracerViaStateVIA_NONE), Epoch: 1}
-			if err := tr.objs.ViaMacs.Update(raw(&k), raw(&v), ebpf.UpdateAny); err != nil {
+			if err := tr.core.objs.ViaMacs.Update(raw(&k), raw(&v), ebpf.UpdateAny); err != nil {
 				t.Fatal(err)
 			}
 		}
 		e := SeedEntry{Ifindex: 5, Addr: netip.MustParseAddr("10.8.1.1"), State: unix.NUD_STALE, MAC: mac[:]}
-		if n, missed, err := tr.Seeder().Seed([]SeedEntry{e}); n != 1 || len(missed) != 0 || err != nil {
+		if n, missed, err := tr.Seed([]SeedEntry{e}); n != 1 || len(missed) != 0 || err != nil {
 			t.Fatalf("refused %v: seeded %d, %d unmirrored: %v", refuse, n, len(missed), err)
 		}
 		for name, k := range keys {
 			var v tracerVia
-			err := tr.objs.ViaMacs.Lookup(raw(&k), raw(&v))
+			err := tr.core.objs.ViaMacs.Lookup(raw(&k), raw(&v))
 			if gone := errors.Is(err, ebpf.ErrKeyNotExist); gone != (name == "seeded") {
 				t.Errorf("refused %v: the answer for the %s: dropped %v (%v), want %v", refuse, name, gone, err, name == "seeded")
 			}

@@ -30,11 +30,16 @@ import (
 //
 // Close releases it all.
 //
-// A Tracer offers only its jobs (tr.Loader(), tr.Readout(), ...) and
-// Close; a reader declares the few methods it needs as its own interface
-// (metrics.TracerSource), which a job or a struct of jobs satisfies.
+// A Tracer has every job's methods; a reader declares the few it calls
+// as its own interface (metrics.TracerSource, feed.Hooks, ...), which a
+// *Tracer satisfies as it is.
 type Tracer struct {
-	*tracerCore
+	Loader
+	Hooks
+	CandidateFilter
+	Seeder
+	Readout
+	core *tracerCore
 }
 
 // The jobs: views of one core.
@@ -46,20 +51,10 @@ type (
 	Readout         struct{ *tracerCore }
 )
 
-// Loader returns the job of loading, and of what loaded.
-func (t *Tracer) Loader() Loader { return Loader{t.tracerCore} }
-
-// Hooks returns the job of the per-packet hooks.
-func (t *Tracer) Hooks() Hooks { return Hooks{t.tracerCore} }
-
-// CandidateFilter returns the job of the source-MAC candidates.
-func (t *Tracer) CandidateFilter() CandidateFilter { return CandidateFilter{t.tracerCore} }
-
-// Seeder returns the job of the in-kernel mirror of STALE entries.
-func (t *Tracer) Seeder() Seeder { return Seeder{t.tracerCore} }
-
-// Readout returns the job of reading what the programs counted.
-func (t *Tracer) Readout() Readout { return Readout{t.tracerCore} }
+// newTracer returns a Tracer of core c.
+func newTracer(c *tracerCore) *Tracer {
+	return &Tracer{Loader{c}, Hooks{c}, CandidateFilter{c}, Seeder{c}, Readout{c}, c}
+}
 
 // tracerCore is the state the jobs share, and, each in a struct of its
 // own, the state one job keeps.
@@ -205,7 +200,7 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoBTF, err)
 	}
 	c := newTracerCore(opts.InNetNS)
-	t := &Tracer{tracerCore: c}
+	t := newTracer(c)
 	if opts.NetNSIno == 0 {
 		ino, err := NetNSInode("/proc/self/ns/net")
 		if err != nil {
@@ -237,29 +232,29 @@ func LoadTracer(opts TracerOptions) (*Tracer, error) {
 		l.Close()
 		return nil, fmt.Errorf("load tracer maps: %w", err)
 	}
-	t.objs.tracerMaps, t.objs.tracerVariables = mv.tracerMaps, mv.tracerVariables
-	t.loaders = append(t.loaders, l)
+	c.objs.tracerMaps, c.objs.tracerVariables = mv.tracerMaps, mv.tracerVariables
+	c.loaders = append(c.loaders, l)
 
-	t.loadNeighbourHooks(l, spec)
-	t.loadBypass(l, opts)
-	t.loadSource(l)
-	t.Seeder().loadSeed(l)
-	for _, l := range t.loaders {
+	c.loadNeighbourHooks(l, spec)
+	c.loadBypass(l, opts)
+	c.loadSource(l)
+	t.Seeder.loadSeed(l)
+	for _, l := range c.loaders {
 		l.loaded()
 	}
 
 	// The per-packet hooks start detached: the caller attaches them
 	// while some entry needs watching (SetPerPacket).
-	if err := t.Hooks().SetPerPacket(false); err != nil {
+	if err := t.SetPerPacket(false); err != nil {
 		t.Close()
 		return nil, err
 	}
-	rd, err := ringbuf.NewReader(t.objs.TpEvents)
+	rd, err := ringbuf.NewReader(c.objs.TpEvents)
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("open tracer ring buffer: %w", err)
 	}
-	t.rd = rd
+	c.rd = rd
 	return t, nil
 }
 
@@ -288,32 +283,33 @@ func tracerSpec(opts TracerOptions) (*ebpf.CollectionSpec, error) {
 
 // Close detaches and unloads everything.
 func (t *Tracer) Close() error {
+	c := t.core
 	var errs []error
-	if t.rd != nil {
-		errs = append(errs, t.rd.Close())
+	if c.rd != nil {
+		errs = append(errs, c.rd.Close())
 	}
-	for _, l := range t.links {
+	for _, l := range c.links {
 		errs = append(errs, l.Close())
 	}
-	t.links = nil
-	t.mu.Lock()
-	if t.xmitLink != nil {
-		errs = append(errs, t.xmitLink.Close())
-		t.xmitLink = nil
+	c.links = nil
+	c.mu.Lock()
+	if c.xmitLink != nil {
+		errs = append(errs, c.xmitLink.Close())
+		c.xmitLink = nil
 	}
-	errs = append(errs, closeAll(t.fentryLinks), closeAll(t.fentryKept))
-	t.fentryLinks, t.fentryKept = nil, nil
-	for idx, l := range t.sourceLinks {
-		errs = append(errs, t.inNetNS(l.Close))
-		delete(t.sourceLinks, idx)
+	errs = append(errs, closeAll(c.fentryLinks), closeAll(c.fentryKept))
+	c.fentryLinks, c.fentryKept = nil, nil
+	for idx, l := range c.sourceLinks {
+		errs = append(errs, c.inNetNS(l.Close))
+		delete(c.sourceLinks, idx)
 	}
-	t.mu.Unlock()
-	errs = append(errs, t.Seeder().closeSeed())
-	for _, p := range t.progs {
+	c.mu.Unlock()
+	errs = append(errs, t.Seeder.closeSeed())
+	for _, p := range c.progs {
 		errs = append(errs, p.Close())
 	}
-	errs = append(errs, t.objs.tracerMaps.Close())
-	for _, l := range t.loaders {
+	errs = append(errs, c.objs.tracerMaps.Close())
+	for _, l := range c.loaders {
 		l.Close()
 	}
 	return errors.Join(errs...)

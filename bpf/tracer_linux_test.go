@@ -33,8 +33,8 @@ func TestFentryFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	if tr.Loader().Mode() != TracerXmit || tr.Loader().Fallback() == nil || !strings.Contains(tr.Loader().Fallback().Error(), "fentry") {
-		t.Fatalf("mode %s, fallback %v; want xmit and a reason naming fentry", tr.Loader().Mode(), tr.Loader().Fallback())
+	if tr.Mode() != TracerXmit || tr.Fallback() == nil || !strings.Contains(tr.Fallback().Error(), "fentry") {
+		t.Fatalf("mode %s, fallback %v; want xmit and a reason naming fentry", tr.Mode(), tr.Fallback())
 	}
 	// The real fentry object on this kernel: either it loads, or the
 	// refusal is reported the same way.
@@ -43,10 +43,10 @@ func TestFentryFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr2.Close()
-	if tr2.Loader().Mode() == TracerXmit && tr2.Loader().Fallback() == nil {
+	if tr2.Mode() == TracerXmit && tr2.Fallback() == nil {
 		t.Fatal("xmit mode without a fallback reason")
 	}
-	t.Logf("this kernel: fentry mode %s, fallback reason: %v", tr2.Loader().Mode(), tr2.Loader().Fallback())
+	t.Logf("this kernel: fentry mode %s, fallback reason: %v", tr2.Mode(), tr2.Fallback())
 }
 
 // TestTracerWatchesLargeIfindex: interfaces with an index beyond the
@@ -68,25 +68,25 @@ func TestTracerWatchesLargeIfindex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	if err := tr.Hooks().SetWatched([]int{idx}, false); err != nil {
+	if err := tr.SetWatched([]int{idx}, false); err != nil {
 		t.Fatal(err)
 	}
 	ns.MustIP(t, "neigh", "add", "10.7.0.1", "lladdr", "02:00:00:00:07:01", "dev", "big0", "nud", "stale")
 	k := nkeyOf(idx, netip.MustParseAddr("10.7.0.1"))
 	var v tracerNval
 	lab.WaitFor(t, 2*time.Second, "the entry in the mirror", func() bool {
-		return tr.objs.NeighMirror.Lookup(k, &v) == nil && v.State == unix.NUD_STALE
+		return tr.core.objs.NeighMirror.Lookup(k, &v) == nil && v.State == unix.NUD_STALE
 	})
-	if n, err := tr.Seeder().StaleCounted(); err != nil || n != 1 || v.StaleOk != 1 {
+	if n, err := tr.StaleCounted(); err != nil || n != 1 || v.StaleOk != 1 {
 		t.Fatalf("STALE entry of ifindex %d not counted: %d (%v), %+v", idx, n, err, v)
 	}
 	// Unwatched again: new entries there are not mirrored.
-	if err := tr.Hooks().SetWatched(nil, false); err != nil {
+	if err := tr.SetWatched(nil, false); err != nil {
 		t.Fatal(err)
 	}
 	ns.MustIP(t, "neigh", "add", "10.7.0.2", "lladdr", "02:00:00:00:07:02", "dev", "big0", "nud", "stale")
 	time.Sleep(200 * time.Millisecond)
-	if tr.objs.NeighMirror.Lookup(nkeyOf(idx, netip.MustParseAddr("10.7.0.2")), &v) == nil {
+	if tr.core.objs.NeighMirror.Lookup(nkeyOf(idx, netip.MustParseAddr("10.7.0.2")), &v) == nil {
 		t.Fatal("an entry of an unwatched interface was mirrored")
 	}
 }
@@ -109,12 +109,12 @@ func TestTracerPastCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	lab.WaitFor(t, 10*time.Second, "the entries past capacity to be counted as dropped", func() bool {
-		st, err := tr.Readout().Stats()
+		st, err := tr.Stats()
 		return err == nil && st.MirrorDropped >= n-capacity
 	})
 	bloomSum := func() uint32 {
 		var bloom [16384]uint32
-		if err := tr.objs.MacBloom.Get(&bloom); err != nil {
+		if err := tr.core.objs.MacBloom.Get(&bloom); err != nil {
 			t.Fatal(err)
 		}
 		sum := uint32(0)
@@ -125,19 +125,19 @@ func TestTracerPastCapacity(t *testing.T) {
 	}
 	bucket := func() uint32 {
 		var b [4096]uint32
-		if err := tr.objs.StaleOnIf.Get(&b); err != nil {
+		if err := tr.core.objs.StaleOnIf.Get(&b); err != nil {
 			t.Fatal(err)
 		}
 		return b[idx%len(b)]
 	}
-	if m, b, held := bloomSum(), bucket(), countKeys(tr.objs.NeighMirror); int(m) != held || int(b) != held || held > capacity {
+	if m, b, held := bloomSum(), bucket(), countKeys(tr.core.objs.NeighMirror); int(m) != held || int(b) != held || held > capacity {
 		t.Fatalf("%d entries in the mirror (capacity %d), MAC filter %d, bucket %d: accounting does not match the mirror", held, capacity, m, b)
 	}
 	ns.MustIP(t, "neigh", "flush", "dev", "cap0")
 	lab.WaitFor(t, 10*time.Second, "every STALE count to go back to zero", func() bool {
-		return bucket() == 0 && bloomSum() == 0 && countKeys(tr.objs.NeighMirror) == 0
+		return bucket() == 0 && bloomSum() == 0 && countKeys(tr.core.objs.NeighMirror) == 0
 	})
-	st, _ := tr.Readout().Stats()
+	st, _ := tr.Stats()
 	t.Logf("%d entries against a mirror of %d: %d mirror updates dropped, nothing left counted after the flush", n, capacity, st.MirrorDropped)
 }
 
@@ -157,46 +157,46 @@ func TestDeletedCandidateStaysUntilRemoved(t *testing.T) {
 	ns.MustIP(t, "neigh", "add", addr.String(), "lladdr", "02:00:00:00:07:11", "dev", "gone0", "nud", "stale")
 	var v tracerNval
 	lab.WaitFor(t, 5*time.Second, "the entry in the mirror", func() bool {
-		return tr.objs.NeighMirror.Lookup(k, &v) == nil && v.State == unix.NUD_STALE
+		return tr.core.objs.NeighMirror.Lookup(k, &v) == nil && v.State == unix.NUD_STALE
 	})
-	if n, err := tr.CandidateFilter().UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr, MAC: mac[:]}}); n != 0 || err != nil {
+	if n, err := tr.UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr, MAC: mac[:]}}); n != 0 || err != nil {
 		t.Fatalf("candidate not watched (%d): %v", n, err)
 	}
-	if n := tr.CandidateFilter().Candidates(); n != 1 {
+	if n := tr.Candidates(); n != 1 {
 		t.Fatalf("%d candidates, want 1", n)
 	}
 	var c tracerCand
-	if ok, err := tr.CandidateFilter().lookupCandidate(k, &c); !ok || err != nil {
+	if ok, err := tr.lookupCandidate(k, &c); !ok || err != nil {
 		t.Fatalf("candidate %v in the maps: %v %+v", ok, err, c)
 	}
 
 	ns.MustIP(t, "neigh", "del", addr.String(), "dev", "gone0")
-	if tr.candInMirror {
+	if tr.core.candInMirror {
 		lab.WaitFor(t, 5*time.Second, "the deleted candidate's value marked gone", func() bool {
-			return tr.objs.NeighMirror.Lookup(k, &v) == nil && v.C.Gone == 1
+			return tr.core.objs.NeighMirror.Lookup(k, &v) == nil && v.C.Gone == 1
 		})
 		if v.State != 0 || v.StaleOk != 0 || v.C.On != 1 {
 			t.Fatalf("the deleted candidate's value: %+v; want state 0, not counted STALE, still a candidate", v)
 		}
 	} else {
 		lab.WaitFor(t, 5*time.Second, "the entry out of the mirror", func() bool {
-			return tr.objs.NeighMirror.Lookup(k, &v) != nil
+			return tr.core.objs.NeighMirror.Lookup(k, &v) != nil
 		})
 	}
-	if n, err := tr.Seeder().StaleCounted(); err != nil || n != 0 {
+	if n, err := tr.StaleCounted(); err != nil || n != 0 {
 		t.Fatalf("STALE entries counted after the delete: %d (%v)", n, err)
 	}
 
-	if n, err := tr.CandidateFilter().UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr}}); n != 0 || err != nil {
+	if n, err := tr.UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr}}); n != 0 || err != nil {
 		t.Fatalf("removing the candidate: %d, %v", n, err)
 	}
-	if n := tr.CandidateFilter().Candidates(); n != 0 {
+	if n := tr.Candidates(); n != 0 {
 		t.Fatalf("%d candidates after the removal, want 0", n)
 	}
-	if ok, err := tr.CandidateFilter().lookupCandidate(k, &c); ok || err != nil {
+	if ok, err := tr.lookupCandidate(k, &c); ok || err != nil {
 		t.Fatalf("the removed candidate is still in the maps (%v): %+v", err, c)
 	}
-	if err := tr.objs.NeighMirror.Lookup(k, &v); err == nil {
+	if err := tr.core.objs.NeighMirror.Lookup(k, &v); err == nil {
 		t.Fatalf("the removed candidate's value is still in the mirror: %+v", v)
 	}
 }
@@ -213,7 +213,7 @@ func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 	lab.Require(t)
 	t.Parallel()
 	ns, idx, tr := watchedVeth(t, "via", TracerOptions{})
-	if err := tr.Hooks().SetPerPacket(true); err != nil {
+	if err := tr.SetPerPacket(true); err != nil {
 		t.Fatal(err)
 	}
 	mac := net.HardwareAddr{2, 0, 0, 0, 9, 1}
@@ -222,7 +222,7 @@ func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 		ns.MustIP(t, "neigh", "replace", a.String(), "lladdr", mac.String(), "dev", "via0", "nud", "stale")
 		var v tracerNval
 		lab.WaitFor(t, 5*time.Second, a.String()+" STALE in the mirror", func() bool {
-			return tr.objs.NeighMirror.Lookup(nkeyOf(idx, a), &v) == nil && v.State == unix.NUD_STALE
+			return tr.core.objs.NeighMirror.Lookup(nkeyOf(idx, a), &v) == nil && v.State == unix.NUD_STALE
 		})
 	}
 	// Two STALE entries share the MAC, so that the MAC filter still
@@ -250,7 +250,7 @@ func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 	to := &unix.SockaddrLinklayer{Ifindex: idx, Halen: 6}
 	copy(to.Addr[:], mac)
 	stats := func() TracerStats {
-		st, err := tr.Readout().Stats()
+		st, err := tr.Stats()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +270,7 @@ func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 	}
 	hits := func() uint64 {
 		var per []tracerHitv
-		if err := tr.objs.Hits.Lookup(nkeyOf(idx, gw), &per); err != nil {
+		if err := tr.core.objs.Hits.Lookup(nkeyOf(idx, gw), &per); err != nil {
 			return 0
 		}
 		return sumHits(per)
@@ -280,7 +280,7 @@ func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 	if a, h := stats().RoutedAsks, hits(); a != 1 || h != 0 {
 		t.Fatalf("5 routed frames, nobody named: %d asks, %d hits on the gateway; want 1 and 0", a, h)
 	}
-	if err := tr.Readout().NameGateway(idx, gw, mac, gw); err != nil {
+	if err := tr.NameGateway(idx, gw, mac, gw); err != nil {
 		t.Fatal(err)
 	}
 	send(5)
@@ -292,7 +292,7 @@ func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 	ns.MustIP(t, "neigh", "replace", gw.String(), "lladdr", mac.String(), "dev", "via0", "nud", "reachable")
 	var v tracerNval
 	lab.WaitFor(t, 5*time.Second, "the gateway REACHABLE in the mirror", func() bool {
-		return tr.objs.NeighMirror.Lookup(nkeyOf(idx, gw), &v) == nil && v.State == unix.NUD_REACHABLE
+		return tr.core.objs.NeighMirror.Lookup(nkeyOf(idx, gw), &v) == nil && v.State == unix.NUD_REACHABLE
 	})
 	send(3)
 	if a, h := stats().RoutedAsks, hits(); a != 2 || h != 0 {
@@ -301,12 +301,12 @@ func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 
 	// None has it (as far as user space knows): not asked again for
 	// some epochs...
-	if err := tr.Readout().NameGateway(idx, gw, mac, netip.Addr{}); err != nil {
+	if err := tr.NameGateway(idx, gw, mac, netip.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	send(3)
 	for range 2 {
-		if err := tr.CandidateFilter().BumpEpoch(); err != nil {
+		if err := tr.BumpEpoch(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -320,11 +320,11 @@ func TestRoutedTrafficAsksForItsGateway(t *testing.T) {
 	if a := stats().RoutedAsks; a != 3 {
 		t.Fatalf("answered none, then an entry with the MAC turned STALE: %d asks, want 3", a)
 	}
-	if err := tr.Readout().NameGateway(idx, gw, mac, netip.Addr{}); err != nil {
+	if err := tr.NameGateway(idx, gw, mac, netip.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	for range 6 {
-		if err := tr.CandidateFilter().BumpEpoch(); err != nil {
+		if err := tr.BumpEpoch(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -360,7 +360,7 @@ func watchedVeth(t *testing.T, prefix string, opts TracerOptions) (lab.NS, int, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	if err := tr.Hooks().SetWatched([]int{idx}, false); err != nil {
+	if err := tr.SetWatched([]int{idx}, false); err != nil {
 		t.Fatal(err)
 	}
 	return ns, idx, tr
@@ -378,7 +378,7 @@ func TestSightingsInEitherPath(t *testing.T) {
 	for i, refuse := range [][]string{nil, {"tr_candidates"}} {
 		prefix := "sgt" + string(rune('a'+i))
 		ns, idx, tr := watchedVeth(t, prefix, TracerOptions{Refuse: refuse})
-		if refuse != nil && tr.candInMirror {
+		if refuse != nil && tr.core.candInMirror {
 			t.Fatalf("tr_candidates refused, and the candidates in the mirror")
 		}
 		addr := netip.MustParseAddr("10.7.2.1")
@@ -386,12 +386,12 @@ func TestSightingsInEitherPath(t *testing.T) {
 		ns.MustIP(t, "neigh", "add", addr.String(), "lladdr", own.String(), "dev", prefix+"0", "nud", "stale")
 		var v tracerNval
 		lab.WaitFor(t, 5*time.Second, "the entry in the mirror", func() bool {
-			return tr.objs.NeighMirror.Lookup(nkeyOf(idx, addr), &v) == nil && v.State == unix.NUD_STALE
+			return tr.core.objs.NeighMirror.Lookup(nkeyOf(idx, addr), &v) == nil && v.State == unix.NUD_STALE
 		})
-		if n, err := tr.CandidateFilter().UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr, MAC: own}}); n != 0 || err != nil {
+		if n, err := tr.UpdateCandidates([]Candidate{{Ifindex: idx, Addr: addr, MAC: own}}); n != 0 || err != nil {
 			t.Fatalf("refused %v: candidate not watched (%d): %v", refuse, n, err)
 		}
-		if err := tr.Hooks().SetPerPacket(true); err != nil {
+		if err := tr.SetPerPacket(true); err != nil {
 			t.Fatal(err)
 		}
 		peerIdx, err := ns.Ifindex(prefix + "1")
@@ -420,7 +420,7 @@ func TestSightingsInEitherPath(t *testing.T) {
 			copy(frame[30:], []byte{10, 7, 2, 254})
 			to := &unix.SockaddrLinklayer{Ifindex: peerIdx, Halen: 6}
 			copy(to.Addr[:], frame[:6])
-			before, err := perCPUCounter(tr.objs.TrStats, uint32(tracerTrStatST_SOURCE_LOOKUPS))
+			before, err := perCPUCounter(tr.core.objs.TrStats, uint32(tracerTrStatST_SOURCE_LOOKUPS))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -430,14 +430,14 @@ func TestSightingsInEitherPath(t *testing.T) {
 				}
 			}
 			lab.WaitFor(t, 5*time.Second, "the source hook to look the frames up", func() bool {
-				after, err := perCPUCounter(tr.objs.TrStats, uint32(tracerTrStatST_SOURCE_LOOKUPS))
+				after, err := perCPUCounter(tr.core.objs.TrStats, uint32(tracerTrStatST_SOURCE_LOOKUPS))
 				return err == nil && after >= before+uint64(n)
 			})
 		}
 		hk := HitKey{Ifindex: idx, Addr: addr}
 		sightings := func() Sighting {
 			out := map[HitKey]Sighting{}
-			if err := tr.Readout().SightingsOf(map[HitKey]net.HardwareAddr{hk: other}, out); err != nil {
+			if err := tr.SightingsOf(map[HitKey]net.HardwareAddr{hk: other}, out); err != nil {
 				t.Fatal(err)
 			}
 			return out[hk]

@@ -108,15 +108,15 @@ func (fakeDatapath) Modes() map[string]bpf.Mode { return map[string]bpf.Mode{"et
 func newTable(t *testing.T) *table.Table {
 	t.Helper()
 	tb := table.New(time.Nanosecond, nil) // every STALE entry is stale-long at once
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
-	tb.Kernel().Apply(table.CauseNetlink,
+	tb.Apply(table.CauseNetlink,
 		table.Update{Ifindex: 3, Family: table.FamilyInet, State: table.StateStale, Addr: netip.MustParseAddr("10.0.0.1"), LLAddr: mac},
 		table.Update{Ifindex: 3, Family: table.FamilyInet, State: table.StateReachable, Addr: netip.MustParseAddr("10.0.0.2"), LLAddr: mac},
 	)
 	time.Sleep(time.Millisecond)
-	tb.Sightings().ObserveMAC(3, netip.MustParseAddr("10.0.0.1"), net.HardwareAddr{2, 0, 0, 0, 0, 2}, time.Now())
-	tb.Sightings().ProbeUnanswered(table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.1")}, string(mac), time.Now())
+	tb.ObserveMAC(3, netip.MustParseAddr("10.0.0.1"), net.HardwareAddr{2, 0, 0, 0, 0, 2}, time.Now())
+	tb.ProbeUnanswered(table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.1")}, string(mac), time.Now())
 	return tb
 }
 
@@ -128,13 +128,13 @@ func kernelParams() []neightbl.Params {
 // allCollectors is every neighwatch collector, over fakes.
 func allCollectors(t *testing.T, tb *table.Table, kernel *fakeKernel, log *slog.Logger) []prometheus.Collector {
 	t.Helper()
-	eng := remediate.New(remediate.Config{Mode: remediate.ModeDryRun}, remediate.TableOf(tb), nil, nil)
+	eng := remediate.New(remediate.Config{Mode: remediate.ModeDryRun}, tb, nil, nil)
 	return []prometheus.Collector{
-		NewTableCollector(tb.Classifier(), 10, fakeSegments, log),
-		NewEvidenceCollector(fakeEvidence{}, tb.Reader().LinkName, log),
+		NewTableCollector(tb, 10, fakeSegments, log),
+		NewEvidenceCollector(fakeEvidence{}, tb.LinkName, log),
 		NewNetlinkCollector(fakeNetlink{}, log),
 		NewKernelTableCollector(kernel, log),
-		NewTracerCollector(func() (TracerSource, FeedSource) { return fakeTracer{}, fakeFeed{} }, tb.Reader().LinkName, log),
+		NewTracerCollector(func() (TracerSource, FeedSource) { return fakeTracer{}, fakeFeed{} }, tb.LinkName, log),
 		NewDatapathCollector(fakeDatapath{}, log),
 		NewRemediationCollector(eng, log),
 		NewHTTPCollector(map[string]ConnSource{"metrics": fakeConns{}}, log),
@@ -282,7 +282,7 @@ func TestScrapeFailure(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	kernel := &fakeKernel{err: errors.New("netlink refused")}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewKernelTableCollector(kernel, log), NewTableCollector(tb.Classifier(), 0, nil, log))
+	reg.MustRegister(NewKernelTableCollector(kernel, log), NewTableCollector(tb, 0, nil, log))
 	for range 3 {
 		if _, err := reg.Gather(); err != nil {
 			t.Fatal(err)
@@ -358,17 +358,17 @@ func (ghostEvidence) HostStats() evidence.HostStats { return evidence.HostStats{
 // scrape sums them instead of failing on duplicate series.
 func TestGhostLinksShareSeries(t *testing.T) {
 	tb := table.New(time.Nanosecond, nil)
-	tb.Kernel().SetLinkName(5, "va")
-	tb.Kernel().SetLinkName(6, "va")
+	tb.SetLinkName(5, "va")
+	tb.SetLinkName(6, "va")
 	ip := netip.MustParseAddr("10.9.0.3")
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
 	for _, idx := range []int32{5, 6} {
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: idx, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: mac})
-		tb.Sightings().ObserveMAC(idx, ip, net.HardwareAddr{2, 0, 0, 0, 0, 2}, time.Now())
-		tb.Sightings().ProbeUnanswered(table.Key{Ifindex: idx, Addr: ip}, string(mac), time.Now())
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: idx, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: mac})
+		tb.ObserveMAC(idx, ip, net.HardwareAddr{2, 0, 0, 0, 0, 2}, time.Now())
+		tb.ProbeUnanswered(table.Key{Ifindex: idx, Addr: ip}, string(mac), time.Now())
 	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewTableCollector(tb.Classifier(), 10, nil, slog.New(slog.DiscardHandler)), NewEvidenceCollector(ghostEvidence{}, tb.Reader().LinkName, slog.New(slog.DiscardHandler)))
+	reg.MustRegister(NewTableCollector(tb, 10, nil, slog.New(slog.DiscardHandler)), NewEvidenceCollector(ghostEvidence{}, tb.LinkName, slog.New(slog.DiscardHandler)))
 	want := `
 # HELP neighwatch_arp_packets_total ARP packets seen by the listeners.
 # TYPE neighwatch_arp_packets_total counter
@@ -402,7 +402,7 @@ func TestStuckInfoSegments(t *testing.T) {
 		}
 		return func(ifindex int32, a netip.Addr) string { return fmt.Sprintf("seg-%d-%s", ifindex, a) }, nil
 	}
-	c := NewTableCollector(tb.Classifier(), 10, reader, nil)
+	c := NewTableCollector(tb, 10, reader, nil)
 	scrape := func() (segment string, success float64) {
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(c)
@@ -434,7 +434,7 @@ func TestStuckInfoSegments(t *testing.T) {
 	empty := table.New(time.Minute, nil)
 	before := calls
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewTableCollector(empty.Classifier(), 10, reader, nil))
+	reg.MustRegister(NewTableCollector(empty, 10, reader, nil))
 	if _, err := reg.Gather(); err != nil || calls != before {
 		t.Errorf("with no stuck entry the reader ran %d times (%v); want none", calls-before, err)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// TracerSource is what the tracer collector reads of a running tracer:
-// a struct of a bpf.Tracer's Loader, Readout and Seeder is one.
+// TracerSource is what the tracer collector reads of a running tracer,
+// which a *bpf.Tracer is.
 type TracerSource interface {
 	Mode() bpf.TracerMode
 	Stats() (bpf.TracerStats, error)

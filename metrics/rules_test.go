@@ -21,11 +21,11 @@ import (
 // managed entries, none for the others.
 func TestManagedSeriesOnlyNonZero(t *testing.T) {
 	tb := table.New(time.Minute, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.1"), State: table.StateReachable,
+	tb.SetLinkName(3, "eth0")
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.1"), State: table.StateReachable,
 		LLAddr: net.HardwareAddr{2, 0, 0, 0, 0, 1}, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewTableCollector(tb.Classifier(), 10, nil, slog.New(slog.DiscardHandler)))
+	reg.MustRegister(NewTableCollector(tb, 10, nil, slog.New(slog.DiscardHandler)))
 	want := `
 # HELP neighwatch_managed_neighbours Managed entries (the kernel re-validates them itself) by owner: neighwatch (its manage strategy) or other; only non-zero series.
 # TYPE neighwatch_managed_neighbours gauge
@@ -40,15 +40,15 @@ neighwatch_managed_neighbours{family="inet",interface="eth0",owner="neighwatch",
 // named.
 func TestStuckInfoDropped(t *testing.T) {
 	tb := table.New(time.Nanosecond, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
 	for i := range 3 {
 		ip := netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: mac})
-		tb.Sightings().ProbeUnanswered(table.Key{Ifindex: 3, Addr: ip}, string(mac), time.Now())
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: mac})
+		tb.ProbeUnanswered(table.Key{Ifindex: 3, Addr: ip}, string(mac), time.Now())
 	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewTableCollector(tb.Classifier(), 1, nil, slog.New(slog.DiscardHandler)))
+	reg.MustRegister(NewTableCollector(tb, 1, nil, slog.New(slog.DiscardHandler)))
 	if n, err := testutil.GatherAndCount(reg, "neighwatch_stuck_neighbour_info"); err != nil || n != 1 {
 		t.Errorf("%d info series (%v), want 1", n, err)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // TableReader is what the table collector reads: the aggregates and
-// the event stream's drop count. A table's Classifier door is one.
+// the event stream's drop count, which a *table.Table is.
 type TableReader interface {
 	Stats(stuckCap int) table.Stats
 	Events() *table.Broadcaster

@@ -13,15 +13,15 @@ import (
 // cost remediation adds to a large table every second.
 func BenchmarkSweep(b *testing.B) {
 	tb := table.New(time.Nanosecond, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	for i := 0; i < 100_000; i++ {
 		ip := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld})
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld})
 	}
 	cfg := fastConfig(ModeOn, StrategyProbe)
 	cfg.Scope = ScopeAllStale
 	cfg.QueueSize = 200_000 // never full: every sweep walks the whole table
-	e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	e.sweep() // queues everything
 	b.ReportAllocs()
 	b.ResetTimer()

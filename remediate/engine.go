@@ -19,7 +19,8 @@ type Engine struct {
 	cfg     atomic.Pointer[Config] // replaced whole by Reconfigure
 	source  atomic.Value           // string: where the mode came from
 	mode    atomic.Value           // Mode
-	table   Table
+	table   engineTable
+	kits    kitTable // what each action's kit is given
 	actor   Actor
 	swapper Swapper
 	log     *slog.Logger
@@ -56,7 +57,7 @@ type candidate struct {
 func New(cfg Config, t Table, actor Actor, swapper Swapper) *Engine {
 	cfg.defaults()
 	e := &Engine{
-		table: t, actor: actor, swapper: swapper, log: cfg.Logger,
+		table: t, kits: t, actor: actor, swapper: swapper, log: cfg.Logger,
 		queue:    make(chan table.Key, cfg.QueueSize),
 		confirmQ: make(chan table.Key, cfg.QueueSize),
 		acting:   acting{keys: make(map[table.Key]int)},
@@ -77,7 +78,7 @@ func New(cfg Config, t Table, actor Actor, swapper Swapper) *Engine {
 	e.c.actions = make([][numOutcomes]atomic.Uint64, len(registry))
 	e.cfg.Store(&cfg)
 	e.mode.Store(cfg.Mode)
-	e.managed = newManager(e)
+	e.managed = newManager(e, t)
 	t.OnSuspect(e.sweepSoon)
 	return e
 }
@@ -308,7 +309,7 @@ func (e *Engine) Next(en *table.Entry, ifname string) Strategy {
 // kit is what a strategy gets to act with, under the configuration in
 // force now.
 func (e *Engine) kit() *kit {
-	return &kit{table: e.table, actor: e.actor, swapper: e.swapper, managed: e.managed, cfg: e.conf(), log: e.log, swaps: e.c.n.Of(Swaps)}
+	return &kit{table: e.kits, actor: e.actor, swapper: e.swapper, managed: e.managed, cfg: e.conf(), log: e.log, swaps: e.c.n.Of(Swaps)}
 }
 
 // policy is what Decide weighs entries against now.

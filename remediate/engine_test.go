@@ -72,17 +72,17 @@ func (f *fakeActor) Probe(_ context.Context, e *table.Entry, phase int, listen t
 		return who, nil
 	}
 	if f.confirmOld && listen > 0 {
-		f.t.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyOf(e.Addr), Addr: e.Addr, State: table.StateReachable,
+		f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyOf(e.Addr), Addr: e.Addr, State: table.StateReachable,
 			LLAddr: []byte(e.LLAddr), FlagsExt: e.FlagsExt, Protocol: e.Protocol})
 		return who, nil
 	}
 	// The kernel takes the first answer.
 	u := table.Update{Ifindex: e.Ifindex, Family: table.FamilyInet, Addr: e.Addr, State: table.StateReachable, LLAddr: who[0]}
 	if listen > 0 {
-		f.t.Kernel().Apply(table.CauseNetlink, u) // done by the time the listen ends
+		f.t.Apply(table.CauseNetlink, u) // done by the time the listen ends
 		return who, nil
 	}
-	go f.t.Kernel().Apply(table.CauseNetlink, u)
+	go f.t.Apply(table.CauseNetlink, u)
 	return nil, nil
 }
 
@@ -92,14 +92,14 @@ func (f *fakeActor) Kick(e *table.Entry) error {
 		return f.kickErr
 	}
 	if f.kickFix {
-		go f.t.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyInet, Addr: e.Addr, State: table.StateReachable, LLAddr: []byte(e.LLAddr)})
+		go f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyInet, Addr: e.Addr, State: table.StateReachable, LLAddr: []byte(e.LLAddr)})
 	}
 	return nil
 }
 
 func (f *fakeActor) Flush(e *table.Entry) error {
 	f.log("flush " + e.Addr.String())
-	go f.t.Kernel().Apply(table.CauseNetlink, table.Update{Delete: true, Ifindex: e.Ifindex, Family: table.FamilyInet, Addr: e.Addr})
+	go f.t.Apply(table.CauseNetlink, table.Update{Delete: true, Ifindex: e.Ifindex, Family: table.FamilyInet, Addr: e.Addr})
 	return nil
 }
 
@@ -110,7 +110,7 @@ func (f *fakeActor) Manage(e *table.Entry) error {
 	if f.manageIgnored {
 		return nil
 	}
-	go f.t.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyOf(e.Addr), Addr: e.Addr, State: e.State,
+	go f.t.Apply(table.CauseNetlink, table.Update{Ifindex: e.Ifindex, Family: table.FamilyOf(e.Addr), Addr: e.Addr, State: e.State,
 		LLAddr: []byte(e.LLAddr), FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	return nil
 }
@@ -119,7 +119,7 @@ func (f *fakeActor) Manage(e *table.Entry) error {
 // or deleted.
 func (f *fakeActor) Release(k table.Key, valid bool) error {
 	f.log("release " + k.Addr.String())
-	cur, ok := f.t.Reader().Lookup(k)
+	cur, ok := f.t.Lookup(k)
 	if !ok {
 		return nil
 	}
@@ -127,7 +127,7 @@ func (f *fakeActor) Release(k table.Key, valid bool) error {
 	if !valid {
 		u = table.Update{Delete: true, Ifindex: k.Ifindex, Family: table.FamilyOf(k.Addr), Addr: k.Addr}
 	}
-	f.t.Kernel().Apply(table.CauseNetlink, u)
+	f.t.Apply(table.CauseNetlink, u)
 	return nil
 }
 
@@ -140,11 +140,11 @@ func (f *fakeActor) Repoint(e *table.Entry, mac net.HardwareAddr) error {
 	if f.confirmOld {
 		go func() {
 			time.Sleep(20 * time.Millisecond)
-			f.t.Kernel().Apply(table.CauseNetlink, u)
+			f.t.Apply(table.CauseNetlink, u)
 		}()
 		return nil
 	}
-	f.t.Kernel().Apply(table.CauseNetlink, u)
+	f.t.Apply(table.CauseNetlink, u)
 	return nil
 }
 
@@ -157,10 +157,10 @@ func (f *fakeActor) Calls() []string {
 // staleTable holds n stale-long IPv4 entries with no evidence.
 func staleTable(n int) *table.Table {
 	tbl := table.New(time.Nanosecond, nil)
-	tbl.Kernel().SetLinkName(3, "eth0")
+	tbl.SetLinkName(3, "eth0")
 	for i := 0; i < n; i++ {
 		ip := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
-		tbl.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld})
+		tbl.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld})
 	}
 	return tbl
 }
@@ -171,7 +171,7 @@ func stuckTable(n int) *table.Table {
 	tbl := suspectTable(n)
 	for i := 0; i < n; i++ {
 		ip := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
-		tbl.Sightings().ProbeUnanswered(table.Key{Ifindex: 3, Addr: ip}, string(macOld), time.Now())
+		tbl.ProbeUnanswered(table.Key{Ifindex: 3, Addr: ip}, string(macOld), time.Now())
 	}
 	return tbl
 }
@@ -180,11 +180,11 @@ func stuckTable(n int) *table.Table {
 // their own not asked yet.
 func suspectTable(n int) *table.Table {
 	tbl := table.New(time.Nanosecond, nil)
-	tbl.Kernel().SetLinkName(3, "eth0")
+	tbl.SetLinkName(3, "eth0")
 	for i := 0; i < n; i++ {
 		ip := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
-		tbl.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld})
-		tbl.Sightings().ObserveMAC(3, ip, macNew, time.Now())
+		tbl.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld})
+		tbl.ObserveMAC(3, ip, macNew, time.Now())
 	}
 	return tbl
 }
@@ -208,7 +208,7 @@ func runEngine(t *testing.T, e *Engine) func() {
 func TestEngineProbeMoves(t *testing.T) {
 	tb := stuckTable(1)
 	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
-	e := New(fastConfig(ModeOn, StrategyProbe, StrategyKick), TableOf(tb), fa, nil)
+	e := New(fastConfig(ModeOn, StrategyProbe, StrategyKick), tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
 	// The outcome is counted first and the time to fix observed just
@@ -232,7 +232,7 @@ func TestEngineProbeUnicastFirst(t *testing.T) {
 	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
 	cfg := fastConfig(ModeOn, StrategyProbe, StrategyKick)
 	cfg.Scope = ScopeAllStale
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
 	lab.WaitFor(t, 5*time.Second, "a moved outcome", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 1 })
@@ -246,7 +246,7 @@ func TestEngineFallsThroughStrategies(t *testing.T) {
 	fa := &fakeActor{t: tb, answerAt: -1, kickFix: true}
 	cfg := fastConfig(ModeOn, StrategyProbe, StrategyKick, StrategyFlush)
 	cfg.Scope = ScopeAllStale
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
 	lab.WaitFor(t, 5*time.Second, "kick to fix it", func() bool { return e.Stats().Actions[StrategyKick][OutcomeFixed] == 1 })
@@ -275,15 +275,15 @@ func TestEngineSpooferIsConflict(t *testing.T) {
 			tb := table.New(time.Nanosecond, nil)
 			ip := netip.MustParseAddr("10.0.0.9")
 			k := table.Key{Ifindex: 3, Addr: ip}
-			tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macSpoof})
-			tb.Sightings().ObserveMAC(3, ip, macNew, time.Now()) // the host, at its own MAC
+			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macSpoof})
+			tb.ObserveMAC(3, ip, macNew, time.Now()) // the host, at its own MAC
 			fa := &fakeActor{t: tb, answerAt: -1, spoofer: macSpoof, unicastOnly: tc.unicastOnly, moveTo: macNew, kickFix: true}
 			if tc.hostAnswers {
 				fa.answerAt = 1
 			}
-			e := New(fastConfig(ModeOn, StrategyProbe, StrategyKick, StrategyFlush), TableOf(tb), fa, nil)
+			e := New(fastConfig(ModeOn, StrategyProbe, StrategyKick, StrategyFlush), tb, fa, nil)
 			settle(e, 1)
-			if en, _ := tb.Reader().Lookup(k); en.Class() != table.ClassConflict {
+			if en, _ := tb.Lookup(k); en.Class() != table.ClassConflict {
 				t.Fatalf("class %v after the confirmation, want conflict", en.Class())
 			}
 			settle(e, 3) // more sweeps: nothing acts on a conflict
@@ -297,7 +297,7 @@ func TestEngineSpooferIsConflict(t *testing.T) {
 			if got := fa.Calls(); len(got) != 1 || got[0] != "probe0 10.0.0.9" {
 				t.Errorf("calls %v, want the confirmation's unicast probe alone", got)
 			}
-			en, _ := tb.Reader().Lookup(k)
+			en, _ := tb.Lookup(k)
 			ev := en.Evidence()
 			if len(ev) == 0 || ev[len(ev)-1].Signal != table.SignalConflict || ev[len(ev)-1].MAC.String() != macNew.String() {
 				t.Fatalf("entry class %v evidence %v, want a conflict with %v", en.Class(), ev, macNew)
@@ -332,20 +332,20 @@ func TestConfirmation(t *testing.T) {
 			// slave, say).
 			tb := table.New(time.Nanosecond, nil)
 			k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
-			tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld})
-			tb.Sightings().ObserveSourceMAC(k, macNew, 1, time.Now())
+			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld})
+			tb.ObserveSourceMAC(k, macNew, 1, time.Now())
 			fa := &fakeActor{t: tb, answerAt: -1}
 			if tc.answers {
 				fa.spoofer = macOld // whoever holds the entry's MAC answers it
 				fa.unicastOnly = true
 			}
-			e := New(fastConfig(tc.mode, StrategyProbe, StrategyFlush), TableOf(tb), fa, nil)
+			e := New(fastConfig(tc.mode, StrategyProbe, StrategyFlush), tb, fa, nil)
 			settle(e, 1)
 			if n := e.Stats().Confirmed(tc.want); n != 1 {
 				t.Fatalf("%d confirmations %s, want 1", n, tc.want)
 			}
 			settle(e, 3) // more sweeps: one confirmation per suspicion
-			en, _ := tb.Reader().Lookup(k)
+			en, _ := tb.Lookup(k)
 			if en.Class() != tc.class {
 				t.Errorf("class %v, want %v", en.Class(), tc.class)
 			}
@@ -371,7 +371,7 @@ func TestConfirmation(t *testing.T) {
 	}
 	tb := suspectTable(1)
 	fa := &fakeActor{t: tb, answerAt: -1}
-	e := New(fastConfig(ModeOff, StrategyProbe), TableOf(tb), fa, nil)
+	e := New(fastConfig(ModeOff, StrategyProbe), tb, fa, nil)
 	settle(e, 3)
 	if c := fa.Calls(); len(c) != 0 {
 		t.Errorf("off sent %v", c)
@@ -381,7 +381,7 @@ func TestConfirmation(t *testing.T) {
 func TestEngineDryRunTouchesNothing(t *testing.T) {
 	tb := stuckTable(3)
 	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
-	e := New(fastConfig(ModeDryRun, StrategyProbe, StrategyFlush), TableOf(tb), fa, nil)
+	e := New(fastConfig(ModeDryRun, StrategyProbe, StrategyFlush), tb, fa, nil)
 	settle(e, 1)
 	if n := e.Stats().Actions[StrategyProbe][OutcomeDryRun]; n != 3 {
 		t.Fatalf("dry-run counted %d, want 3", n)
@@ -415,7 +415,7 @@ func TestEngineRateLimit(t *testing.T) {
 			cfg.Rate, cfg.PerInterfaceRate, cfg.Burst, cfg.MaxConcurrent = tc.global, tc.perIface, 1, 8
 			cfg.VerifyTimeout, cfg.ProbeGap = 5*time.Millisecond, time.Millisecond
 			made := time.Now() // the limiters are made in New, after this
-			e := New(cfg, TableOf(tb), fa, nil)
+			e := New(cfg, tb, fa, nil)
 			stop := runEngine(t, e)
 			// Probes mark the start of actions (the entries are disputed:
 			// one broadcast probe each).
@@ -459,25 +459,25 @@ func TestEngineRateLimit(t *testing.T) {
 // strategies.
 func TestStrategyForDecision(t *testing.T) {
 	tb := table.New(time.Nanosecond, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	atRisk := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.1")}
 	moved := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.2")}
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: atRisk.Addr, State: table.StateStale, LLAddr: macOld})
-	tb.Sightings().AddBypass(atRisk, 10, time.Now())
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: moved.Addr, State: table.StateStale, LLAddr: macOld,
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: atRisk.Addr, State: table.StateStale, LLAddr: macOld})
+	tb.AddBypass(atRisk, 10, time.Now())
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: moved.Addr, State: table.StateStale, LLAddr: macOld,
 		FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
-	tb.Sightings().ObserveSourceMAC(moved, macNew, 3, time.Now())
+	tb.ObserveSourceMAC(moved, macNew, 3, time.Now())
 	cfg := fastConfig(ModeOn, StrategyManage, StrategyKick, StrategyProbe, StrategyFlush) // scope stuck
 	cfg.Manage = ManageConfig{Supported: true, Max: 1, FailedTimeout: time.Hour, Interval: time.Hour}
-	e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	next := func(k table.Key) Strategy {
-		en, ok := tb.Reader().Lookup(k)
+		en, ok := tb.Lookup(k)
 		if !ok {
 			t.Fatalf("%v not in the table", k.Addr)
 		}
 		return e.Next(&en, "eth0")
 	}
-	if en, _ := tb.Reader().Lookup(atRisk); en.Class() != table.ClassAtRisk {
+	if en, _ := tb.Lookup(atRisk); en.Class() != table.ClassAtRisk {
 		t.Fatalf("the bypassed entry is %v, want at-risk", en.Class())
 	}
 	if got := next(atRisk); got != StrategyManage {
@@ -511,7 +511,7 @@ func TestEngineQueueDropsInsteadOfGrowing(t *testing.T) {
 	ba := &blockingActor{release: make(chan struct{})}
 	cfg := fastConfig(ModeOn, StrategyProbe)
 	cfg.QueueSize, cfg.MaxConcurrent = 5, 1
-	e := New(cfg, TableOf(tb), ba, nil)
+	e := New(cfg, tb, ba, nil)
 	stop := runEngine(t, e)
 	lab.WaitFor(t, 5*time.Second, "drops", func() bool { return e.Stats().Counts[QueueFull] > 0 })
 	if q := e.Stats().Queue; q > 5 {
@@ -525,8 +525,8 @@ func TestEngineNeverTouchesOwnedEntries(t *testing.T) {
 	tb := table.New(time.Nanosecond, nil)
 	add := func(ip string, st table.State, flags uint8, ext uint32) {
 		a := netip.MustParseAddr(ip)
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: a, State: st, Flags: flags, FlagsExt: ext, LLAddr: macOld})
-		tb.Sightings().ObserveMAC(3, a, macNew, time.Now())
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: a, State: st, Flags: flags, FlagsExt: ext, LLAddr: macOld})
+		tb.ObserveMAC(3, a, macNew, time.Now())
 	}
 	add("10.0.0.1", table.StatePermanent, 0, 0)
 	add("10.0.0.2", table.StateNoARP, 0, 0)
@@ -536,7 +536,7 @@ func TestEngineNeverTouchesOwnedEntries(t *testing.T) {
 	fa := &fakeActor{t: tb, answerAt: -1}
 	cfg := fastConfig(ModeOn, StrategyFlush)
 	cfg.Scope = ScopeAllStale
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	settle(e, 3)
 	if n := e.Stats().Actions[StrategyFlush][OutcomeFlushed]; n != 1 {
 		t.Errorf("%d flushed, want the control entry", n)
@@ -552,7 +552,7 @@ func TestEngineNeverTouchesOwnedEntries(t *testing.T) {
 func TestDryRunSwitchedOnWhileWaiting(t *testing.T) {
 	tb := stuckTable(1)
 	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
-	e := New(fastConfig(ModeDryRun, StrategyProbe), TableOf(tb), fa, nil)
+	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, fa, nil)
 	g := holdTokens(e)
 	e.sweep()
 	k := <-e.queue

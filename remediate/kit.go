@@ -18,7 +18,7 @@ import (
 // action (Engine.kit); the engine's queue, candidates, back-off and
 // records stay out of reach.
 type kit struct {
-	table   Table
+	table   kitTable
 	actor   Actor
 	swapper Swapper // nil unless --datapath.mode=auto
 	managed *Manager

@@ -124,7 +124,7 @@ func TestSwitchedWhileWaitingForAToken(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tb := stuckTable(1)
 			fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
-			e := New(fastConfig(tc.from, StrategyProbe, StrategyFlush), TableOf(tb), fa, nil)
+			e := New(fastConfig(tc.from, StrategyProbe, StrategyFlush), tb, fa, nil)
 			g := holdTokens(e)
 			e.sweep()
 			k := <-e.queue
@@ -166,7 +166,7 @@ func TestConfirmationsStopInOff(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tb := suspectTable(1)
 			fa := &fakeActor{t: tb, answerAt: -1}
-			e := New(fastConfig(ModeDryRun, StrategyProbe), TableOf(tb), fa, nil)
+			e := New(fastConfig(ModeDryRun, StrategyProbe), tb, fa, nil)
 			g := holdTokens(e)
 			e.sweep()
 			if len(e.confirmQ) != 1 {
@@ -198,9 +198,9 @@ func TestMoveChecksStopInOff(t *testing.T) {
 		t.Run(string(to), func(t *testing.T) {
 			tb := table.New(time.Minute, nil)
 			k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
-			tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: macNew})
+			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: macNew})
 			fa := &fakeActor{t: tb, answerAt: -1}
-			e := New(fastConfig(ModeDryRun, StrategyProbe), TableOf(tb), fa, nil)
+			e := New(fastConfig(ModeDryRun, StrategyProbe), tb, fa, nil)
 			g := holdTokens(e)
 			done := inBackground(func() {
 				e.moves.check(context.Background(), moveCheck{key: k, old: string(macOld), now: string(macNew)})
@@ -224,7 +224,7 @@ func TestConfirmationTakesAToken(t *testing.T) {
 	fa := &fakeActor{t: tb, answerAt: -1}
 	cfg := fastConfig(ModeDryRun, StrategyProbe)
 	cfg.Rate, cfg.PerInterfaceRate = 0.001, 0.001 // a token every 1,000 s
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	e.sweep()
 	e.confirm(context.Background(), <-e.confirmQ)
 	if c := fa.Calls(); len(c) != ConfirmProbes {
@@ -246,7 +246,7 @@ func TestConfirmFalseSendsNothing(t *testing.T) {
 	fa := &fakeActor{t: tb, answerAt: -1}
 	cfg := fastConfig(ModeDryRun, StrategyProbe)
 	cfg.NoConfirm = true
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	settle(e, 3)
 	if c := fa.Calls(); len(c) != 0 {
 		t.Fatalf("confirm=false sent %v", c)
@@ -296,7 +296,7 @@ func TestMoveCheckable(t *testing.T) {
 // or an address outside the CIDR lists, gets no probe.
 func TestProbesRespectTheFilters(t *testing.T) {
 	tb, k := youngSuspect(t)
-	en, _ := tb.Reader().Lookup(k)
+	en, _ := tb.Lookup(k)
 	for _, tc := range []struct {
 		name   string
 		filter Filter
@@ -322,7 +322,7 @@ func TestProbesRespectTheFilters(t *testing.T) {
 // TestDenyWinsOverAllow: an address in both CIDR lists is left alone.
 func TestDenyWinsOverAllow(t *testing.T) {
 	tb := stuckTable(1)
-	en, _ := tb.Reader().Lookup(table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")})
+	en, _ := tb.Lookup(table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")})
 	f := Filter{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}
 	if d := Decide(&en, "eth0", Policy{Mode: ModeOn, Scope: ScopeStuck, Filter: &f}); d.Act || d.Skip != SkipCIDR {
 		t.Errorf("decision %+v, want skipped as cidr-filtered", d)
@@ -342,15 +342,15 @@ func TestMovesPastTheQueueDropped(t *testing.T) {
 	keys := make([]table.Key, n)
 	for i := range keys {
 		keys[i] = table.Key{Ifindex: 3, Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})}
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: keys[i].Addr, State: table.StateReachable, LLAddr: macOld})
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: keys[i].Addr, State: table.StateReachable, LLAddr: macOld})
 	}
-	e := New(fastConfig(ModeDryRun, StrategyProbe), TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go e.moves.watch(ctx) // no worker takes them
 	<-e.moves.watched
 	move := func(k table.Key) {
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: macNew})
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: macNew})
 	}
 	// Every move is an address's first, to one MAC: all of one stake.
 	for i := range moveQueueCap {
@@ -375,7 +375,7 @@ func TestMovesPastTheQueueDropped(t *testing.T) {
 func TestStrategiesRunInConfiguredOrder(t *testing.T) {
 	tb := unanswered(1)
 	fa := &fakeActor{t: tb, answerAt: -1}
-	e := New(fastConfig(ModeOn, StrategyFlush, StrategyKick), TableOf(tb), fa, nil)
+	e := New(fastConfig(ModeOn, StrategyFlush, StrategyKick), tb, fa, nil)
 	settle(e, 1)
 	if c := fa.Calls(); len(c) == 0 || c[0] != "flush 10.0.0.0" {
 		t.Errorf("calls %v: flush, listed first, did not run first", c)
@@ -387,7 +387,7 @@ func TestStrategiesRunInConfiguredOrder(t *testing.T) {
 func TestNextStrategyAfterAFailure(t *testing.T) {
 	tb := unanswered(1)
 	fa := &fakeActor{t: tb, answerAt: -1, kickErr: errors.New("refused")}
-	e := New(fastConfig(ModeOn, StrategyKick, StrategyFlush), TableOf(tb), fa, nil)
+	e := New(fastConfig(ModeOn, StrategyKick, StrategyFlush), tb, fa, nil)
 	settle(e, 1)
 	if c := fa.Calls(); !slices.Equal(c, []string{"kick 10.0.0.0", "flush 10.0.0.0"}) {
 		t.Errorf("calls %v, want the kick, then the flush", c)
@@ -415,7 +415,7 @@ func TestRepairEndsTheAction(t *testing.T) {
 			tb := unanswered(1)
 			fa := tc.fa(tb)
 			k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
-			e := New(fastConfig(ModeOn, tc.first, StrategyFlush), TableOf(tb), fa, nil)
+			e := New(fastConfig(ModeOn, tc.first, StrategyFlush), tb, fa, nil)
 			e.cands[k] = &candidate{first: time.Now().Add(-time.Minute).UnixNano(), tries: 3}
 			settle(e, 1)
 			if n := e.Stats().Actions[tc.first][tc.outcome]; n != 1 {
@@ -444,7 +444,7 @@ func TestConflictEndsTheAction(t *testing.T) {
 	tb := stuckTable(1)
 	third := net.HardwareAddr{2, 0, 0, 0, 0, 3}
 	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew, spoofer: third, answersIgnored: true}
-	e := New(fastConfig(ModeOn, StrategyProbe, StrategyFlush), TableOf(tb), fa, nil)
+	e := New(fastConfig(ModeOn, StrategyProbe, StrategyFlush), tb, fa, nil)
 	settle(e, 1)
 	if n := e.Stats().Actions[StrategyProbe][OutcomeConflict]; n != 1 {
 		t.Fatalf("%d probes ended in a conflict, want 1: %+v", n, e.Stats().Actions)
@@ -452,7 +452,7 @@ func TestConflictEndsTheAction(t *testing.T) {
 	if c := fa.Calls(); !slices.Equal(c, []string{"probe1 10.0.0.0"}) {
 		t.Errorf("calls %v, want the broadcast probe alone", c)
 	}
-	if en, _ := tb.Reader().Lookup(table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}); en.Class() != table.ClassStuck {
+	if en, _ := tb.Lookup(table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}); en.Class() != table.ClassStuck {
 		t.Errorf("class %v after the conflict, want stuck (a candidate still)", en.Class())
 	}
 }
@@ -464,7 +464,7 @@ func TestConflictEndsTheAction(t *testing.T) {
 func TestDisputedMACIsNeverFixed(t *testing.T) {
 	tb := stuckTable(1)
 	fa := &fakeActor{t: tb, answerAt: -1, kickFix: true}
-	e := New(fastConfig(ModeOn, StrategyKick), TableOf(tb), fa, nil)
+	e := New(fastConfig(ModeOn, StrategyKick), tb, fa, nil)
 	settle(e, 1)
 	st := e.Stats().Actions[StrategyKick]
 	if st[OutcomeFixed] != 0 || st[OutcomeNoChange] != 1 {
@@ -477,12 +477,12 @@ func TestDisputedMACIsNeverFixed(t *testing.T) {
 func TestBroadcastOnlyIfUnicastUnanswered(t *testing.T) {
 	tb := staleTable(1)
 	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
-	tb.Sightings().AddBypass(k, 5, time.Now()) // at-risk: no evidence disputes its MAC
+	tb.AddBypass(k, 5, time.Now()) // at-risk: no evidence disputes its MAC
 	fa := &fakeActor{t: tb, answerAt: 0, moveTo: macOld}
 	cfg := fastConfig(ModeOn, StrategyProbe)
 	cfg.Scope = ScopeAtRisk
 	cfg.ProbeGap = time.Minute // the answer ends the wait, not the gap
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	settle(e, 1)
 	if n := e.Stats().Actions[StrategyProbe][OutcomeFixed]; n != 1 {
 		t.Fatalf("%d probes fixed the entry, want 1: %+v", n, e.Stats().Actions)
@@ -497,7 +497,7 @@ func TestBroadcastOnlyIfUnicastUnanswered(t *testing.T) {
 // that far.
 func TestBackOffCapped(t *testing.T) {
 	tb := unanswered(1)
-	e := New(fastConfig(ModeOn, StrategyProbe), TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(fastConfig(ModeOn, StrategyProbe), tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
 	e.cands[k] = &candidate{first: time.Now().UnixNano()}
 	max := e.Config().BackoffMax
@@ -555,7 +555,7 @@ func defaultsFor(t *testing.T, manage, swap bool) string {
 // workers stay as they started.
 func TestReconfigureReachesTheBuckets(t *testing.T) {
 	tb := stuckTable(1)
-	e := New(fastConfig(ModeOn, StrategyProbe), TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(fastConfig(ModeOn, StrategyProbe), tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	before := e.limits.onInterface(3)
 	cfg := e.Config()
 	cfg.Rate, cfg.PerInterfaceRate = 3, 2
@@ -575,7 +575,7 @@ func TestReconfigureReachesTheBuckets(t *testing.T) {
 	if c := e.Config(); c.QueueSize != Defaults().QueueSize || c.MaxConcurrent != Defaults().MaxConcurrent || cap(e.queue) != Defaults().QueueSize {
 		t.Errorf("queue %d (cap %d), %d workers: a reload changed what stays as it started", c.QueueSize, cap(e.queue), c.MaxConcurrent)
 	}
-	en, _ := tb.Reader().Lookup(table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")})
+	en, _ := tb.Lookup(table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")})
 	if got := e.Next(&en, "eth0"); got != "" {
 		t.Errorf("next strategy on an excluded interface: %q, want none", got)
 	}
@@ -590,17 +590,17 @@ func TestReconfigureReachesTheBuckets(t *testing.T) {
 func TestIdleCountsFromTheLastBypass(t *testing.T) {
 	for _, busy := range []bool{true, false} {
 		tb := table.New(time.Hour, nil)
-		tb.Kernel().SetLinkName(3, "eth0")
+		tb.SetLinkName(3, "eth0")
 		k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale,
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale,
 			LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 		cfg := manageConfig(10)
 		cfg.Manage.Idle = time.Hour
-		e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+		e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
 		e.managed.adopt()
 		e.managed.owned[k].since = time.Now().Add(-2 * time.Hour).UnixNano()
 		if busy {
-			tb.Sightings().AddBypass(k, 3, time.Now().Add(-time.Minute))
+			tb.AddBypass(k, 3, time.Now().Add(-time.Minute))
 		}
 		e.managed.maintain(ModeOn)
 		want := map[bool]uint64{true: 0, false: 1}[busy]
@@ -615,16 +615,16 @@ func TestIdleCountsFromTheLastBypass(t *testing.T) {
 // count towards a new one.
 func TestFailedTimeRestartsWhenValid(t *testing.T) {
 	tb := table.New(time.Hour, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
 	set := func(s table.State, mac net.HardwareAddr) {
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: s,
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: s,
 			LLAddr: mac, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	}
 	set(table.StateFailed, nil)
 	cfg := manageConfig(10)
 	cfg.Manage.FailedTimeout = time.Minute
-	e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	e.managed.adopt()
 	e.managed.maintain(ModeOn) // FAILED from now
 	e.managed.owned[k].failedSince = time.Now().Add(-time.Hour).UnixNano()
@@ -647,13 +647,13 @@ func TestFailedTimeRestartsWhenValid(t *testing.T) {
 func TestReleaseOnExitOnlyWhenSet(t *testing.T) {
 	for _, release := range []bool{true, false} {
 		tb := table.New(time.Hour, nil)
-		tb.Kernel().SetLinkName(3, "eth0")
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.7"), State: table.StateReachable,
+		tb.SetLinkName(3, "eth0")
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.7"), State: table.StateReachable,
 			LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 		cfg := manageConfig(10)
 		cfg.Manage.ReleaseOnExit = release
 		fa := &fakeActor{t: tb, answerAt: -1}
-		e := New(cfg, TableOf(tb), fa, nil)
+		e := New(cfg, tb, fa, nil)
 		e.managed.adopt()
 		e.managed.releaseAll()
 		want := map[bool]int{true: 1, false: 0}[release]
@@ -670,7 +670,7 @@ func unanswered(n int) *table.Table {
 	tbl := staleTable(n)
 	for i := range n {
 		ip := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
-		tbl.Sightings().ProbeUnanswered(table.Key{Ifindex: 3, Addr: ip}, string(macOld), time.Now())
+		tbl.ProbeUnanswered(table.Key{Ifindex: 3, Addr: ip}, string(macOld), time.Now())
 	}
 	return tbl
 }
@@ -679,8 +679,8 @@ func unanswered(n int) *table.Table {
 func entryAt(t *testing.T, a netip.Addr, s table.State, mac net.HardwareAddr) table.Entry {
 	t.Helper()
 	tb := table.New(time.Minute, nil)
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyOf(a), Addr: a, State: s, LLAddr: mac})
-	en, ok := tb.Reader().Lookup(table.Key{Ifindex: 3, Addr: a})
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyOf(a), Addr: a, State: s, LLAddr: mac})
+	en, ok := tb.Lookup(table.Key{Ifindex: 3, Addr: a})
 	if !ok {
 		t.Fatalf("%v not in the table", a)
 	}
@@ -691,13 +691,13 @@ func entryAt(t *testing.T, a netip.Addr, s table.State, mac net.HardwareAddr) ta
 // no traffic for days is kept.
 func TestIdleZeroNeverReleases(t *testing.T) {
 	tb := table.New(time.Hour, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale,
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale,
 		LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	cfg := manageConfig(10)
 	cfg.Manage.Idle = 0
-	e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	e.managed.adopt()
 	e.managed.owned[k].since = time.Now().Add(-72 * time.Hour).UnixNano()
 	e.managed.maintain(ModeOn)
@@ -717,9 +717,9 @@ func TestReleasesOnlyWhatItStillOwns(t *testing.T) {
 	mine, theirs := netip.MustParseAddr("10.0.0.7"), netip.MustParseAddr("10.0.0.8")
 	for _, upkeepFirst := range []bool{true, false} {
 		tb := table.New(time.Hour, nil)
-		tb.Kernel().SetLinkName(3, "eth0")
+		tb.SetLinkName(3, "eth0")
 		set := func(a netip.Addr, proto uint8) {
-			tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: a, State: table.StateReachable,
+			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: a, State: table.StateReachable,
 				LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: proto})
 		}
 		set(mine, table.ProtocolNeighwatch)
@@ -727,7 +727,7 @@ func TestReleasesOnlyWhatItStillOwns(t *testing.T) {
 		cfg := manageConfig(10)
 		cfg.Manage.ReleaseOnExit = true
 		fa := &fakeActor{t: tb, answerAt: -1}
-		e := New(cfg, TableOf(tb), fa, nil)
+		e := New(cfg, tb, fa, nil)
 		e.managed.adopt()
 		if n := e.managed.Len(); n != 2 {
 			t.Fatalf("%d entries adopted, want 2", n)
@@ -745,10 +745,10 @@ func TestReleasesOnlyWhatItStillOwns(t *testing.T) {
 		if c := fa.Calls(); !slices.Equal(c, []string{"release " + mine.String()}) {
 			t.Errorf("upkeep first %v: a shutdown's calls %v, want only %s released", upkeepFirst, c, mine)
 		}
-		if en, ok := tb.Reader().Lookup(table.Key{Ifindex: 3, Addr: mine}); !ok || en.State != table.StateStale || en.Owner() != table.OwnerNone {
+		if en, ok := tb.Lookup(table.Key{Ifindex: 3, Addr: mine}); !ok || en.State != table.StateStale || en.Owner() != table.OwnerNone {
 			t.Errorf("the valid entry released at shutdown: %+v (in the table %v), want kept STALE and managed by none", en, ok)
 		}
-		if en, _ := tb.Reader().Lookup(table.Key{Ifindex: 3, Addr: theirs}); en.Owner() != table.OwnerOther {
+		if en, _ := tb.Lookup(table.Key{Ifindex: 3, Addr: theirs}); en.Owner() != table.OwnerOther {
 			t.Errorf("the other agent's entry after the shutdown: owner %v, want still theirs", en.Owner())
 		}
 	}

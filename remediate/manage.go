@@ -55,7 +55,7 @@ func ReleaseReasons() []ReleaseReason {
 // long the kernel takes to follow a managed host that moved. It has its
 // own lock; the engine asks it (canManage, own, disown) from its workers.
 type Manager struct {
-	table Table
+	table managerTable
 	actor Actor
 	log   *slog.Logger
 	c     *counters
@@ -72,8 +72,8 @@ type Manager struct {
 	spawn func(f func())
 }
 
-func newManager(e *Engine) *Manager {
-	return &Manager{table: e.table, actor: e.actor, log: e.log, c: &e.c, conf: e.conf, mode: e.Mode, owned: make(map[table.Key]*owned),
+func newManager(e *Engine, t managerTable) *Manager {
+	return &Manager{table: t, actor: e.actor, log: e.log, c: &e.c, conf: e.conf, mode: e.Mode, owned: make(map[table.Key]*owned),
 		spawn: func(f func()) { go f() }}
 }
 

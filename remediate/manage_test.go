@@ -20,7 +20,7 @@ func manageConfig(max int) Config {
 }
 
 func owners(tb *table.Table) map[table.Owner]int {
-	entries, _ := tb.Reader().Snapshot()
+	entries, _ := tb.Snapshot()
 	out := map[table.Owner]int{}
 	for _, e := range entries {
 		out[e.Owner()]++
@@ -33,7 +33,7 @@ func owners(tb *table.Table) map[table.Owner]int {
 func TestManageFirstAndCapped(t *testing.T) {
 	tb := staleTable(3)
 	fa := &fakeActor{t: tb, answerAt: -1}
-	e := New(manageConfig(2), TableOf(tb), fa, nil)
+	e := New(manageConfig(2), tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
 	// The refusal is counted before the next strategy acts: wait for its
@@ -70,7 +70,7 @@ func TestManageDefaultOrder(t *testing.T) {
 	cfg.Manage.Supported = false
 	tb := staleTable(1)
 	fa := &fakeActor{t: tb, answerAt: -1}
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
 	lab.WaitFor(t, 5*time.Second, "a probe", func() bool { return len(fa.Calls()) > 0 })
@@ -94,7 +94,7 @@ func TestManageReleases(t *testing.T) {
 			if reason == ReleaseFailed {
 				cfg.Manage.FailedTimeout = 200 * time.Millisecond
 			}
-			e := New(cfg, TableOf(tb), fa, nil)
+			e := New(cfg, tb, fa, nil)
 			stop := runEngine(t, e)
 			defer stop()
 			lab.WaitFor(t, 5*time.Second, "a managed entry", func() bool { return e.managed.Len() == 1 })
@@ -103,8 +103,8 @@ func TestManageReleases(t *testing.T) {
 			k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
 			switch reason {
 			case ReleaseFailed:
-				cur, _ := tb.Reader().Lookup(k)
-				tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateFailed,
+				cur, _ := tb.Lookup(k)
+				tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateFailed,
 					FlagsExt: cur.FlagsExt, Protocol: cur.Protocol})
 			case ReleaseOff:
 				e.SetMode(ModeOff)
@@ -122,24 +122,24 @@ func TestManageReleases(t *testing.T) {
 // a clean shutdown releases only its own.
 func TestManageAdoptsOnlyItsOwn(t *testing.T) {
 	tb := table.New(time.Hour, nil) // nothing stale-long: no candidates
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	mine := netip.MustParseAddr("10.0.0.1")
 	theirs := netip.MustParseAddr("10.0.0.2")
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine, State: table.StateReachable, LLAddr: macOld,
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine, State: table.StateReachable, LLAddr: macOld,
 		FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: theirs, State: table.StateReachable, LLAddr: macOld,
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: theirs, State: table.StateReachable, LLAddr: macOld,
 		FlagsExt: table.FlagExtManaged, Flags: table.FlagExtLearned, Protocol: 99})
 	fa := &fakeActor{t: tb, answerAt: -1}
 	cfg := manageConfig(10)
 	cfg.Manage.ReleaseOnExit = true
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
 	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.managed.Len() == 1 })
 	stop()
 	if got := fa.Calls(); len(got) != 1 || got[0] != "release 10.0.0.1" {
 		t.Fatalf("calls = %v, want only the release of its own entry", got)
 	}
-	if cur, _ := tb.Reader().Lookup(table.Key{Ifindex: 3, Addr: theirs}); cur.Owner() != table.OwnerOther {
+	if cur, _ := tb.Lookup(table.Key{Ifindex: 3, Addr: theirs}); cur.Owner() != table.OwnerOther {
 		t.Errorf("the other owner's entry changed: %+v", cur)
 	}
 }
@@ -151,7 +151,7 @@ func TestManageNotForStuck(t *testing.T) {
 	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
 	cfg := manageConfig(10)
 	cfg.Scope = ScopeStuck
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
 	lab.WaitFor(t, 5*time.Second, "a moved outcome", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 1 })
@@ -168,16 +168,16 @@ func TestManageNotForStuck(t *testing.T) {
 // REACHABLE at the old MAC a conflict and left the entry where it was.
 func TestManagedMoveConfirmedAtOldMAC(t *testing.T) {
 	tb := table.New(time.Nanosecond, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	ip := netip.MustParseAddr("10.0.0.7")
 	k := table.Key{Ifindex: 3, Addr: ip}
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld,
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: macOld,
 		FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
-	tb.Sightings().ObserveSourceMAC(k, macNew, 3, time.Now())
+	tb.ObserveSourceMAC(k, macNew, 3, time.Now())
 	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew, confirmOld: true}
 	cfg := manageConfig(10)
 	cfg.VerifyTimeout = 10 * time.Second // the wait for the repoint to show, not an expectation
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
 	lab.WaitFor(t, 5*time.Second, "the probe's outcome", func() bool {
@@ -191,7 +191,7 @@ func TestManagedMoveConfirmedAtOldMAC(t *testing.T) {
 		t.Errorf("not repointed to the MAC that answered: %v", fa.Calls())
 	}
 	lab.WaitFor(t, 5*time.Second, "the entry at the new MAC", func() bool {
-		en, _ := tb.Reader().Lookup(k)
+		en, _ := tb.Lookup(k)
 		return en.LLAddr == string(macNew)
 	})
 }

@@ -63,7 +63,7 @@ func isMove(ev table.Event) bool {
 // (movequeue.go), the watcher that fills it, and what a check uses,
 // each named: it holds no engine.
 type moveChecks struct {
-	table  Table
+	table  moveTable
 	acting *acting // the keys a strategy acts on: their moves are not checked
 	limits *limits // the probe rates every probe waits for
 	c      *counters

@@ -47,21 +47,21 @@ func TestMoveCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tb := table.New(time.Minute, nil)
-			tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld,
+			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld,
 				HasCacheInfo: true, UpdatedAge: time.Hour})
 			if tc.hostMACs {
 				// macNew sent with the host's address while macOld answered.
-				tb.Sightings().ObserveSourceMAC(k, macNew, 1, time.Now())
-				tb.Sightings().Heard(k, macOld, time.Now())
-				if en, _ := tb.Reader().Lookup(k); len(en.OtherMACs()) != 1 {
+				tb.ObserveSourceMAC(k, macNew, 1, time.Now())
+				tb.Heard(k, macOld, time.Now())
+				if en, _ := tb.Lookup(k); len(en.OtherMACs()) != 1 {
 					t.Fatalf("other MACs %v: macNew not known as the host's", en.OtherMACs())
 				}
 			}
 			if tc.thirdMAC {
 				third := net.HardwareAddr{2, 0, 0, 0, 0, 3}
-				tb.Sightings().ObserveSourceMAC(k, third, 1, time.Now())
-				tb.Sightings().Heard(k, macOld, time.Now())
-				if en, _ := tb.Reader().Lookup(k); len(en.OtherMACs()) != 1 || en.OtherMACs()[0].MAC != string(third) {
+				tb.ObserveSourceMAC(k, third, 1, time.Now())
+				tb.Heard(k, macOld, time.Now())
+				if en, _ := tb.Lookup(k); len(en.OtherMACs()) != 1 || en.OtherMACs()[0].MAC != string(third) {
 					t.Fatalf("other MACs %v: the third MAC not known as the host's", en.OtherMACs())
 				}
 			}
@@ -74,7 +74,7 @@ func TestMoveCheck(t *testing.T) {
 			}
 			cfg := fastConfig(tc.mode, StrategyProbe)
 			cfg.NoConfirm = tc.noConfirm
-			e := New(cfg, TableOf(tb), fa, nil)
+			e := New(cfg, tb, fa, nil)
 			// The moves are watched as the engine does; their checks run
 			// here, one at a time, each to its end: what a check did not
 			// send, it never will.
@@ -83,7 +83,7 @@ func TestMoveCheck(t *testing.T) {
 			go e.moves.watch(ctx)
 			<-e.moves.watched
 			// The kernel takes another MAC for the address.
-			tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: macNew})
+			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: macNew})
 			moves := 1
 			if tc.want[MoveAnswered] > 0 {
 				moves = 2 // and the kernel's move back at the hijack's answer
@@ -116,7 +116,7 @@ func TestMoveCheck(t *testing.T) {
 					t.Errorf("move checks %s: %d, want %d", o, st.MoveChecked(o), tc.want[o])
 				}
 			}
-			en, _ := tb.Reader().Lookup(k)
+			en, _ := tb.Lookup(k)
 			if en.Class() != tc.class {
 				t.Errorf("class %v, want %v", en.Class(), tc.class)
 			}
@@ -142,14 +142,14 @@ func TestOwnRepairIsNotMoveChecked(t *testing.T) {
 	fa := &fakeActor{t: tb, answerAt: 1, moveTo: macNew}
 	cfg := fastConfig(ModeOn, StrategyProbe)
 	cfg.MaxConcurrent = 1
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
 	<-e.moves.watched
 	lab.WaitFor(t, 5*time.Second, "the repair's move", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 1 })
 	// Then the kernel moves the entry on its own (the repair ended).
 	third := net.HardwareAddr{2, 0, 0, 0, 0, 3}
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: third})
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: third})
 	unicasts := func() (toOld, toNew int) {
 		fa.mu.Lock()
 		defer fa.mu.Unlock()

@@ -209,13 +209,13 @@ func TestHijackInAFloodCheckedFirst(t *testing.T) {
 	tb := table.New(time.Minute, nil)
 	const n = 2000
 	add := func(i int, m net.HardwareAddr) {
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}),
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}),
 			State: table.StateStale, LLAddr: m})
 	}
 	for i := range n + 1 {
 		add(i, mac(i))
 	}
-	e := New(fastConfig(ModeDryRun, StrategyProbe), TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go e.moves.watch(ctx)
@@ -243,15 +243,15 @@ func TestHijackInAFloodCheckedFirst(t *testing.T) {
 func TestMoveFoundByAResync(t *testing.T) {
 	tb := table.New(time.Minute, nil)
 	k := netip.MustParseAddr("10.0.0.7")
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k, State: table.StateStale, LLAddr: macOld})
-	e := New(fastConfig(ModeDryRun, StrategyProbe), TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k, State: table.StateStale, LLAddr: macOld})
+	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go e.moves.watch(ctx)
 	<-e.moves.watched
-	tb.Kernel().BeginSync(false)
-	tb.Kernel().Apply(table.CauseResync, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k, State: table.StateReachable, LLAddr: macNew})
-	tb.Kernel().EndSync()
+	tb.BeginSync(false)
+	tb.Apply(table.CauseResync, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k, State: table.StateReachable, LLAddr: macNew})
+	tb.EndSync()
 	mc, ok := e.moves.q.take()
 	if !ok || mc.key.Addr != k || mc.old != string(macOld) || mc.now != string(macNew) {
 		t.Fatalf("took %v (%v), want the check of %v's move from %v", mc, ok, k, macOld)
@@ -266,11 +266,11 @@ func TestMoveCheckedAfterAFurtherMove(t *testing.T) {
 	tb := table.New(time.Minute, nil)
 	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
 	up := func(m net.HardwareAddr) {
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: m})
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: m})
 	}
 	up(macOld)
 	fa := &fakeActor{t: tb, answerAt: -1, unicastOnly: true, spoofer: macOld}
-	e := New(fastConfig(ModeDryRun, StrategyProbe), TableOf(tb), fa, nil)
+	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, fa, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go e.moves.watch(ctx)
@@ -286,7 +286,7 @@ func TestMoveCheckedAfterAFurtherMove(t *testing.T) {
 	if got := e.Stats().MoveChecked(MoveAnswered); got != 1 {
 		t.Fatalf("%d checks answered, want 1: the check was given up at the further move", got)
 	}
-	en, _ := tb.Reader().Lookup(k)
+	en, _ := tb.Lookup(k)
 	if en.Class() != table.ClassConflict || en.Observed().ConflictMACs != [2]string{string(macOld), string(third)} {
 		t.Errorf("class %v between %q, want a conflict between %v and %v", en.Class(), en.Observed().ConflictMACs, macOld, third)
 	}
@@ -302,16 +302,16 @@ func TestMoveCheckedAfterAFurtherMove(t *testing.T) {
 // three).
 func TestSweepNeverBlocksOnConfirmations(t *testing.T) {
 	tb := table.New(time.Hour, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	const suspects = 10
 	for i := range suspects {
 		k := table.Key{Ifindex: 3, Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})}
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld})
-		tb.Sightings().ObserveSourceMAC(k, macNew, 1, time.Now())
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld})
+		tb.ObserveSourceMAC(k, macNew, 1, time.Now())
 	}
 	cfg := fastConfig(ModeDryRun, StrategyProbe)
 	cfg.QueueSize = 3
-	e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	e.confirmQ <- table.Key{} // one place taken before the sweep
 	swept := make(chan struct{})
 	go func() { e.sweep(); close(swept) }() // no worker drains the queue

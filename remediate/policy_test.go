@@ -39,20 +39,20 @@ func entry(t *testing.T, s entrySpec) table.Entry {
 	if s.noLL {
 		u.LLAddr = nil
 	}
-	tb.Kernel().Apply(table.CauseNetlink, u)
+	tb.Apply(table.CauseNetlink, u)
 	time.Sleep(time.Millisecond)
 	k := table.Key{Ifindex: 3, Addr: ip}
 	if s.suspect || s.moved {
-		tb.Sightings().ObserveMAC(3, ip, macNew, time.Now())
+		tb.ObserveMAC(3, ip, macNew, time.Now())
 	}
 	if s.moved {
-		tb.Sightings().ProbeUnanswered(k, string(macOld), time.Now())
+		tb.ProbeUnanswered(k, string(macOld), time.Now())
 	}
 	if s.conflict {
-		tb.Sightings().ObserveConflict(k, macOld, macNew, time.Now())
+		tb.ObserveConflict(k, macOld, macNew, time.Now())
 	}
-	tb.Sightings().AddBypass(k, s.bypass, time.Now())
-	e, ok := tb.Reader().Lookup(k)
+	tb.AddBypass(k, s.bypass, time.Now())
+	e, ok := tb.Lookup(k)
 	if !ok {
 		t.Fatal("entry missing")
 	}
@@ -153,7 +153,7 @@ func TestCounterSizes(t *testing.T) {
 	if len(Outcomes()) != numOutcomes {
 		t.Fatalf("%d outcomes; the counters hold %d", len(Outcomes()), numOutcomes)
 	}
-	e := New(Config{}, TableOf(table.New(time.Second, nil)), nil, nil)
+	e := New(Config{}, table.New(time.Second, nil), nil, nil)
 	for _, s := range Strategies() {
 		for _, o := range Outcomes() {
 			e.c.action(s, o)

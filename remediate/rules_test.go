@@ -81,7 +81,7 @@ func TestConfirmationListensAThirdEach(t *testing.T) {
 	fa := &fakeActor{t: tb, answerAt: -1}
 	cfg := fastConfig(ModeDryRun, StrategyProbe)
 	cfg.VerifyTimeout = 300 * time.Millisecond
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
 	lab.WaitFor(t, 5*time.Second, "an unanswered confirmation", func() bool { return e.Stats().Confirmed(ConfirmUnanswered) == 1 })
 	stop()
@@ -102,10 +102,10 @@ func TestConfirmationListensAThirdEach(t *testing.T) {
 // confirmation leaves it a suspect, not stuck.
 func youngSuspect(t *testing.T) (*table.Table, table.Key) {
 	tb := table.New(time.Hour, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.1")}
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld})
-	tb.Sightings().ObserveSourceMAC(k, macNew, 1, time.Now())
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld})
+	tb.ObserveSourceMAC(k, macNew, 1, time.Now())
 	return tb, k
 }
 
@@ -115,13 +115,13 @@ func youngSuspect(t *testing.T) (*table.Table, table.Key) {
 func TestOneConfirmationPerSuspicion(t *testing.T) {
 	tb, k := youngSuspect(t)
 	fa := &fakeActor{t: tb, answerAt: -1}
-	e := New(fastConfig(ModeDryRun, StrategyProbe), TableOf(tb), fa, nil)
+	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, fa, nil)
 	settle(e, 1)
 	if n := e.Stats().Confirmed(ConfirmUnanswered); n != 1 {
 		t.Fatalf("%d confirmations unanswered, want 1", n)
 	}
 	settle(e, 20)
-	if en, _ := tb.Reader().Lookup(k); !en.Suspect() || en.Class() == table.ClassStuck {
+	if en, _ := tb.Lookup(k); !en.Suspect() || en.Class() == table.ClassStuck {
 		t.Fatalf("the entry is no longer a young suspect: %v", en.Class())
 	}
 	if n := e.Stats().Confirmed(ConfirmUnanswered); n != 1 {
@@ -134,15 +134,15 @@ func TestOneConfirmationPerSuspicion(t *testing.T) {
 func TestConfirmationAgainForANewSuspicion(t *testing.T) {
 	tb, k := youngSuspect(t)
 	fa := &fakeActor{t: tb, answerAt: -1, spoofer: macOld, unicastOnly: true} // the entry's MAC answers
-	e := New(fastConfig(ModeDryRun, StrategyProbe), TableOf(tb), fa, nil)
+	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
 	lab.WaitFor(t, 5*time.Second, "the first confirmation", func() bool { return e.Stats().Confirmed(ConfirmAnswered) == 1 })
 	// The kernel lets the answered entry go STALE again; the host is then
 	// seen at a third MAC.
-	lab.WaitFor(t, 5*time.Second, "the answer applied", func() bool { en, _ := tb.Reader().Lookup(k); return en.State == table.StateReachable })
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld})
-	tb.Sightings().ObserveSourceMAC(k, net.HardwareAddr{2, 0, 0, 0, 0, 0xcc}, 1, time.Now().Add(time.Hour)) // past the recheck
+	lab.WaitFor(t, 5*time.Second, "the answer applied", func() bool { en, _ := tb.Lookup(k); return en.State == table.StateReachable })
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld})
+	tb.ObserveSourceMAC(k, net.HardwareAddr{2, 0, 0, 0, 0, 0xcc}, 1, time.Now().Add(time.Hour)) // past the recheck
 	lab.WaitFor(t, 5*time.Second, "the second confirmation", func() bool { return e.Stats().Confirmed(ConfirmAnswered) == 2 })
 }
 
@@ -154,7 +154,7 @@ func TestBackOffGrows(t *testing.T) {
 	fa := &fakeActor{t: tb, answerAt: -1}
 	cfg := fastConfig(ModeOn, StrategyProbe)
 	cfg.BackoffMin, cfg.BackoffMax = 50*time.Millisecond, 150*time.Millisecond
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
 	starts := func() []time.Time {
 		fa.mu.Lock()
@@ -184,7 +184,7 @@ func TestBackOffBounds(t *testing.T) {
 	tb := stuckTable(1)
 	cfg := fastConfig(ModeOn, StrategyProbe)
 	cfg.BackoffMin, cfg.BackoffMax = time.Second, time.Hour
-	e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
 	c := &candidate{}
 	e.cands[k] = c
@@ -223,7 +223,7 @@ func TestManagedOnlyWhenTheKernelSaysSo(t *testing.T) {
 	fa := &fakeActor{t: tb, answerAt: -1, manageIgnored: true}
 	cfg := manageConfig(10)
 	cfg.Strategies = []Strategy{StrategyManage}
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
 	lab.WaitFor(t, 5*time.Second, "the manage outcome", func() bool {
@@ -241,7 +241,7 @@ func TestSkippedAndDroppedCounted(t *testing.T) {
 	tb := stuckTable(3)
 	cfg := fastConfig(ModeOn, StrategyProbe)
 	cfg.Filter.DenyCIDRs = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/31")} // two of the three
-	e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	stop := runEngine(t, e)
 	lab.WaitFor(t, 5*time.Second, "a sweep's skips", func() bool { return e.Stats().Skipped[SkipCIDR] == 2 })
 	stop()
@@ -250,7 +250,7 @@ func TestSkippedAndDroppedCounted(t *testing.T) {
 	cfg = fastConfig(ModeOn, StrategyProbe)
 	cfg.QueueSize, cfg.MaxConcurrent = 1, 1
 	b := &blockingActor{release: make(chan struct{})}
-	e = New(cfg, TableOf(tb), b, nil)
+	e = New(cfg, tb, b, nil)
 	stop = runEngine(t, e)
 	lab.WaitFor(t, 5*time.Second, "candidates dropped", func() bool { return e.Stats().Counts[QueueFull] > 0 })
 	close(b.release)
@@ -265,7 +265,7 @@ func TestSkippedAndDroppedCounted(t *testing.T) {
 // counted as rate-limited.
 func TestNoWaitNoRateLimit(t *testing.T) {
 	tb := stuckTable(1)
-	e := New(fastConfig(ModeOn, StrategyProbe), TableOf(tb), &fakeActor{t: tb, answerAt: 1, moveTo: macNew}, nil)
+	e := New(fastConfig(ModeOn, StrategyProbe), tb, &fakeActor{t: tb, answerAt: 1, moveTo: macNew}, nil)
 	stop := runEngine(t, e)
 	lab.WaitFor(t, 5*time.Second, "the repair", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeMoved] == 1 })
 	stop()
@@ -280,13 +280,13 @@ func TestRepairedCandidateForgotten(t *testing.T) {
 	tb := stuckTable(2)
 	// Only the first moves: the second stays stuck.
 	fa := &fakeActor{t: tb, answerAt: -1}
-	e := New(fastConfig(ModeDryRun, StrategyProbe), TableOf(tb), fa, nil)
+	e := New(fastConfig(ModeDryRun, StrategyProbe), tb, fa, nil)
 	stop := runEngine(t, e)
 	defer stop()
 	lab.WaitFor(t, 5*time.Second, "both considered", func() bool { return e.Stats().Actions[StrategyProbe][OutcomeDryRun] == 2 })
 	gone := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
 	kept := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.1")}
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: gone.Addr, State: table.StateReachable, LLAddr: macNew})
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: gone.Addr, State: table.StateReachable, LLAddr: macNew})
 	e.mu.Lock()
 	for _, c := range e.cands {
 		c.until = 0 // the back-off over
@@ -311,14 +311,14 @@ func TestRepairedCandidateForgotten(t *testing.T) {
 // released, not before.
 func TestManagerCountsAndFailedRelease(t *testing.T) {
 	tb := table.New(time.Hour, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateFailed,
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateFailed,
 		FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	fa := &fakeActor{t: tb, answerAt: -1}
 	cfg := manageConfig(10)
 	cfg.Manage.FailedTimeout = 300 * time.Millisecond
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	started := time.Now() // the engine sees the entry FAILED no sooner
 	stop := runEngine(t, e)
 	defer stop()
@@ -336,7 +336,7 @@ func TestManagerCountsAndFailedRelease(t *testing.T) {
 // and only then.
 func TestHoldingMarksPending(t *testing.T) {
 	tb := table.New(time.Hour, nil)
-	e := New(manageConfig(10), TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(manageConfig(10), tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
 	e.managed.mu.Lock()
 	e.managed.set(k, &owned{})
@@ -402,7 +402,7 @@ func TestStrategiesHelpNotes(t *testing.T) {
 // from its confirmation.
 func TestConfirmableFilter(t *testing.T) {
 	tb, k := youngSuspect(t)
-	en, _ := tb.Reader().Lookup(k)
+	en, _ := tb.Lookup(k)
 	pol := Policy{Mode: ModeDryRun, Scope: ScopeStuck}
 	if !Confirmable(&en, "eth0", pol) {
 		t.Fatal("a suspect with no filter is not confirmable")
@@ -456,7 +456,7 @@ func TestLogLevels(t *testing.T) {
 			var logs logRecords
 			cfg := fastConfig(ModeOn, StrategyProbe)
 			cfg.Logger = slog.New(&logs)
-			e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: tc.answerAt, moveTo: macNew}, nil)
+			e := New(cfg, tb, &fakeActor{t: tb, answerAt: tc.answerAt, moveTo: macNew}, nil)
 			stop := runEngine(t, e)
 			lab.WaitFor(t, 5*time.Second, "an action logged", func() bool { _, ok := logs.find("remediation"); return ok })
 			stop()
@@ -467,15 +467,15 @@ func TestLogLevels(t *testing.T) {
 	}
 	for _, n := range []int{0, 1} {
 		tb := table.New(time.Hour, nil)
-		tb.Kernel().SetLinkName(3, "eth0")
+		tb.SetLinkName(3, "eth0")
 		if n == 1 {
-			tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.7"), State: table.StateReachable,
+			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.7"), State: table.StateReachable,
 				LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 		}
 		var logs logRecords
 		cfg := manageConfig(10)
 		cfg.Logger = slog.New(&logs)
-		e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+		e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
 		e.managed.adopt()
 		if _, ok := logs.find("adopted managed entries a previous run made"); ok != (n == 1) {
 			t.Errorf("%d entries to adopt: adoption logged %v", n, ok)
@@ -511,7 +511,7 @@ func TestConfirmationLogNamesTheMAC(t *testing.T) {
 	var logs logRecords
 	cfg := fastConfig(ModeDryRun, StrategyProbe)
 	cfg.Logger = slog.New(&logs)
-	e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1, spoofer: macOld, unicastOnly: true}, nil)
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1, spoofer: macOld, unicastOnly: true}, nil)
 	stop := runEngine(t, e)
 	lab.WaitFor(t, 5*time.Second, "the confirmation", func() bool { return e.Stats().Confirmed(ConfirmAnswered) == 1 })
 	stop()
@@ -526,29 +526,29 @@ func TestConfirmationLogNamesTheMAC(t *testing.T) {
 // manage, observe nothing.
 func TestRecoveryObserved(t *testing.T) {
 	tb := table.New(time.Hour, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	mine := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
 	other := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.8")}
-	tb.Kernel().Apply(table.CauseNetlink,
+	tb.Apply(table.CauseNetlink,
 		table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine.Addr, State: table.StateStale, LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch},
 		table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: other.Addr, State: table.StateStale, LLAddr: macOld})
 	e := dryRunManaging(t, tb, 1)
 	reachable := func(k table.Key, mac net.HardwareAddr) {
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: mac,
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: k.Addr, State: table.StateReachable, LLAddr: mac,
 			FlagsExt: map[bool]uint32{true: table.FlagExtManaged}[k == mine], Protocol: map[bool]uint8{true: table.ProtocolNeighwatch}[k == mine]})
 	}
 	// Not managed by neighwatch: nothing, whatever happens to it.
-	tb.Sightings().ObserveSourceMAC(other, macNew, 1, time.Now())
+	tb.ObserveSourceMAC(other, macNew, 1, time.Now())
 	reachable(other, macNew)
 	// Managed, the same MAC again: nothing.
 	reachable(mine, macOld)
 	// Managed, doubted, then at a new MAC: one observation.
-	tb.Sightings().ObserveSourceMAC(mine, macNew, 1, time.Now())
+	tb.ObserveSourceMAC(mine, macNew, 1, time.Now())
 	reachable(mine, macNew)
 	lab.WaitFor(t, 5*time.Second, "the recovery observed", func() bool { return e.Stats().RecoveryCount >= 1 })
 	// The sentinel: the kernel doubts the entry again (DELAY), which the
 	// tracker reads after every event before it.
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine.Addr, State: table.StateDelay, LLAddr: macNew,
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine.Addr, State: table.StateDelay, LLAddr: macNew,
 		FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	lab.WaitFor(t, 5*time.Second, "the tracker to read the sentinel", func() bool {
 		e.managed.mu.Lock()
@@ -565,12 +565,12 @@ func TestRecoveryObserved(t *testing.T) {
 // only once it has gone without bypass traffic for --manage.idle.
 func TestManagedNotIdleBeforeItsTime(t *testing.T) {
 	tb := table.New(time.Hour, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.7"), State: table.StateReachable,
+	tb.SetLinkName(3, "eth0")
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.7"), State: table.StateReachable,
 		LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	cfg := manageConfig(10)
 	cfg.Manage.Idle = time.Hour
-	e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	e.managed.adopt()
 	for range 10 {
 		e.managed.maintain(ModeOn)
@@ -593,7 +593,7 @@ func TestQueueRoomIsWhatIsFree(t *testing.T) {
 	cfg := fastConfig(ModeOn, StrategyProbe)
 	cfg.QueueSize, cfg.MaxConcurrent = 2, 1
 	b := &blockingActor{release: make(chan struct{})}
-	e := New(cfg, TableOf(tb), b, nil)
+	e := New(cfg, tb, b, nil)
 	// No worker: the first sweep queues two and drops three, each
 	// counted once.
 	e.sweep()
@@ -622,12 +622,12 @@ func TestNoAnswerIsEvidence(t *testing.T) {
 	tb := staleTable(1)
 	cfg := fastConfig(ModeOn, StrategyProbe)
 	cfg.Scope, cfg.NoConfirm = ScopeAllStale, true
-	e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	stop := runEngine(t, e)
 	defer stop()
 	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
 	lab.WaitFor(t, 5*time.Second, "the entry stuck on the unanswered probe", func() bool {
-		en, _ := tb.Reader().Lookup(k)
+		en, _ := tb.Lookup(k)
 		return en.Class() == table.ClassStuck
 	})
 }
@@ -639,12 +639,12 @@ func TestDisputedNoAnswerIsEvidence(t *testing.T) {
 	tb := suspectTable(1)
 	cfg := fastConfig(ModeOn, StrategyProbe)
 	cfg.Scope, cfg.NoConfirm = ScopeAllStale, true
-	e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	stop := runEngine(t, e)
 	defer stop()
 	k := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.0")}
 	lab.WaitFor(t, 5*time.Second, "the probe-unanswered evidence", func() bool {
-		en, _ := tb.Reader().Lookup(k)
+		en, _ := tb.Lookup(k)
 		for _, ev := range en.Evidence() {
 			if ev.Signal == table.SignalProbeUnanswered {
 				return true
@@ -662,7 +662,7 @@ func TestDisputedProbeListen(t *testing.T) {
 	fa := &fakeActor{t: tb, answerAt: -1}
 	cfg := fastConfig(ModeOn, StrategyProbe)
 	cfg.VerifyTimeout, cfg.ProbeGap = 300*time.Millisecond, 20*time.Millisecond
-	e := New(cfg, TableOf(tb), fa, nil)
+	e := New(cfg, tb, fa, nil)
 	stop := runEngine(t, e)
 	lab.WaitFor(t, 5*time.Second, "a broadcast probe", func() bool { return slices.Contains(fa.Calls(), "probe1 10.0.0.0") })
 	stop()
@@ -697,10 +697,10 @@ func (*failingDatapath) SetMode(int, bpf.Mode) error { return errors.New("refuse
 // nobody disputes is not a candidate: a sweep counts no skip for it.
 func TestOwnedUndisputedLeftAlone(t *testing.T) {
 	tb := table.New(time.Hour, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.7"), State: table.StateReachable,
+	tb.SetLinkName(3, "eth0")
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: netip.MustParseAddr("10.0.0.7"), State: table.StateReachable,
 		LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
-	e := New(manageConfig(10), TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(manageConfig(10), tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	e.managed.adopt()
 	settle(e, 3)
 	if e.sweeps != 3 || e.managed.Len() != 1 {
@@ -739,13 +739,13 @@ func TestJudgeAnswers(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tb := suspectTable(1)
-			e := New(fastConfig(ModeOn, StrategyProbe), TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
-			en, _ := tb.Reader().Lookup(k)
+			e := New(fastConfig(ModeOn, StrategyProbe), tb, &fakeActor{t: tb, answerAt: -1}, nil)
+			en, _ := tb.Lookup(k)
 			o, ok := e.kit().judgeAnswers(&en, c.answered)
 			if o != c.want || ok != c.decided {
 				t.Fatalf("judged %q, %v; want %q, %v", o, ok, c.want, c.decided)
 			}
-			en, _ = tb.Reader().Lookup(k)
+			en, _ = tb.Lookup(k)
 			var signals []table.Signal
 			for _, ev := range en.Evidence() {
 				signals = append(signals, ev.Signal)
@@ -771,10 +771,10 @@ func TestJudgeAnswers(t *testing.T) {
 // MAC is no recovery: only a REACHABLE at a new MAC after a doubt is.
 func TestRecoveryFromTheKernelsDoubt(t *testing.T) {
 	tb := table.New(time.Hour, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	mine := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
 	managed := func(st table.State, mac net.HardwareAddr) {
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine.Addr, State: st, LLAddr: mac,
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine.Addr, State: st, LLAddr: mac,
 			FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	}
 	managed(table.StateStale, macOld)
@@ -802,17 +802,17 @@ func TestRecoveryFromTheKernelsDoubt(t *testing.T) {
 // for good); one deleted while its interface is watched is only forgotten.
 func TestReleaseWhenTheInterfaceLeaves(t *testing.T) {
 	tb := table.New(time.Hour, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
-	tb.Kernel().SetLinkName(4, "eth1")
+	tb.SetLinkName(3, "eth0")
+	tb.SetLinkName(4, "eth1")
 	gone := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
 	deleted := table.Key{Ifindex: 4, Addr: netip.MustParseAddr("10.0.1.7")}
 	for _, k := range []table.Key{gone, deleted} {
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: k.Ifindex, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld,
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: k.Ifindex, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld,
 			FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	}
 	e := dryRunManaging(t, tb, 2)
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: deleted.Ifindex, Family: table.FamilyInet, Addr: deleted.Addr, Delete: true})
-	tb.Kernel().DeleteLink(gone.Ifindex, table.CauseNetlink)
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: deleted.Ifindex, Family: table.FamilyInet, Addr: deleted.Addr, Delete: true})
+	tb.DeleteLink(gone.Ifindex, table.CauseNetlink)
 	lab.WaitFor(t, 5*time.Second, "both forgotten", func() bool { return e.managed.Len() == 0 })
 	if n := e.Stats().Releases[ReleaseUnwatched]; n != 1 {
 		t.Errorf("%d released as unwatched, want 1 (the entry whose interface left)", n)
@@ -825,7 +825,7 @@ func dryRunManaging(t *testing.T, tb *table.Table, n int) *Engine {
 	t.Helper()
 	cfg := manageConfig(10)
 	cfg.Mode = ModeDryRun
-	e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	t.Cleanup(runEngine(t, e))
 	lab.WaitFor(t, 5*time.Second, "the adoption", func() bool { return e.managed.Len() == n })
 	return e
@@ -852,10 +852,10 @@ func TestSwapApplicableAndAct(t *testing.T) {
 	k := table.Key{Ifindex: 4, Addr: netip.MustParseAddr("10.0.0.9")}
 	entry := func(bypass uint64) (*table.Table, table.Entry) {
 		tb := table.New(time.Minute, nil)
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 4, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld,
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 4, Family: table.FamilyInet, Addr: k.Addr, State: table.StateStale, LLAddr: macOld,
 			HasCacheInfo: true, UpdatedAge: time.Hour})
-		tb.Sightings().AddBypass(k, bypass, time.Now())
-		en, _ := tb.Reader().Lookup(k)
+		tb.AddBypass(k, bypass, time.Now())
+		en, _ := tb.Lookup(k)
 		return tb, en
 	}
 	for _, tc := range []struct {
@@ -874,14 +874,14 @@ func TestSwapApplicableAndAct(t *testing.T) {
 		if tc.sw != nil {
 			sw = tc.sw
 		}
-		e := New(fastConfig(ModeOn, StrategySwap), TableOf(tb), &fakeActor{t: tb, answerAt: -1}, sw)
+		e := New(fastConfig(ModeOn, StrategySwap), tb, &fakeActor{t: tb, answerAt: -1}, sw)
 		if got := (swapStrategy{}).applicable(e.kit(), &en, false); got != tc.want {
 			t.Errorf("%s: applicable %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	tb, en := entry(5)
 	refused := &swapperFunc{can: true, err: errors.New("no datapath on eth9")}
-	e := New(fastConfig(ModeOn, StrategySwap), TableOf(tb), &fakeActor{t: tb, answerAt: -1}, refused)
+	e := New(fastConfig(ModeOn, StrategySwap), tb, &fakeActor{t: tb, answerAt: -1}, refused)
 	out, err := (swapStrategy{}).act(context.Background(), e.kit(), &en, &attempt{})
 	if out != OutcomeFailed || err == nil || len(refused.swaps) != 1 || e.Stats().Counts[Swaps] != 0 {
 		t.Errorf("a refused swap: outcome %s, err %v, %d swap calls, %d counted; want failed, the error, 1, 0", out, err, len(refused.swaps), e.Stats().Counts[Swaps])
@@ -896,13 +896,13 @@ func TestSwapApplicableAndAct(t *testing.T) {
 // subscribed itself, both events went by before it did.)
 func TestRecoveryObservedWhenTheTrackerRunsLate(t *testing.T) {
 	tb := table.New(time.Hour, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	mine := table.Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
-	tb.Kernel().Apply(table.CauseNetlink,
+	tb.Apply(table.CauseNetlink,
 		table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine.Addr, State: table.StateStale, LLAddr: macOld, FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	cfg := manageConfig(10)
 	cfg.Mode = ModeDryRun
-	e := New(cfg, TableOf(tb), &fakeActor{t: tb, answerAt: -1}, nil)
+	e := New(cfg, tb, &fakeActor{t: tb, answerAt: -1}, nil)
 	held := make(chan func(), 1)
 	e.managed.spawn = func(f func()) { held <- f }
 	t.Cleanup(runEngine(t, e))
@@ -910,8 +910,8 @@ func TestRecoveryObservedWhenTheTrackerRunsLate(t *testing.T) {
 	if e.managed.Len() != 1 {
 		t.Fatalf("%d entries adopted before the tracker ran, want 1", e.managed.Len())
 	}
-	tb.Sightings().ObserveSourceMAC(mine, macNew, 1, time.Now())
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine.Addr, State: table.StateReachable, LLAddr: macNew,
+	tb.ObserveSourceMAC(mine, macNew, 1, time.Now())
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: mine.Addr, State: table.StateReachable, LLAddr: macNew,
 		FlagsExt: table.FlagExtManaged, Protocol: table.ProtocolNeighwatch})
 	go tracker()
 	lab.WaitFor(t, 5*time.Second, "the recovery observed by a tracker that ran late", func() bool { return e.Stats().RecoveryCount == 1 })

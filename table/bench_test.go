@@ -28,14 +28,14 @@ func benchUpdates(n int, state State) []Update {
 func BenchmarkApply(b *testing.B) {
 	tb := New(time.Minute, nil)
 	us := benchUpdates(100_000, StateStale)
-	tb.Kernel().Apply(CauseNetlink, us...)
+	tb.Apply(CauseNetlink, us...)
 	flip := [2]State{StateReachable, StateStale}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		u := us[i%len(us)]
 		u.State = flip[(i/len(us))%2]
-		tb.Kernel().Apply(CauseNetlink, u)
+		tb.Apply(CauseNetlink, u)
 	}
 }
 
@@ -45,11 +45,11 @@ func BenchmarkStats(b *testing.B) {
 	for _, n := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			tb := New(time.Minute, nil)
-			tb.Kernel().Apply(CauseNetlink, benchUpdates(n, StateStale)...)
+			tb.Apply(CauseNetlink, benchUpdates(n, StateStale)...)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				_ = tb.Classifier().Stats(100)
+				_ = tb.Stats(100)
 			}
 		})
 	}
@@ -71,12 +71,12 @@ func BenchmarkLiveHeapPerEntry(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		tb := New(time.Minute, nil)
-		tb.Kernel().Apply(CauseNetlink, us...)
+		tb.Apply(CauseNetlink, us...)
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		heap := float64(after.HeapAlloc) - float64(before.HeapAlloc)
 		heapPerEntry = heap / n
-		perEntry = (heap + float64(tb.Reader().Bytes())) / n
+		perEntry = (heap + float64(tb.Bytes())) / n
 		runtime.KeepAlive(tb)
 	}
 	b.ReportMetric(perEntry, "bytes/entry")
@@ -94,17 +94,17 @@ func BenchmarkResync(b *testing.B) {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			tb := New(time.Minute, nil)
 			us := benchUpdates(n, StateStale)
-			tb.Kernel().BeginSync(true)
-			tb.Kernel().Apply(CauseNetlink, us...)
-			tb.Kernel().EndSync()
+			tb.BeginSync(true)
+			tb.Apply(CauseNetlink, us...)
+			tb.EndSync()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				tb.Kernel().BeginSync(false)
+				tb.BeginSync(false)
 				for i := 0; i < len(us); i += 256 {
-					tb.Kernel().Apply(CauseNetlink, us[i:min(i+256, len(us))]...)
+					tb.Apply(CauseNetlink, us[i:min(i+256, len(us))]...)
 				}
-				if d := tb.Kernel().EndSync(); d != 0 {
+				if d := tb.EndSync(); d != 0 {
 					b.Fatalf("resync deleted %d entries", d)
 				}
 			}
@@ -128,10 +128,10 @@ func BenchmarkPromotionStorm(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				tb, c := newTestTable(time.Minute)
-				tb.Kernel().Apply(CauseNetlink, us...)
+				tb.Apply(CauseNetlink, us...)
 				c.advance(2 * time.Minute)
 				b.StartTimer()
-				if got := tb.Classifier().Advance(); got != n {
+				if got := tb.Advance(); got != n {
 					b.Fatalf("%d promoted, want %d", got, n)
 				}
 			}
@@ -158,13 +158,13 @@ func BenchmarkGradualCrossing(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				tb, c := newTestTable(time.Minute)
-				tb.Kernel().Apply(CauseNetlink, us...)
+				tb.Apply(CauseNetlink, us...)
 				c.advance(time.Minute - spread)
 				b.StartTimer()
 				got := 0
 				for range spread / step {
 					c.advance(step)
-					got += tb.Classifier().Advance()
+					got += tb.Advance()
 				}
 				if got != n {
 					b.Fatalf("%d promoted, want %d", got, n)
@@ -181,17 +181,17 @@ func BenchmarkGradualCrossing(b *testing.B) {
 func BenchmarkWalk(b *testing.B) {
 	tb := New(time.Minute, nil)
 	us := benchUpdates(1_000_000, StateStale)
-	tb.Kernel().Apply(CauseNetlink, us...)
+	tb.Apply(CauseNetlink, us...)
 	for _, w := range []struct {
 		name string
 		walk func(from uint32, fn func()) uint32
 	}{
-		{"range", func(from uint32, fn func()) uint32 { return tb.Reader().Range(from, 4096, func(*Entry) { fn() }) }},
+		{"range", func(from uint32, fn func()) uint32 { return tb.Range(from, 4096, func(*Entry) { fn() }) }},
 		{"candidates", func(from uint32, fn func()) uint32 {
-			return tb.CandidateSet().Candidates(from, 4096, func(Key, string) { fn() })
+			return tb.Candidates(from, 4096, func(Key, string) { fn() })
 		}},
 		{"each", func(_ uint32, fn func()) uint32 {
-			tb.st.each(func(uint32, *rec) bool { fn(); return true })
+			coreOf(tb).st.each(func(uint32, *rec) bool { fn(); return true })
 			return 0
 		}},
 	} {

@@ -6,17 +6,17 @@
 // and it builds on any OS.
 //
 // One core (table.go: the entries, their indexes and aggregates, one
-// lock) has five doors, each a type in its own file: Kernel (kernel.go:
+// lock) in five parts, each a type in its own file: Kernel (kernel.go:
 // netlink updates, syncs, links, tracepoint transitions), Sightings
 // (sightings.go: where the host was seen or heard, probes, conflicts,
 // bypass traffic), CandidateSet (candidates.go: the entries the tracer
 // watches), Classifier (classify.go: classes, aggregates, walks and the
 // event stream) and Reader (table.go: entries by key, in slot order, or
-// all). A *Table offers only its doors (t.Kernel(), t.Reader(), ...);
-// each source or reader declares the few methods it uses as its own
-// interface (mirror.Sink, evidence.Sink, feed.Sink, remediate.Table,
-// control.Table, metrics.TableReader), which one door or a struct of
-// doors satisfies, and holds that.
+// all). A *Table embeds the five and so has every method; each source
+// or reader declares the few it calls as its own interface
+// (mirror.Sink, evidence.Sink, feed.Candidates, remediate's parts,
+// control.Table, metrics.TableReader), which a *Table satisfies, and
+// holds that.
 //
 // An entry has one name per layer, each a different thing: Entry is the
 // copy a reader gets (entry.go; e in this package, en in remediate);

@@ -14,7 +14,7 @@ import (
 func staleFor(tb *Table, age time.Duration) Key {
 	u := upd(1, ipA, StateStale, macA)
 	u.UpdatedAge = age
-	tb.Kernel().Apply(CauseNetlink, u)
+	tb.Apply(CauseNetlink, u)
 	return Key{1, ipA}
 }
 
@@ -25,13 +25,13 @@ func staleFor(tb *Table, age time.Duration) Key {
 func TestBypassCountsInItsStalePeriod(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	k := staleFor(tb, time.Hour)
-	tb.Sightings().AddBypass(k, 7, c.now())
+	tb.AddBypass(k, 7, c.now())
 	if got := classOf(t, tb, k); got != ClassAtRisk {
 		t.Fatalf("stale-long with bypass traffic: %v, want at-risk", got)
 	}
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
 	staleFor(tb, time.Hour)
-	e, _ := tb.Reader().Lookup(k)
+	e, _ := tb.Lookup(k)
 	if e.Class() != ClassStaleLong || e.Observed().BypassInState != 0 {
 		t.Errorf("STALE again with no traffic since: %v, %d packets in the period; want stale-long and 0", e.Class(), e.Observed().BypassInState)
 	}
@@ -49,16 +49,16 @@ func TestMovedHostThatKeepsSendingIsStuck(t *testing.T) {
 	k := staleFor(tb, time.Hour)
 	first := c.now()
 	for range 9 {
-		tb.Sightings().ObserveSourceMAC(k, macB, 10, c.now())
+		tb.ObserveSourceMAC(k, macB, 10, c.now())
 		c.advance(time.Second)
 	}
-	tb.Sightings().ObserveSourceMAC(k, macB, 10, c.now()) // 9 s after the first
+	tb.ObserveSourceMAC(k, macB, 10, c.now()) // 9 s after the first
 	if got := classOf(t, tb, k); got != ClassStaleLong {
 		t.Fatalf("9 s after the first sighting: %v, want stale-long (a suspicion)", got)
 	}
 	c.t = first.Add(MinSilence)
-	tb.Sightings().ObserveSourceMAC(k, macB, 10, c.now())
-	e, _ := tb.Reader().Lookup(k)
+	tb.ObserveSourceMAC(k, macB, 10, c.now())
+	e, _ := tb.Lookup(k)
 	if e.Class() != ClassStuck {
 		t.Errorf("the silence window after the first sighting, the host still sending from %v: %v, want stuck", macB, e.Class())
 	}
@@ -74,9 +74,9 @@ func TestMovedHostThatKeepsSendingIsStuck(t *testing.T) {
 func TestHeardBeforeTheSightingExplainsNothing(t *testing.T) {
 	tb, c := newTestTable(time.Second)
 	k := staleFor(tb, time.Hour)
-	tb.Sightings().ObserveSourceMAC(k, macB, 1, c.now())
-	tb.Sightings().Heard(k, macA, c.now().Add(-time.Second))
-	e, _ := tb.Reader().Lookup(k)
+	tb.ObserveSourceMAC(k, macB, 1, c.now())
+	tb.Heard(k, macA, c.now().Add(-time.Second))
+	e, _ := tb.Lookup(k)
 	if !e.Suspect() || e.MultiMAC() {
 		t.Fatalf("heard before the sighting: suspect %v, multi-MAC %v; want still a suspect, no second MAC", e.Suspect(), e.MultiMAC())
 	}
@@ -92,7 +92,7 @@ func stuckByProbe(t *testing.T) (*Table, Key) {
 	t.Helper()
 	tb, c := newTestTable(time.Minute)
 	k := staleFor(tb, time.Hour)
-	if !tb.Sightings().ProbeUnanswered(k, string(macA), c.now()) {
+	if !tb.ProbeUnanswered(k, string(macA), c.now()) {
 		t.Fatal("probe not recorded")
 	}
 	if got := classOf(t, tb, k); got != ClassStuck {
@@ -107,9 +107,9 @@ func stuckByProbe(t *testing.T) (*Table, Key) {
 // old silence says nothing.
 func TestStateChangeDropsAnUnansweredProbe(t *testing.T) {
 	tb, k := stuckByProbe(t)
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
 	staleFor(tb, time.Hour)
-	if e, _ := tb.Reader().Lookup(k); e.Class() != ClassStaleLong || len(e.Evidence()) != 0 {
+	if e, _ := tb.Lookup(k); e.Class() != ClassStaleLong || len(e.Evidence()) != 0 {
 		t.Errorf("STALE again after a confirmation: %v with %v, want stale-long with no evidence", e.Class(), e.Evidence())
 	}
 }
@@ -122,8 +122,8 @@ func TestMoveForgetsTheUnansweredProbe(t *testing.T) {
 	tb, k := stuckByProbe(t)
 	u := upd(1, ipA, StateStale, macB)
 	u.UpdatedAge = time.Hour
-	tb.Kernel().Apply(CauseNetlink, u)
-	e, _ := tb.Reader().Lookup(k)
+	tb.Apply(CauseNetlink, u)
+	e, _ := tb.Lookup(k)
 	if e.LLAddr != string(macB) || e.State != StateStale {
 		t.Fatalf("the move was not applied: %+v", e)
 	}
@@ -134,8 +134,8 @@ func TestMoveForgetsTheUnansweredProbe(t *testing.T) {
 	}
 	// Back at the first MAC: the probe was of a period that ended.
 	u.LLAddr = macA
-	tb.Kernel().Apply(CauseNetlink, u)
-	if e, _ := tb.Reader().Lookup(k); e.LLAddr != string(macA) || len(e.Evidence()) != 0 || e.Class() == ClassStuck {
+	tb.Apply(CauseNetlink, u)
+	if e, _ := tb.Lookup(k); e.LLAddr != string(macA) || len(e.Evidence()) != 0 || e.Class() == ClassStuck {
 		t.Errorf("moved back to %v: %v with %v, want no evidence", macA, e.Class(), e.Evidence())
 	}
 }
@@ -145,9 +145,9 @@ func TestMoveForgetsTheUnansweredProbe(t *testing.T) {
 func TestConflictHeldFromTheLast(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	k := staleFor(tb, time.Hour)
-	tb.Sightings().ObserveConflict(k, macA, macB, c.now())
+	tb.ObserveConflict(k, macA, macB, c.now())
 	c.advance(4 * time.Minute)
-	tb.Sightings().ObserveConflict(k, macA, macB, c.now())
+	tb.ObserveConflict(k, macA, macB, c.now())
 	c.advance(ConflictHold - time.Second) // 9 min 59 s after the first
 	if got := classOf(t, tb, k); got != ClassConflict {
 		t.Fatalf("%v after the last conflict: %v, want conflict", ConflictHold-time.Second, got)
@@ -163,15 +163,15 @@ func TestConflictHeldFromTheLast(t *testing.T) {
 // after it, and only that change is counted.
 func TestInitialLoadIsSilent(t *testing.T) {
 	tb, _ := newTestTable(time.Minute)
-	sub := tb.Classifier().Events().Subscribe(16)
+	sub := tb.Events().Subscribe(16)
 	defer sub.Close()
-	tb.Kernel().BeginSync(true)
+	tb.BeginSync(true)
 	for i := range 3 {
-		tb.Kernel().Apply(CauseNetlink, upd(1, netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), StateReachable, macA))
+		tb.Apply(CauseNetlink, upd(1, netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), StateReachable, macA))
 	}
-	tb.Kernel().EndSync()
+	tb.EndSync()
 	after := netip.MustParseAddr("10.0.0.9")
-	tb.Kernel().Apply(CauseNetlink, upd(1, after, StateReachable, macA)) // the sentinel
+	tb.Apply(CauseNetlink, upd(1, after, StateReachable, macA)) // the sentinel
 	var ev Event
 	select {
 	case ev = <-sub.C(): // published within Apply
@@ -182,7 +182,7 @@ func TestInitialLoadIsSilent(t *testing.T) {
 		t.Errorf("first event: %v %s (created %v), want the creation of %v after the load", ev.IP, ev.Kind, ev.Created, after)
 	}
 	var n uint64
-	for _, tr := range tb.Classifier().Stats(0).Transitions {
+	for _, tr := range tb.Stats(0).Transitions {
 		n += tr.Count
 	}
 	if n != 1 {
@@ -200,7 +200,7 @@ func TestWalksAtEmptyAndFullStores(t *testing.T) {
 		t.Helper()
 		n := 0
 		for from := uint32(0); ; {
-			from = tb.Reader().Range(from, 4096, func(*Entry) { n++ })
+			from = tb.Range(from, 4096, func(*Entry) { n++ })
 			if from == 0 {
 				break
 			}
@@ -210,7 +210,7 @@ func TestWalksAtEmptyAndFullStores(t *testing.T) {
 		}
 		n = 0
 		for from := uint32(0); ; {
-			from = tb.CandidateSet().Candidates(from, 4096, func(Key, string) { n++ })
+			from = tb.Candidates(from, 4096, func(Key, string) { n++ })
 			if from == 0 {
 				break
 			}
@@ -218,18 +218,18 @@ func TestWalksAtEmptyAndFullStores(t *testing.T) {
 		if n != want {
 			t.Errorf("Candidates visited %d, want %d", n, want)
 		}
-		if s, _ := tb.Reader().Snapshot(); len(s) != want {
+		if s, _ := tb.Snapshot(); len(s) != want {
 			t.Errorf("Snapshot holds %d, want %d", len(s), want)
 		}
 		n = 0
-		tb.Classifier().Walk(ClassOK, func(*Entry, string) bool { n++; return false })
+		tb.Walk(ClassOK, func(*Entry, string) bool { n++; return false })
 		if n != want {
 			t.Errorf("Walk visited %d, want %d", n, want)
 		}
-		tb.Kernel().BeginSync(false)
-		tb.Kernel().EndSync() // confirms none: deletes every entry it walks to
-		if tb.Reader().Len() != 0 {
-			t.Errorf("%d entries left after a resync that confirmed none", tb.Reader().Len())
+		tb.BeginSync(false)
+		tb.EndSync() // confirms none: deletes every entry it walks to
+		if tb.Len() != 0 {
+			t.Errorf("%d entries left after a resync that confirmed none", tb.Len())
 		}
 	}
 	t.Run("never held an entry", func(t *testing.T) { walks(t, New(time.Minute, nil), 0) })
@@ -239,9 +239,9 @@ func TestWalksAtEmptyAndFullStores(t *testing.T) {
 		for i := range us {
 			us[i] = upd(1, netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), StateStale, macA)
 		}
-		tb.Kernel().Apply(CauseNetlink, us...)
-		if tb.st.top != uint32(n) || len(tb.st.slabs) != n/slotsPerSlab {
-			t.Fatalf("%d entries: top %d in %d slabs, want every slab full", n, tb.st.top, len(tb.st.slabs))
+		tb.Apply(CauseNetlink, us...)
+		if coreOf(tb).st.top != uint32(n) || len(coreOf(tb).st.slabs) != n/slotsPerSlab {
+			t.Fatalf("%d entries: top %d in %d slabs, want every slab full", n, coreOf(tb).st.top, len(coreOf(tb).st.slabs))
 		}
 		t.Run("full slabs", func(t *testing.T) { walks(t, tb, n) })
 		t.Run("emptied", func(t *testing.T) { walks(t, tb, 0) })
@@ -254,7 +254,7 @@ func TestStaleAgeIsTheStates(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	u := upd(1, ipA, StateReachable, macA)
 	u.UpdatedAge = time.Hour
-	tb.Kernel().Apply(CauseNetlink, u)
+	tb.Apply(CauseNetlink, u)
 	k := staleFor(tb, 0) // the kernel's notification: STALE since now
 	if got := classOf(t, tb, k); got != ClassOK {
 		t.Fatalf("just turned STALE after an hour REACHABLE: %v, want ok", got)

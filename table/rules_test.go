@@ -18,7 +18,7 @@ import (
 // classOf reads an entry's class now.
 func classOf(t *testing.T, tb *Table, k Key) Class {
 	t.Helper()
-	e, ok := tb.Reader().Lookup(k)
+	e, ok := tb.Lookup(k)
 	if !ok {
 		t.Fatalf("%v is not in the table", k.Addr)
 	}
@@ -35,14 +35,14 @@ func TestSilenceIsPerSuspect(t *testing.T) {
 	for _, ip := range []netip.Addr{ipA, ipB, ipC} {
 		u := upd(1, ip, StateStale, macA)
 		u.UpdatedAge = time.Hour
-		tb.Kernel().Apply(CauseNetlink, u)
+		tb.Apply(CauseNetlink, u)
 	}
 	a, b, cc := Key{1, ipA}, Key{1, ipB}, Key{1, ipC}
-	tb.Sightings().ObserveSourceMAC(a, macB, 1, c.now())
+	tb.ObserveSourceMAC(a, macB, 1, c.now())
 	c.advance(4 * time.Second)
-	tb.Sightings().ObserveSourceMAC(b, macB, 1, c.now())
+	tb.ObserveSourceMAC(b, macB, 1, c.now())
 	c.advance(2 * time.Second)
-	tb.Sightings().ObserveSourceMAC(cc, macB, 1, c.now())
+	tb.ObserveSourceMAC(cc, macB, 1, c.now())
 	c.advance(4*time.Second - time.Millisecond)
 	if got := classOf(t, tb, a); got != ClassStaleLong {
 		t.Fatalf("first suspect 1 ms before its window ends: %v", got)
@@ -73,7 +73,7 @@ func TestSilenceIsPerSuspect(t *testing.T) {
 func TestPromotionAtTheThreshold(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	k := Key{1, ipA}
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateStale, macA))
+	tb.Apply(CauseNetlink, upd(1, ipA, StateStale, macA))
 	c.advance(time.Minute - 10*time.Millisecond)
 	if got := classOf(t, tb, k); got != ClassOK {
 		t.Fatalf("10 ms before the threshold: %v", got)
@@ -85,7 +85,7 @@ func TestPromotionAtTheThreshold(t *testing.T) {
 	ipB := netip.MustParseAddr("10.0.0.2")
 	u := upd(1, ipB, StateStale, macA)
 	u.UpdatedAge = time.Minute
-	tb.Kernel().Apply(CauseNetlink, u)
+	tb.Apply(CauseNetlink, u)
 	if got := classOf(t, tb, Key{1, ipB}); got != ClassStaleLong {
 		t.Errorf("created exactly a threshold old: %v, want stale-long", got)
 	}
@@ -98,17 +98,17 @@ func TestPromotionGrowsOnlyInAStorm(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	first := upd(1, ipA, StateStale, macA)
 	first.UpdatedAge = 30 * time.Second
-	tb.Kernel().Apply(CauseNetlink, first)
+	tb.Apply(CauseNetlink, first)
 	c.advance(31 * time.Second) // the first one only will have crossed
 	var us []Update
 	for i := range 5000 {
 		us = append(us, upd(1, netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), StateStale, macA))
 	}
-	tb.Kernel().Apply(CauseNetlink, us...)
-	if n := tb.Classifier().Advance(); n != 1 {
+	tb.Apply(CauseNetlink, us...)
+	if n := tb.Advance(); n != 1 {
 		t.Fatalf("promoted %d, want 1", n)
 	}
-	if c := cap(tb.ifaces[1].long[0]); c >= 5000 {
+	if c := cap(coreOf(tb).ifaces[1].long[0]); c >= 5000 {
 		t.Errorf("one promotion reserved room for %d long entries", c)
 	}
 }
@@ -123,22 +123,22 @@ func TestManagedCountsAndOwned(t *testing.T) {
 	mine.FlagsExt, mine.Protocol = FlagExtManaged, ProtocolNeighwatch
 	theirs := upd(1, ipB, StateReachable, macA)
 	theirs.FlagsExt, theirs.Protocol = FlagExtManaged, 99
-	tb.Kernel().Apply(CauseNetlink, mine, theirs)
-	fs := func() FamilyStats { return tb.Classifier().Stats(0).Interfaces[0].Families[0] }
+	tb.Apply(CauseNetlink, mine, theirs)
+	fs := func() FamilyStats { return tb.Stats(0).Interfaces[0].Families[0] }
 	if s := fs(); s.CountManaged(OwnerNeighwatch, StateReachable) != 1 || s.CountManaged(OwnerOther, StateReachable) != 1 || s.CountManaged(OwnerNone, StateReachable) != 0 {
 		t.Fatalf("managed counts %v", s.Managed)
 	}
-	if o := tb.Classifier().Owned(); len(o) != 1 || o[0].Addr != ipA || tb.Classifier().CountOwned() != 1 {
+	if o := tb.Owned(); len(o) != 1 || o[0].Addr != ipA || tb.CountOwned() != 1 {
 		t.Fatalf("owned %v", o)
 	}
 	mine.State = StateStale
-	tb.Kernel().Apply(CauseNetlink, mine)
+	tb.Apply(CauseNetlink, mine)
 	if s := fs(); s.CountManaged(OwnerNeighwatch, StateReachable) != 0 || s.CountManaged(OwnerNeighwatch, StateStale) != 1 {
 		t.Errorf("after a state change: %v", s.Managed)
 	}
-	tb.Kernel().Apply(CauseNetlink, Update{Delete: true, Ifindex: 1, Family: FamilyInet, Addr: ipA})
-	if s := fs(); s.CountManaged(OwnerNeighwatch, StateStale) != 0 || tb.Classifier().CountOwned() != 0 || len(tb.Classifier().Owned()) != 0 {
-		t.Errorf("after the delete: %v, owned %d", s.Managed, tb.Classifier().CountOwned())
+	tb.Apply(CauseNetlink, Update{Delete: true, Ifindex: 1, Family: FamilyInet, Addr: ipA})
+	if s := fs(); s.CountManaged(OwnerNeighwatch, StateStale) != 0 || tb.CountOwned() != 0 || len(tb.Owned()) != 0 {
+		t.Errorf("after the delete: %v, owned %d", s.Managed, tb.CountOwned())
 	}
 }
 
@@ -147,12 +147,12 @@ func TestManagedCountsAndOwned(t *testing.T) {
 // protocol is applied and published.
 func TestUnchangedUpdateIsSilent(t *testing.T) {
 	tb, _ := newTestTable(time.Minute)
-	sub := tb.Classifier().Events().Subscribe(16)
+	sub := tb.Events().Subscribe(16)
 	defer sub.Close()
 	u := upd(1, ipA, StateReachable, macA)
-	tb.Kernel().Apply(CauseNetlink, u)
+	tb.Apply(CauseNetlink, u)
 	<-sub.C() // created
-	tb.Kernel().Apply(CauseNetlink, u)
+	tb.Apply(CauseNetlink, u)
 	if n := len(sub.C()); n != 0 {
 		t.Errorf("an update that changes nothing published %d events", n)
 	}
@@ -166,8 +166,8 @@ func TestUnchangedUpdateIsSilent(t *testing.T) {
 		{"protocol", func(u *Update) { u.Protocol = ProtocolNeighwatch }, func(e Entry) bool { return e.Protocol == ProtocolNeighwatch }},
 	} {
 		tc.set(&u)
-		tb.Kernel().Apply(CauseNetlink, u)
-		if e, _ := tb.Reader().Lookup(Key{1, ipA}); !tc.got(e) {
+		tb.Apply(CauseNetlink, u)
+		if e, _ := tb.Lookup(Key{1, ipA}); !tc.got(e) {
 			t.Errorf("a change of %s alone was not applied: %+v", tc.name, e)
 		}
 		if n := len(sub.C()); n != 1 {
@@ -185,20 +185,20 @@ func TestUnchangedUpdateIsSilent(t *testing.T) {
 func TestLLAddrChangesCounted(t *testing.T) {
 	tb, _ := newTestTable(time.Minute)
 	k := Key{1, ipA}
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
-	tb.Kernel().Apply(CauseNetlink, Update{Ifindex: 1, Family: FamilyInet, Addr: ipA, State: StateFailed})
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
-	if e, _ := tb.Reader().Lookup(k); e.LLAddrChanges != 0 {
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
+	tb.Apply(CauseNetlink, Update{Ifindex: 1, Family: FamilyInet, Addr: ipA, State: StateFailed})
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
+	if e, _ := tb.Lookup(k); e.LLAddrChanges != 0 {
 		t.Fatalf("through FAILED: %d changes, want 0", e.LLAddrChanges)
 	}
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
-	if e, _ := tb.Reader().Lookup(k); e.LLAddrChanges != 1 {
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
+	if e, _ := tb.Lookup(k); e.LLAddrChanges != 1 {
 		t.Fatalf("one move: %d changes", e.LLAddrChanges)
 	}
 	for i := range math.MaxUint16 + 1 {
-		tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, []net.HardwareAddr{macB, macA}[i%2]))
+		tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, []net.HardwareAddr{macB, macA}[i%2]))
 	}
-	if e, _ := tb.Reader().Lookup(k); e.LLAddrChanges != math.MaxUint16 {
+	if e, _ := tb.Lookup(k); e.LLAddrChanges != math.MaxUint16 {
 		t.Errorf("after 65,537 moves: %d changes, want %d", e.LLAddrChanges, math.MaxUint16)
 	}
 }
@@ -208,12 +208,12 @@ func TestLLAddrChangesCounted(t *testing.T) {
 func TestCandidateOnOwnerChange(t *testing.T) {
 	tb, _ := newTestTable(time.Minute)
 	u := upd(1, ipA, StateStale, macA)
-	tb.Kernel().Apply(CauseNetlink, u)
-	tb.CandidateSet().Candidates(0, 100, func(Key, string) {})
+	tb.Apply(CauseNetlink, u)
+	tb.Candidates(0, 100, func(Key, string) {})
 	u.FlagsExt, u.Protocol = FlagExtManaged, ProtocolNeighwatch
-	tb.Kernel().Apply(CauseNetlink, u)
+	tb.Apply(CauseNetlink, u)
 	var changed []Key
-	tb.CandidateSet().CandidateChanges(func(k Key, _ string) { changed = append(changed, k) })
+	tb.CandidateChanges(func(k Key, _ string) { changed = append(changed, k) })
 	if len(changed) != 1 || changed[0] != (Key{1, ipA}) {
 		t.Errorf("changes after the owner changed: %v", changed)
 	}
@@ -225,8 +225,8 @@ func TestCacheTimes(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	u := upd(1, ipA, StateStale, macA)
 	u.ConfirmedAge, u.UsedAge = 5*time.Second, 7*time.Second
-	tb.Kernel().Apply(CauseNetlink, u)
-	e, _ := tb.Reader().Lookup(Key{1, ipA})
+	tb.Apply(CauseNetlink, u)
+	e, _ := tb.Lookup(Key{1, ipA})
 	if want := c.now().Add(-5 * time.Second).UnixNano(); e.Confirm != want {
 		t.Errorf("confirmed at %v, want %v", time.Unix(0, e.Confirm), time.Unix(0, want))
 	}
@@ -240,16 +240,16 @@ func TestCacheTimes(t *testing.T) {
 func TestDeleteLinkKeepsOtherLinks(t *testing.T) {
 	tb, _ := newTestTable(time.Minute)
 	ipB := netip.MustParseAddr("10.0.0.2")
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateStale, macA), upd(1, ipB, StateStale, macA), upd(2, ipA, StateStale, macA))
-	if n := tb.Kernel().DeleteLink(2, CauseLink); n != 1 {
+	tb.Apply(CauseNetlink, upd(1, ipA, StateStale, macA), upd(1, ipB, StateStale, macA), upd(2, ipA, StateStale, macA))
+	if n := tb.DeleteLink(2, CauseLink); n != 1 {
 		t.Fatalf("deleted %d, want 1", n)
 	}
 	for _, k := range []Key{{1, ipA}, {1, ipB}} {
-		if _, ok := tb.Reader().Lookup(k); !ok {
+		if _, ok := tb.Lookup(k); !ok {
 			t.Errorf("%v of link 1 was deleted with link 2", k.Addr)
 		}
 	}
-	if _, ok := tb.Reader().Lookup(Key{2, ipA}); ok {
+	if _, ok := tb.Lookup(Key{2, ipA}); ok {
 		t.Error("link 2's entry is still there")
 	}
 }
@@ -258,9 +258,9 @@ func TestDeleteLinkKeepsOtherLinks(t *testing.T) {
 // absent, and a deleted one to absent (outside the initial sync).
 func TestCreationsCounted(t *testing.T) {
 	tb, _ := newTestTable(time.Minute)
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateStale, macA))
-	tb.Kernel().Apply(CauseNetlink, Update{Delete: true, Ifindex: 1, Family: FamilyInet, Addr: ipA})
-	got := tb.Classifier().Stats(0).Transitions
+	tb.Apply(CauseNetlink, upd(1, ipA, StateStale, macA))
+	tb.Apply(CauseNetlink, Update{Delete: true, Ifindex: 1, Family: FamilyInet, Addr: ipA})
+	got := tb.Stats(0).Transitions
 	want := []Transition{{Family: FamilyInet, From: "absent", To: "stale", Count: 1}, {Family: FamilyInet, From: "stale", To: "absent", Count: 1}}
 	if !slices.Equal(got, want) && !slices.Equal(got, []Transition{want[1], want[0]}) {
 		t.Errorf("transitions %+v, want %+v", got, want)
@@ -307,18 +307,18 @@ func TestKnownMACRecheck(t *testing.T) {
 	tb, c := newTestTable(time.Minute) // recheck: 30 s
 	u := upd(1, ipA, StateStale, macA)
 	u.UpdatedAge = time.Hour
-	tb.Kernel().Apply(CauseNetlink, u)
+	tb.Apply(CauseNetlink, u)
 	k := Key{1, ipA}
-	tb.Sightings().ObserveSourceMAC(k, macB, 1, c.now())
-	tb.Sightings().Heard(k, macA, c.now()) // macB is the host's
+	tb.ObserveSourceMAC(k, macB, 1, c.now())
+	tb.Heard(k, macA, c.now()) // macB is the host's
 	c.advance(30*time.Second - time.Millisecond)
-	tb.Sightings().ObserveSourceMAC(k, macB, 1, c.now())
-	if e, _ := tb.Reader().Lookup(k); e.Suspect() {
+	tb.ObserveSourceMAC(k, macB, 1, c.now())
+	if e, _ := tb.Lookup(k); e.Suspect() {
 		t.Fatal("a known MAC, the entry's heard 30 s - 1 ms ago, raised a suspicion")
 	}
 	c.advance(time.Millisecond)
-	tb.Sightings().ObserveSourceMAC(k, macB, 1, c.now())
-	if e, _ := tb.Reader().Lookup(k); !e.Suspect() {
+	tb.ObserveSourceMAC(k, macB, 1, c.now())
+	if e, _ := tb.Lookup(k); !e.Suspect() {
 		t.Error("a known MAC, the entry's last heard half the threshold ago, raised no suspicion")
 	}
 }
@@ -330,17 +330,17 @@ func TestHeardAtTheSameInstant(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	u := upd(1, ipA, StateStale, macA)
 	u.UpdatedAge = time.Hour
-	tb.Kernel().Apply(CauseNetlink, u)
+	tb.Apply(CauseNetlink, u)
 	k := Key{1, ipA}
-	tb.Sightings().ProbeUnanswered(k, string(macA), c.now())
-	tb.Sightings().Heard(k, macA, c.now())
+	tb.ProbeUnanswered(k, string(macA), c.now())
+	tb.Heard(k, macA, c.now())
 	if got := classOf(t, tb, k); got == ClassStuck {
 		t.Errorf("an answer at the probe's own time left it stuck")
 	}
 	c.advance(time.Second)
-	tb.Sightings().ObserveSourceMAC(k, macB, 1, c.now())
-	tb.Sightings().Heard(k, macA, c.now())
-	e, _ := tb.Reader().Lookup(k)
+	tb.ObserveSourceMAC(k, macB, 1, c.now())
+	tb.Heard(k, macA, c.now())
+	e, _ := tb.Lookup(k)
 	if e.Suspect() || len(e.OtherMACs()) != 1 || e.OtherMACs()[0].MAC != string(macB) {
 		t.Errorf("heard at the sighting's own time: suspect %v, other MACs %v", e.Suspect(), e.OtherMACs())
 	}
@@ -354,12 +354,12 @@ func TestCountClassByMinimum(t *testing.T) {
 	for _, ip := range ips {
 		u := upd(1, ip, StateStale, macA)
 		u.UpdatedAge = time.Hour
-		tb.Kernel().Apply(CauseNetlink, u)
+		tb.Apply(CauseNetlink, u)
 	}
-	tb.Sightings().AddBypass(Key{1, ips[1]}, 3, c.now())                  // at-risk
-	tb.Sightings().ProbeUnanswered(Key{1, ips[2]}, string(macA), c.now()) // stuck
+	tb.AddBypass(Key{1, ips[1]}, 3, c.now())                  // at-risk
+	tb.ProbeUnanswered(Key{1, ips[2]}, string(macA), c.now()) // stuck
 	for min, want := range map[Class]int{ClassStaleLong: 3, ClassAtRisk: 2, ClassStuck: 1} {
-		if n := tb.Classifier().CountClass(min); n != want {
+		if n := tb.CountClass(min); n != want {
 			t.Errorf("CountClass(%v) = %d, want %d", min, n, want)
 		}
 	}
@@ -369,11 +369,11 @@ func TestCountClassByMinimum(t *testing.T) {
 // gets the link's.
 func TestPublishNamesTheLink(t *testing.T) {
 	tb, _ := newTestTable(time.Minute)
-	tb.Kernel().SetLinkName(4, "eth4")
-	sub := tb.Classifier().Events().Subscribe(4)
+	tb.SetLinkName(4, "eth4")
+	sub := tb.Events().Subscribe(4)
 	defer sub.Close()
-	tb.Classifier().Publish(Event{Ifindex: 4, Kind: KindRemediation})
-	tb.Classifier().Publish(Event{Ifindex: 4, Interface: "given", Kind: KindRemediation})
+	tb.Publish(Event{Ifindex: 4, Kind: KindRemediation})
+	tb.Publish(Event{Ifindex: 4, Interface: "given", Kind: KindRemediation})
 	if a, b := <-sub.C(), <-sub.C(); a.Interface != "eth4" || b.Interface != "given" {
 		t.Errorf("interfaces %q and %q, want eth4 and given", a.Interface, b.Interface)
 	}
@@ -385,16 +385,16 @@ func TestSuspicionFacts(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	u := upd(1, ipA, StateStale, macA)
 	u.UpdatedAge = time.Hour
-	tb.Kernel().Apply(CauseNetlink, u)
+	tb.Apply(CauseNetlink, u)
 	k := Key{1, ipA}
 	at := c.now()
-	tb.Sightings().ObserveSourceMAC(k, macB, 1, at)
-	e, _ := tb.Reader().Lookup(k)
+	tb.ObserveSourceMAC(k, macB, 1, at)
+	e, _ := tb.Lookup(k)
 	if !e.SuspectSince().Equal(at) || e.DisputingMAC() != string(macB) {
 		t.Errorf("suspect since %v (want %v), disputing %x", e.SuspectSince(), at, e.DisputingMAC())
 	}
-	tb.Sightings().Heard(k, macA, c.now())
-	e, _ = tb.Reader().Lookup(k)
+	tb.Heard(k, macA, c.now())
+	e, _ = tb.Lookup(k)
 	if !e.SuspectSince().IsZero() || e.DisputingMAC() != "" {
 		t.Errorf("explained: suspect since %v, disputing %x", e.SuspectSince(), e.DisputingMAC())
 	}
@@ -409,14 +409,14 @@ func hostAtThreeMACs(t *testing.T) (*Table, Key, net.HardwareAddr) {
 	macC := net.HardwareAddr{2, 0, 0, 0, 0, 0xc}
 	u := upd(1, ipA, StateStale, macA)
 	u.UpdatedAge = time.Hour
-	tb.Kernel().Apply(CauseNetlink, u)
+	tb.Apply(CauseNetlink, u)
 	k := Key{1, ipA}
 	for _, m := range []net.HardwareAddr{macC, macB} { // macB last: first in the list
-		tb.Sightings().ObserveSourceMAC(k, m, 1, c.now())
-		tb.Sightings().Heard(k, macA, c.now())
+		tb.ObserveSourceMAC(k, m, 1, c.now())
+		tb.Heard(k, macA, c.now())
 		c.advance(time.Minute) // past the recheck
 	}
-	e, _ := tb.Reader().Lookup(k)
+	e, _ := tb.Lookup(k)
 	if o := e.OtherMACs(); len(o) != 2 || o[0].MAC != string(macB) || o[1].MAC != string(macC) {
 		t.Fatalf("other MACs %v, want B then C", o)
 	}
@@ -430,14 +430,14 @@ func hostAtThreeMACs(t *testing.T) (*Table, Key, net.HardwareAddr) {
 func TestMoveToAKnownMAC(t *testing.T) {
 	tb, k, macC := hostAtThreeMACs(t)
 	var e Entry
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
-	e, _ = tb.Reader().Lookup(k)
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
+	e, _ = tb.Lookup(k)
 	if o := e.OtherMACs(); len(o) != 2 || o[0].MAC != string(macA) || o[1].MAC != string(macC) {
 		t.Errorf("after the move to B: other MACs %v, want A then C", o)
 	}
 	// A move to a MAC the host was never known at keeps the list.
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, net.HardwareAddr{2, 0, 0, 0, 0, 0xd}))
-	e, _ = tb.Reader().Lookup(k)
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, net.HardwareAddr{2, 0, 0, 0, 0, 0xd}))
+	e, _ = tb.Lookup(k)
 	if o := e.OtherMACs(); len(o) != 2 || o[0].MAC != string(macA) || o[1].MAC != string(macC) {
 		t.Errorf("after a move to an unknown MAC: other MACs %v, want A then C", o)
 	}
@@ -449,13 +449,13 @@ func TestMoveToAKnownMAC(t *testing.T) {
 func TestLostMACIsNotAHostMAC(t *testing.T) {
 	tb, k, macC := hostAtThreeMACs(t)
 	var e Entry
-	tb.Kernel().Apply(CauseNetlink, Update{Ifindex: 1, Family: FamilyInet, Addr: ipA, State: StateFailed})
-	e, _ = tb.Reader().Lookup(k)
+	tb.Apply(CauseNetlink, Update{Ifindex: 1, Family: FamilyInet, Addr: ipA, State: StateFailed})
+	e, _ = tb.Lookup(k)
 	if o := e.OtherMACs(); len(o) != 2 || o[0].MAC != string(macB) || o[1].MAC != string(macC) {
 		t.Errorf("after losing its MAC: other MACs %v, want B then C (A is no host MAC of its own)", o)
 	}
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
-	e, _ = tb.Reader().Lookup(k)
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
+	e, _ = tb.Lookup(k)
 	if o := e.OtherMACs(); len(o) != 1 || o[0].MAC != string(macC) {
 		t.Errorf("resolved at B: other MACs %v, want C alone", o)
 	}
@@ -493,22 +493,22 @@ func TestEntryFlagsAndOwner(t *testing.T) {
 func TestApplyTracepoint(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	k := Key{1, ipA}
-	if tb.Kernel().ApplyTracepoint(k, StateStale, StateDelay, c.now()) {
+	if tb.ApplyTracepoint(k, StateStale, StateDelay, c.now()) {
 		t.Error("applied to an absent entry from stale")
 	}
-	if !tb.Kernel().ApplyTracepoint(k, StateNone, StateIncomplete, c.now()) {
+	if !tb.ApplyTracepoint(k, StateNone, StateIncomplete, c.now()) {
 		t.Fatal("a creation from none was not applied")
 	}
 	u := upd(1, ipA, StateStale, macA)
 	u.Flags, u.FlagsExt, u.Protocol = FlagRouter, FlagExtManaged, ProtocolNeighwatch // a router neighwatch manages
-	tb.Kernel().Apply(CauseNetlink, u)
-	if tb.Kernel().ApplyTracepoint(k, StateReachable, StateDelay, c.now()) {
+	tb.Apply(CauseNetlink, u)
+	if tb.ApplyTracepoint(k, StateReachable, StateDelay, c.now()) {
 		t.Error("applied from reachable to a stale entry")
 	}
-	if !tb.Kernel().ApplyTracepoint(k, StateStale, StateDelay, c.now()) {
+	if !tb.ApplyTracepoint(k, StateStale, StateDelay, c.now()) {
 		t.Fatal("stale -> delay not applied")
 	}
-	if e, _ := tb.Reader().Lookup(k); e.State != StateDelay || e.LLAddr != string(macA) || e.Flags != FlagRouter ||
+	if e, _ := tb.Lookup(k); e.State != StateDelay || e.LLAddr != string(macA) || e.Flags != FlagRouter ||
 		e.FlagsExt != FlagExtManaged || e.Protocol != ProtocolNeighwatch || e.Owner() != OwnerNeighwatch {
 		t.Errorf("after the tracepoint: %+v, want DELAY at the same MAC, a router, still managed by neighwatch", e)
 	}
@@ -550,14 +550,14 @@ func TestEventDetailsNameMACs(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	u := upd(1, ipA, StateStale, macA)
 	u.UpdatedAge = time.Hour
-	tb.Kernel().Apply(CauseNetlink, u)
-	sub := tb.Classifier().Events().Subscribe(16)
+	tb.Apply(CauseNetlink, u)
+	sub := tb.Events().Subscribe(16)
 	defer sub.Close()
 	k := Key{1, ipA}
-	tb.Sightings().ObserveSourceMAC(k, macB, 1, c.now())
-	tb.Sightings().Heard(k, macA, c.now())
+	tb.ObserveSourceMAC(k, macB, 1, c.now())
+	tb.Heard(k, macA, c.now())
 	c.advance(time.Minute)
-	tb.Sightings().ObserveMAC(1, ipA, net.HardwareAddr{2, 0, 0, 0, 0, 0xc}, c.now())
+	tb.ObserveMAC(1, ipA, net.HardwareAddr{2, 0, 0, 0, 0, 0xc}, c.now())
 	var details []string
 	for len(sub.C()) > 0 {
 		if ev := <-sub.C(); ev.Kind == KindMismatch {
@@ -579,8 +579,8 @@ func TestEventDetailsNameMACs(t *testing.T) {
 func TestConflictHoldEnds(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	k := Key{1, ipA}
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
-	tb.Sightings().ObserveConflict(k, macB, macA, c.now())
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
+	tb.ObserveConflict(k, macB, macA, c.now())
 	c.advance(ConflictHold - time.Millisecond)
 	if got := classOf(t, tb, k); got != ClassConflict {
 		t.Fatalf("1 ms before the hold ends: %v", got)
@@ -596,15 +596,15 @@ func TestConflictHoldEnds(t *testing.T) {
 func TestCandidatesInBatches(t *testing.T) {
 	tb, _ := newTestTable(time.Minute)
 	for i := range 5 {
-		tb.Kernel().Apply(CauseNetlink, upd(1, netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), StateStale, macA))
+		tb.Apply(CauseNetlink, upd(1, netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), StateStale, macA))
 	}
 	n := 0
-	next := tb.CandidateSet().Candidates(0, 2, func(Key, string) { n++ })
+	next := tb.Candidates(0, 2, func(Key, string) { n++ })
 	if n != 2 || next == 0 {
 		t.Fatalf("first batch: %d candidates, next %d", n, next)
 	}
 	for next != 0 {
-		next = tb.CandidateSet().Candidates(next, 2, func(Key, string) { n++ })
+		next = tb.Candidates(next, 2, func(Key, string) { n++ })
 	}
 	if n != 5 {
 		t.Errorf("%d candidates in all, want 5", n)
@@ -615,13 +615,13 @@ func TestCandidatesInBatches(t *testing.T) {
 // one copy for both, and one without an lladdr is kept as is.
 func TestKeptEventSharesOneCopy(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
-	sub := tb.Classifier().Events().Subscribe(16)
+	sub := tb.Events().Subscribe(16)
 	defer sub.Close()
 	u := upd(1, ipA, StateStale, macA)
 	u.UpdatedAge = time.Hour
-	tb.Kernel().Apply(CauseNetlink, u)
-	tb.Sightings().AddBypass(Key{1, ipA}, 1, c.now()) // a class event: the same lladdr before and after
-	tb.Kernel().Apply(CauseNetlink, Update{Ifindex: 1, Family: FamilyInet, Addr: netip.MustParseAddr("10.0.0.9"), State: StateIncomplete})
+	tb.Apply(CauseNetlink, u)
+	tb.AddBypass(Key{1, ipA}, 1, c.now()) // a class event: the same lladdr before and after
+	tb.Apply(CauseNetlink, Update{Ifindex: 1, Family: FamilyInet, Addr: netip.MustParseAddr("10.0.0.9"), State: StateIncomplete})
 	var class, noLL *Event
 	for len(sub.C()) > 0 {
 		ev := <-sub.C()
@@ -651,16 +651,16 @@ func TestKeptEventSharesOneCopy(t *testing.T) {
 func TestMoveEventSaysWhenTheOldMACWasHeard(t *testing.T) {
 	tb := New(time.Hour, nil)
 	k := Key{Ifindex: 1, Addr: ipA}
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateStale, macA))
+	tb.Apply(CauseNetlink, upd(1, ipA, StateStale, macA))
 	heard := time.Now().Add(-time.Minute)
-	if !tb.Sightings().Heard(k, macA, heard) {
+	if !tb.Heard(k, macA, heard) {
 		t.Fatal("the entry's own MAC not heard")
 	}
-	sub := tb.Classifier().Events().Subscribe(8)
+	sub := tb.Events().Subscribe(8)
 	defer sub.Close()
 	move := func(mac net.HardwareAddr) Event {
 		t.Helper()
-		tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateStale, mac))
+		tb.Apply(CauseNetlink, upd(1, ipA, StateStale, mac))
 		return nextMove(t, sub)
 	}
 	if ev := move(macB); ev.OldHeard != heard.UnixNano() {
@@ -684,19 +684,19 @@ func TestMoveEventSaysWhenTrafficLastUsedIt(t *testing.T) {
 		u.UsedAge = 10 * time.Minute
 		return u
 	}
-	tb.Kernel().Apply(CauseNetlink, idle(macA))
-	sub := tb.Classifier().Events().Subscribe(8)
+	tb.Apply(CauseNetlink, idle(macA))
+	sub := tb.Events().Subscribe(8)
 	defer sub.Close()
 	move := func(mac net.HardwareAddr) Event {
 		t.Helper()
-		tb.Kernel().Apply(CauseNetlink, idle(mac))
+		tb.Apply(CauseNetlink, idle(mac))
 		return nextMove(t, sub)
 	}
 	if ev := move(macB); ev.LastUsed == 0 || time.Since(time.Unix(0, ev.LastUsed)) < 9*time.Minute {
 		t.Fatalf("a move of an entry the kernel used 10 min ago, no bypass: LastUsed %v", time.Unix(0, ev.LastUsed))
 	}
 	bypass := time.Now().Add(-5 * time.Second)
-	if !tb.Sightings().AddBypass(k, 3, bypass) {
+	if !tb.AddBypass(k, 3, bypass) {
 		t.Fatal("bypass packets not taken")
 	}
 	if ev := move(macA); ev.LastUsed != bypass.UnixNano() {

@@ -115,19 +115,19 @@ func TestLongLLAddr(t *testing.T) {
 	}
 	ip := netip.MustParseAddr("10.9.0.1")
 	k := Key{Ifindex: 4, Addr: ip}
-	tb.Kernel().Apply(CauseNetlink, Update{Ifindex: 4, Family: FamilyInet, Addr: ip, State: StateReachable, LLAddr: ib})
-	if e, ok := tb.Reader().Lookup(k); !ok || e.LLAddr != string(ib) {
+	tb.Apply(CauseNetlink, Update{Ifindex: 4, Family: FamilyInet, Addr: ip, State: StateReachable, LLAddr: ib})
+	if e, ok := tb.Lookup(k); !ok || e.LLAddr != string(ib) {
 		t.Fatalf("lookup = %q, %v; want the 20-byte lladdr", e.LLAddr, ok)
 	}
-	if !tb.Sightings().Heard(k, ib, tb.now()) {
+	if !tb.Heard(k, ib, coreOf(tb).now()) {
 		t.Error("the entry's own 20-byte MAC was not recognised")
 	}
-	tb.Kernel().Apply(CauseNetlink, Update{Ifindex: 4, Family: FamilyInet, Addr: ip, State: StateReachable, LLAddr: []byte{2, 0, 0, 0, 0, 1}})
-	if e, _ := tb.Reader().Lookup(k); e.LLAddr != string([]byte{2, 0, 0, 0, 0, 1}) || e.LLAddrChanges != 1 {
+	tb.Apply(CauseNetlink, Update{Ifindex: 4, Family: FamilyInet, Addr: ip, State: StateReachable, LLAddr: []byte{2, 0, 0, 0, 0, 1}})
+	if e, _ := tb.Lookup(k); e.LLAddr != string([]byte{2, 0, 0, 0, 0, 1}) || e.LLAddrChanges != 1 {
 		t.Fatalf("after a change to a 6-byte lladdr: %x, %d changes", e.LLAddr, e.LLAddrChanges)
 	}
-	if len(tb.st.longMACs) != 0 {
-		t.Errorf("the long lladdr is still kept: %v", tb.st.longMACs)
+	if len(coreOf(tb).st.longMACs) != 0 {
+		t.Errorf("the long lladdr is still kept: %v", coreOf(tb).st.longMACs)
 	}
 }
 
@@ -140,18 +140,18 @@ func TestRangeWalksEveryEntryOnce(t *testing.T) {
 	for i := range n {
 		us = append(us, Update{Ifindex: 2, Family: FamilyInet, Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), State: StateStale, LLAddr: []byte{2, 0, 0, 0, byte(i >> 8), byte(i)}})
 	}
-	tb.Kernel().Apply(CauseNetlink, us...)
+	tb.Apply(CauseNetlink, us...)
 	seen := map[Key]int{}
 	batches := 0
 	for from := uint32(0); ; batches++ {
-		from = tb.Reader().Range(from, 64, func(e *Entry) {
+		from = tb.Range(from, 64, func(e *Entry) {
 			seen[e.Key]++
 			if e.LLAddr[5] != e.Addr.As4()[3] {
 				t.Fatalf("%v has lladdr %x", e.Addr, e.LLAddr)
 			}
 		})
 		if batches == 3 { // delete the third quarter meanwhile, below the top slot
-			tb.Kernel().Apply(CauseNetlink, deletes(us[n/2:3*n/4])...)
+			tb.Apply(CauseNetlink, deletes(us[n/2:3*n/4])...)
 		}
 		if from == 0 {
 			break
@@ -310,14 +310,14 @@ func TestWalksDoNotAllocate(t *testing.T) {
 			mac[0] = 1
 		}
 		ip := netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})
-		tb.Kernel().Apply(CauseNetlink, upd(3, ip, StateStale, mac))
+		tb.Apply(CauseNetlink, upd(3, ip, StateStale, mac))
 	}
 	n, macs, batches := 0, 0, 0
 	allocs := testing.AllocsPerRun(5, func() {
 		n, macs, batches = 0, 0, 0
 		for from := uint32(0); ; {
 			batches++
-			from = tb.Reader().Range(from, 128, func(e *Entry) {
+			from = tb.Range(from, 128, func(e *Entry) {
 				n++
 				if len(e.LLAddr) > 0 {
 					macs++
@@ -339,7 +339,7 @@ func TestWalksDoNotAllocate(t *testing.T) {
 	allocs = testing.AllocsPerRun(5, func() {
 		n = 0
 		for from := uint32(0); ; {
-			from = tb.CandidateSet().Candidates(from, 128, func(k Key, lladdr string) {
+			from = tb.Candidates(from, 128, func(k Key, lladdr string) {
 				if lladdr != "" {
 					n++
 				}

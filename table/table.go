@@ -11,19 +11,23 @@ import (
 // that metrics need is kept up to date on each change, so reading them costs
 // the same with ten entries or a hundred thousand.
 //
-// A Table is one core seen through five doors, one per kind of writer
-// and reader. A Table offers only its doors: a source or reader is
-// handed the door it writes or reads through (or its own interface of
-// the few methods it needs, which a door, or a struct of doors, has).
-// All their methods are safe for concurrent use.
+// A Table is one core in five parts, one per kind of writer and
+// reader, each a type in its own file; a Table has all their methods,
+// and each source or reader declares the few it calls as its own
+// interface, which a *Table satisfies as it is. All are safe for
+// concurrent use.
 type Table struct {
-	*core
+	Kernel
+	Sightings
+	CandidateSet
+	Classifier
+	Reader
 }
 
-// The doors: each a view of one core, under its one lock.
+// The parts: each a view of one core, under its one lock.
 type (
-	// Kernel is the mirror's and the tracepoints' door: what the kernel
-	// says (kernel.go).
+	// Kernel is what the kernel says: the mirror's updates and the
+	// tracepoints' transitions (kernel.go).
 	Kernel struct{ *core }
 	// Sightings is where the host was seen or heard: ARP/NDP, its
 	// packets, probes (sightings.go).
@@ -39,22 +43,7 @@ type (
 	Reader struct{ *core }
 )
 
-// Kernel returns the door of what the kernel says.
-func (t *Table) Kernel() Kernel { return Kernel{t.core} }
-
-// Sightings returns the door of where hosts were seen or heard.
-func (t *Table) Sightings() Sightings { return Sightings{t.core} }
-
-// CandidateSet returns the door of the tracer's candidates.
-func (t *Table) CandidateSet() CandidateSet { return CandidateSet{t.core} }
-
-// Classifier returns the door of classes, aggregates and events.
-func (t *Table) Classifier() Classifier { return Classifier{t.core} }
-
-// Reader returns the door of plain reads.
-func (t *Table) Reader() Reader { return Reader{t.core} }
-
-// core is the state behind every door: the entries, their indexes and
+// core is the state behind every part: the entries, their indexes and
 // aggregates, and the lock that guards them all.
 type core struct {
 	mu        sync.Mutex
@@ -133,7 +122,7 @@ func New(threshold time.Duration, events *Broadcaster) *Table {
 	// table is collected.
 	runtime.AddCleanup(t, func(st *store) { st.release() }, t.st)
 	t.setThreshold(threshold)
-	return &Table{core: t}
+	return &Table{Kernel{t}, Sightings{t}, CandidateSet{t}, Classifier{t}, Reader{t}}
 }
 
 // Len returns the number of entries.

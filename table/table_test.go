@@ -19,7 +19,7 @@ func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
 func newTestTable(thr time.Duration) (*Table, *clock) {
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	t := New(thr, nil)
-	t.now = c.now
+	coreOf(t).now = c.now
 	return t, c
 }
 
@@ -69,30 +69,30 @@ func TestClassification(t *testing.T) {
 			tb, c := newTestTable(time.Minute)
 			u := upd(1, ipA, tt.state, macA)
 			u.UpdatedAge = tt.age
-			tb.Kernel().Apply(CauseNetlink, u)
+			tb.Apply(CauseNetlink, u)
 			k := Key{1, ipA}
 			if tt.seen != nil {
-				tb.Sightings().ObserveMAC(1, ipA, tt.seen, c.now())
+				tb.ObserveMAC(1, ipA, tt.seen, c.now())
 			}
 			if tt.source != nil {
-				tb.Sightings().ObserveSourceMAC(k, tt.source, 3, c.now())
+				tb.ObserveSourceMAC(k, tt.source, 3, c.now())
 			}
-			if tt.probe && !tb.Sightings().ProbeUnanswered(k, string(macA), c.now()) {
+			if tt.probe && !tb.ProbeUnanswered(k, string(macA), c.now()) {
 				t.Fatal("probe not recorded")
 			}
 			if tt.heard {
 				c.advance(time.Millisecond)
-				if !tb.Sightings().Heard(k, macA, c.now()) {
+				if !tb.Heard(k, macA, c.now()) {
 					t.Fatal("own MAC not heard")
 				}
 			}
 			if tt.bypass > 0 {
-				tb.Sightings().AddBypass(k, tt.bypass, c.now())
+				tb.AddBypass(k, tt.bypass, c.now())
 			}
 			if tt.silent {
 				c.advance(time.Minute) // the silence window: the 1 min threshold
 			}
-			e, _ := tb.Reader().Lookup(k)
+			e, _ := tb.Lookup(k)
 			if e.Class() != tt.wantClass {
 				t.Fatalf("class = %v, want %v", e.Class(), tt.wantClass)
 			}
@@ -106,7 +106,7 @@ func TestClassification(t *testing.T) {
 			if e.MultiMAC() != (tt.heard && tt.source != nil) {
 				t.Errorf("multi-MAC %v, want %v", e.MultiMAC(), tt.heard && tt.source != nil)
 			}
-			st := tb.Classifier().Stats(10)
+			st := tb.Stats(10)
 			fs := st.Interfaces[0].Families[0]
 			wantLong := tt.wantClass != ClassOK
 			if (fs.StaleLong == 1) != wantLong || (fs.Stuck == 1) != (tt.wantClass == ClassStuck) ||
@@ -120,7 +120,7 @@ func TestClassification(t *testing.T) {
 			if tt.state == StateStale {
 				stale = 1
 			}
-			if n := len(tb.Classifier().Walk(ClassOK, func(*Entry, string) bool { return true })); n != stale {
+			if n := len(tb.Walk(ClassOK, func(*Entry, string) bool { return true })); n != stale {
 				t.Errorf("Walk(ok) visited %d, want every STALE entry (%d)", n, stale)
 			}
 			for _, min := range []Class{ClassStaleLong, ClassAtRisk, ClassStuck} {
@@ -128,10 +128,10 @@ func TestClassification(t *testing.T) {
 				if tt.wantClass >= min {
 					want = 1
 				}
-				if n := tb.Classifier().CountClass(min); n != want {
+				if n := tb.CountClass(min); n != want {
 					t.Errorf("CountClass(%v) = %d, want %d", min, n, want)
 				}
-				if n := len(tb.Classifier().Walk(min, func(*Entry, string) bool { return true })); n != want {
+				if n := len(tb.Walk(min, func(*Entry, string) bool { return true })); n != want {
 					t.Errorf("Walk(%v) visited %d, want %d", min, n, want)
 				}
 			}
@@ -146,15 +146,15 @@ func TestEvidenceFollowsTheEntry(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	u := upd(1, ipA, StateStale, macA)
 	u.UpdatedAge = 2 * time.Minute
-	tb.Kernel().Apply(CauseNetlink, u)
+	tb.Apply(CauseNetlink, u)
 	k := Key{1, ipA}
-	tb.Sightings().ObserveSourceMAC(k, macB, 1, c.now())
-	tb.Sightings().ProbeUnanswered(k, string(macA), c.now())
-	if e, _ := tb.Reader().Lookup(k); e.Class() != ClassStuck {
+	tb.ObserveSourceMAC(k, macB, 1, c.now())
+	tb.ProbeUnanswered(k, string(macA), c.now())
+	if e, _ := tb.Lookup(k); e.Class() != ClassStuck {
 		t.Fatalf("class %v, want stuck", e.Class())
 	}
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
-	e, _ := tb.Reader().Lookup(k)
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
+	e, _ := tb.Lookup(k)
 	if e.Class() != ClassOK || len(e.Evidence()) != 0 || e.Suspect() {
 		t.Fatalf("after repair: class %v, evidence %v, suspect %v", e.Class(), e.Evidence(), e.Suspect())
 	}
@@ -162,31 +162,31 @@ func TestEvidenceFollowsTheEntry(t *testing.T) {
 	// is not evidence against the new MAC.
 	u = upd(1, ipA, StateStale, net.HardwareAddr{2, 0, 0, 0, 0, 0xc})
 	u.UpdatedAge = 2 * time.Minute
-	tb.Kernel().Apply(CauseNetlink, u)
-	if e, _ := tb.Reader().Lookup(k); e.Class() != ClassStaleLong || e.Observed().SourceMismatch {
+	tb.Apply(CauseNetlink, u)
+	if e, _ := tb.Lookup(k); e.Class() != ClassStaleLong || e.Observed().SourceMismatch {
 		t.Fatalf("after a new MAC: class %v, evidence %v; want stale-long with none", e.Class(), e.Evidence())
 	}
 	// Likewise an ARP sighting from before the new MAC; one after it is a
 	// suspicion, which an unanswered probe to the new MAC confirms.
 	c.advance(time.Second)
-	tb.Sightings().ObserveMAC(1, ipA, macA, c.now())
+	tb.ObserveMAC(1, ipA, macA, c.now())
 	c.advance(time.Second)
 	d := net.HardwareAddr{2, 0, 0, 0, 0, 0xd}
 	u = upd(1, ipA, StateStale, d)
 	u.UpdatedAge = 2 * time.Minute
-	tb.Kernel().Apply(CauseNetlink, u)
-	if e, _ := tb.Reader().Lookup(k); e.Observed().Mismatch || e.Class() != ClassStaleLong {
+	tb.Apply(CauseNetlink, u)
+	if e, _ := tb.Lookup(k); e.Observed().Mismatch || e.Class() != ClassStaleLong {
 		t.Fatalf("an ARP sighting older than the entry's MAC counts: class %v, evidence %v", e.Class(), e.Evidence())
 	}
-	tb.Sightings().ObserveMAC(1, ipA, macA, c.now())
-	if e, _ := tb.Reader().Lookup(k); !e.Observed().Mismatch || !e.Suspect() || e.Class() != ClassStaleLong {
+	tb.ObserveMAC(1, ipA, macA, c.now())
+	if e, _ := tb.Lookup(k); !e.Observed().Mismatch || !e.Suspect() || e.Class() != ClassStaleLong {
 		t.Fatalf("a fresh ARP sighting at another MAC is no suspicion: class %v, evidence %v", e.Class(), e.Evidence())
 	}
-	if tb.Sightings().ProbeUnanswered(k, string(macA), c.now()) {
+	if tb.ProbeUnanswered(k, string(macA), c.now()) {
 		t.Error("a probe to a MAC the entry no longer has was recorded")
 	}
-	tb.Sightings().ProbeUnanswered(k, string(d), c.now())
-	if e, _ := tb.Reader().Lookup(k); e.Class() != ClassStuck {
+	tb.ProbeUnanswered(k, string(d), c.now())
+	if e, _ := tb.Lookup(k); e.Class() != ClassStuck {
 		t.Fatalf("suspect, its MAC unanswered: class %v, want stuck", e.Class())
 	}
 }
@@ -202,33 +202,33 @@ func TestHostWithTwoMACs(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	u := upd(1, ipA, StateStale, macA)
 	u.UpdatedAge = 2 * time.Minute
-	tb.Kernel().Apply(CauseNetlink, u)
+	tb.Apply(CauseNetlink, u)
 	k := Key{1, ipA}
-	class := func() Class { e, _ := tb.Reader().Lookup(k); return e.Class() }
-	tb.Sightings().ObserveSourceMAC(k, macB, 1, c.now())
+	class := func() Class { e, _ := tb.Lookup(k); return e.Class() }
+	tb.ObserveSourceMAC(k, macB, 1, c.now())
 	c.advance(time.Second)
-	tb.Sightings().Heard(k, macA, c.now()) // a probe answered, or its frames
-	if e, _ := tb.Reader().Lookup(k); e.Suspect() || !e.MultiMAC() || e.OtherMACs()[0].MAC != string(macB) {
+	tb.Heard(k, macA, c.now()) // a probe answered, or its frames
+	if e, _ := tb.Lookup(k); e.Suspect() || !e.MultiMAC() || e.OtherMACs()[0].MAC != string(macB) {
 		t.Fatalf("after its MAC answered: suspect %v, other MACs %v", e.Suspect(), e.OtherMACs())
 	}
 	// Its packets from the second MAC keep coming; the first answers
 	// now and then, within the recheck time (half the threshold).
 	for i := range 10 {
 		c.advance(10 * time.Second)
-		tb.Sightings().ObserveSourceMAC(k, macB, 1, c.now())
-		if e, _ := tb.Reader().Lookup(k); e.Suspect() || class() == ClassStuck {
+		tb.ObserveSourceMAC(k, macB, 1, c.now())
+		if e, _ := tb.Lookup(k); e.Suspect() || class() == ClassStuck {
 			t.Fatalf("a known MAC of a host that answers is a suspicion: class %v", class())
 		}
 		if i%2 == 1 {
-			tb.Sightings().Heard(k, macA, c.now()) // every 20 s
+			tb.Heard(k, macA, c.now()) // every 20 s
 		}
 	}
 	// The old host goes away: its MAC silent past the recheck time, the
 	// second MAC's packets are a suspicion again, and silence makes it
 	// stuck.
 	c.advance(31 * time.Second)
-	tb.Sightings().ObserveSourceMAC(k, macB, 1, c.now())
-	if e, _ := tb.Reader().Lookup(k); !e.Suspect() || class() != ClassStaleLong {
+	tb.ObserveSourceMAC(k, macB, 1, c.now())
+	if e, _ := tb.Lookup(k); !e.Suspect() || class() != ClassStaleLong {
 		t.Fatalf("the entry's MAC silent past the recheck time: suspect %v class %v", e.Suspect(), class())
 	}
 	c.advance(59 * time.Second)
@@ -239,11 +239,11 @@ func TestHostWithTwoMACs(t *testing.T) {
 	if class() != ClassStuck {
 		t.Fatalf("silent for the window: class %v, want stuck", class())
 	}
-	if n := tb.Classifier().Stats(1).Interfaces[0].Families[0].Stuck; n != 1 {
+	if n := tb.Stats(1).Interfaces[0].Families[0].Stuck; n != 1 {
 		t.Fatalf("stuck gauge %d", n)
 	}
 	// It answers again: not stuck.
-	tb.Sightings().Heard(k, macA, c.now())
+	tb.Heard(k, macA, c.now())
 	if class() == ClassStuck {
 		t.Fatal("stuck after the entry's MAC answered")
 	}
@@ -251,28 +251,28 @@ func TestHostWithTwoMACs(t *testing.T) {
 
 func TestPromotionWithTimeAndRecovery(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
-	sub := tb.Classifier().Events().Subscribe(16)
+	sub := tb.Events().Subscribe(16)
 	defer sub.Close()
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateStale, macA))
-	tb.Sightings().ObserveMAC(1, ipA, macB, c.now()) // mismatch while young
+	tb.Apply(CauseNetlink, upd(1, ipA, StateStale, macA))
+	tb.ObserveMAC(1, ipA, macB, c.now()) // mismatch while young
 	drain(sub)
 	c.advance(61 * time.Second)
-	tb.Classifier().Advance()
+	tb.Advance()
 	ev := <-sub.C()
 	if ev.Kind != "class" || ev.Class != ClassStuck || ev.Cause != CauseClassify {
 		t.Fatalf("promotion event = %+v", ev)
 	}
-	st := tb.Classifier().Stats(10)
+	st := tb.Stats(10)
 	if got := st.Interfaces[0].Families[0].OldestStale; got != 61*time.Second {
 		t.Fatalf("oldest stale age = %v, want 61s", got)
 	}
 	// The kernel learns the new MAC: REACHABLE, no longer mismatched.
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
-	e, _ := tb.Reader().Lookup(Key{1, ipA})
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
+	e, _ := tb.Lookup(Key{1, ipA})
 	if e.Class() != ClassOK || e.Observed().Mismatch || e.LLAddrChanges != 1 || e.Transitions != 1 {
 		t.Fatalf("after recovery: class %v mismatch %v lladdr changes %d transitions %d", e.Class(), e.Observed().Mismatch, e.LLAddrChanges, e.Transitions)
 	}
-	st = tb.Classifier().Stats(10)
+	st = tb.Stats(10)
 	fs := st.Interfaces[0].Families[0]
 	if fs.StaleLong != 0 || fs.Stuck != 0 || fs.Mismatched != 0 || fs.HasStale || st.StuckTotal != 0 || fs.LLAddrChanges != 1 {
 		t.Fatalf("aggregates after recovery: %+v", fs)
@@ -291,18 +291,18 @@ func drain(s *Subscription) {
 func TestResyncSweepsAndCountsTransitions(t *testing.T) {
 	tb, _ := newTestTable(time.Minute)
 	ipB := netip.MustParseAddr("10.0.0.2")
-	tb.Kernel().BeginSync(true)
-	tb.Kernel().Apply(CauseResync, upd(1, ipA, StateStale, macA), upd(1, ipB, StateReachable, macA))
-	tb.Kernel().EndSync()
-	if n := len(tb.Classifier().Stats(0).Transitions); n != 0 {
+	tb.BeginSync(true)
+	tb.Apply(CauseResync, upd(1, ipA, StateStale, macA), upd(1, ipB, StateReachable, macA))
+	tb.EndSync()
+	if n := len(tb.Stats(0).Transitions); n != 0 {
 		t.Fatalf("initial load counted %d transitions", n)
 	}
-	sub := tb.Classifier().Events().Subscribe(16)
+	sub := tb.Events().Subscribe(16)
 	defer sub.Close()
 	// A later dump without ipB and with ipA changed.
-	tb.Kernel().BeginSync(false)
-	tb.Kernel().Apply(CauseResync, upd(1, ipA, StateReachable, macA))
-	if deleted := tb.Kernel().EndSync(); deleted != 1 {
+	tb.BeginSync(false)
+	tb.Apply(CauseResync, upd(1, ipA, StateReachable, macA))
+	if deleted := tb.EndSync(); deleted != 1 {
 		t.Fatalf("sweep deleted %d, want 1", deleted)
 	}
 	got := map[string]bool{}
@@ -316,7 +316,7 @@ func TestResyncSweepsAndCountsTransitions(t *testing.T) {
 		}
 	}
 	tr := map[string]uint64{}
-	for _, x := range tb.Classifier().Stats(0).Transitions {
+	for _, x := range tb.Stats(0).Transitions {
 		tr[x.From+"->"+x.To] = x.Count
 	}
 	if tr["stale->reachable"] != 1 || tr["reachable->absent"] != 1 || len(tr) != 2 {
@@ -326,13 +326,13 @@ func TestResyncSweepsAndCountsTransitions(t *testing.T) {
 
 func TestDeleteLinkForgetsInterface(t *testing.T) {
 	tb, _ := newTestTable(time.Minute)
-	tb.Kernel().SetLinkName(1, "eth0")
-	tb.Kernel().SetLinkName(2, "eth1")
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateStale, macA), upd(2, ipA, StateStale, macA))
-	if n := tb.Kernel().DeleteLink(2, CauseLink); n != 1 {
+	tb.SetLinkName(1, "eth0")
+	tb.SetLinkName(2, "eth1")
+	tb.Apply(CauseNetlink, upd(1, ipA, StateStale, macA), upd(2, ipA, StateStale, macA))
+	if n := tb.DeleteLink(2, CauseLink); n != 1 {
 		t.Fatalf("deleted %d", n)
 	}
-	st := tb.Classifier().Stats(0)
+	st := tb.Stats(0)
 	if st.Entries != 1 || len(st.Interfaces) != 1 || st.Interfaces[0].Name != "eth0" {
 		t.Fatalf("after delete: %+v", st)
 	}
@@ -405,11 +405,11 @@ func TestStuckCap(t *testing.T) {
 	tb, c := newTestTable(time.Second)
 	for i := 0; i < 5; i++ {
 		ip := netip.AddrFrom4([4]byte{10, 0, 1, byte(i)})
-		tb.Kernel().Apply(CauseNetlink, upd(1, ip, StateStale, macA))
-		tb.Sightings().ObserveMAC(1, ip, macB, c.now())
+		tb.Apply(CauseNetlink, upd(1, ip, StateStale, macA))
+		tb.ObserveMAC(1, ip, macB, c.now())
 	}
 	c.advance(MinSilence) // stale-long, and silent for the window
-	st := tb.Classifier().Stats(3)
+	st := tb.Stats(3)
 	if st.StuckTotal != 5 || len(st.Stuck) != 3 {
 		t.Fatalf("stuck total %d listed %d", st.StuckTotal, len(st.Stuck))
 	}
@@ -458,60 +458,60 @@ func TestConflictIsItsOwnClass(t *testing.T) {
 	macC := net.HardwareAddr{2, 0, 0, 0, 0, 0xc}
 	tb, clk := newTestTable(time.Minute)
 	k := Key{Ifindex: 1, Addr: ipA}
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
 	conflict := func(when string, want bool) {
 		t.Helper()
-		e, _ := tb.Reader().Lookup(k)
+		e, _ := tb.Lookup(k)
 		ev := e.Evidence()
 		got := e.Class() == ClassConflict && len(ev) > 0 && ev[len(ev)-1].Signal == SignalConflict
 		if got != want {
 			t.Fatalf("%s: class %v, evidence %v; want a conflict %v", when, e.Class(), ev, want)
 		}
-		if n := tb.Classifier().Stats(1).Interfaces[0].Families[0].Conflict; (n == 1) != want {
+		if n := tb.Stats(1).Interfaces[0].Families[0].Conflict; (n == 1) != want {
 			t.Fatalf("%s: conflict gauge %d", when, n)
 		}
-		if n := tb.Classifier().CountClass(ClassStuck); n != 0 || len(tb.Classifier().Walk(ClassAtRisk, func(*Entry, string) bool { return true })) != 0 {
+		if n := tb.CountClass(ClassStuck); n != 0 || len(tb.Walk(ClassAtRisk, func(*Entry, string) bool { return true })) != 0 {
 			t.Fatalf("%s: a conflict counted stuck or walked for remediation", when)
 		}
 	}
-	if !tb.Sightings().ObserveConflict(k, macB, macA, clk.now()) {
+	if !tb.ObserveConflict(k, macB, macA, clk.now()) {
 		t.Fatal("conflict not recorded")
 	}
 	conflict("reachable at one of the pair", true)
-	if e, _ := tb.Reader().Lookup(k); e.DisputingMAC() != string(macB) {
+	if e, _ := tb.Lookup(k); e.DisputingMAC() != string(macB) {
 		t.Fatalf("disputing MAC %v, want %v", e.HardwareAddr(), macB)
 	}
-	tb.Sightings().ObserveMAC(1, ipA, macA, clk.now()) // the entry's MAC answers again
+	tb.ObserveMAC(1, ipA, macA, clk.now()) // the entry's MAC answers again
 	conflict("after the entry's MAC answered", true)
 	clk.advance(ConflictHold / 2)
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateStale, macB)) // the kernel flips to the other
+	tb.Apply(CauseNetlink, upd(1, ipA, StateStale, macB)) // the kernel flips to the other
 	conflict("flipped to the other MAC of the pair", true)
 	clk.advance(ConflictHold / 2)
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
 	conflict("just past the hold since the conflict", false)
 
-	tb.Sightings().ObserveConflict(k, macA, macB, clk.now())
+	tb.ObserveConflict(k, macA, macB, clk.now())
 	conflict("a new conflict", true)
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macC))
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macC))
 	conflict("at a third MAC", false)
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StatePermanent, macA))
+	tb.Apply(CauseNetlink, upd(1, ipA, StatePermanent, macA))
 	conflict("PERMANENT", false)
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macA))
 	conflict("dynamic again within the hold", true)
 	// STALE past the threshold, and a probe to its MAC unanswered: the
 	// host is gone from it, whoever answered before.
 	u := upd(1, ipA, StateStale, macA)
 	u.UpdatedAge = 2 * time.Minute
-	tb.Kernel().Apply(CauseNetlink, u)
-	tb.Sightings().ProbeUnanswered(k, string(macA), clk.now())
-	if e, _ := tb.Reader().Lookup(k); e.Class() != ClassStuck {
+	tb.Apply(CauseNetlink, u)
+	tb.ProbeUnanswered(k, string(macA), clk.now())
+	if e, _ := tb.Lookup(k); e.Class() != ClassStuck {
 		t.Fatalf("a conflict whose MAC went unanswered: class %v, want stuck", e.Class())
 	}
-	tb.Kernel().Apply(CauseNetlink, Update{Delete: true, Family: FamilyInet, Ifindex: 1, Addr: ipA})
-	if n := tb.Classifier().CountClass(ClassStuck); n != 0 {
+	tb.Apply(CauseNetlink, Update{Delete: true, Family: FamilyInet, Ifindex: 1, Addr: ipA})
+	if n := tb.CountClass(ClassStuck); n != 0 {
 		t.Fatalf("%d stuck after delete", n)
 	}
-	if tb.Sightings().ObserveConflict(k, macA, macB, clk.now()) {
+	if tb.ObserveConflict(k, macA, macB, clk.now()) {
 		t.Fatal("a conflict on a deleted entry was recorded")
 	}
 }
@@ -520,17 +520,17 @@ func TestConflictIsItsOwnClass(t *testing.T) {
 // shorter one makes them stale-long at once.
 func TestSetThreshold(t *testing.T) {
 	tb := New(time.Hour, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
-	tb.Kernel().Apply(CauseNetlink, Update{Ifindex: 3, Family: FamilyInet, Addr: netip.MustParseAddr("10.0.0.1"), State: StateStale, LLAddr: []byte{2, 0, 0, 0, 0, 1}})
-	if n := tb.Classifier().CountClass(ClassStaleLong); n != 0 {
+	tb.SetLinkName(3, "eth0")
+	tb.Apply(CauseNetlink, Update{Ifindex: 3, Family: FamilyInet, Addr: netip.MustParseAddr("10.0.0.1"), State: StateStale, LLAddr: []byte{2, 0, 0, 0, 0, 1}})
+	if n := tb.CountClass(ClassStaleLong); n != 0 {
 		t.Fatalf("stale-long under a 1h threshold: %d", n)
 	}
-	tb.Classifier().SetThreshold(time.Nanosecond)
-	if n := tb.Classifier().CountClass(ClassStaleLong); n != 1 || time.Duration(tb.threshold) != time.Nanosecond {
+	tb.SetThreshold(time.Nanosecond)
+	if n := tb.CountClass(ClassStaleLong); n != 1 || time.Duration(coreOf(tb).threshold) != time.Nanosecond {
 		t.Fatalf("stale-long after lowering the threshold: %d", n)
 	}
-	tb.Classifier().SetThreshold(time.Hour)
-	if n := tb.Classifier().CountClass(ClassStaleLong); n != 0 {
+	tb.SetThreshold(time.Hour)
+	if n := tb.CountClass(ClassStaleLong); n != 0 {
 		t.Fatalf("stale-long after raising the threshold again: %d", n)
 	}
 }
@@ -543,10 +543,10 @@ func TestSetThreshold(t *testing.T) {
 func TestCandidateChanges(t *testing.T) {
 	tb, _ := newTestTable(time.Minute)
 	ipB, ipC := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
-	tb.Kernel().Apply(CauseNetlink, upd(2, ipA, StateStale, macA), upd(2, ipB, StateReachable, macA))
+	tb.Apply(CauseNetlink, upd(2, ipA, StateStale, macA), upd(2, ipB, StateReachable, macA))
 	changes := func() map[Key]string {
 		out := map[Key]string{}
-		if !tb.CandidateSet().CandidateChanges(func(k Key, ll string) { out[k] = strings.Clone(ll) }) {
+		if !tb.CandidateChanges(func(k Key, ll string) { out[k] = strings.Clone(ll) }) {
 			return nil
 		}
 		return out
@@ -559,7 +559,7 @@ func TestCandidateChanges(t *testing.T) {
 	if len(all) != 1 || all[Key{2, ipA}] != string(macA) {
 		t.Fatalf("candidates = %v, want only %v", all, ipA)
 	}
-	tb.Kernel().Apply(CauseNetlink,
+	tb.Apply(CauseNetlink,
 		upd(2, ipA, StateStale, macB), // lladdr changed
 		upd(2, ipB, StateDelay, macA), // not a candidate before or after
 		upd(2, ipC, StateStale, macA), // new
@@ -572,7 +572,7 @@ func TestCandidateChanges(t *testing.T) {
 	if got := changes(); len(got) != 0 {
 		t.Fatalf("changes reported twice: %v", got)
 	}
-	tb.Kernel().Apply(CauseNetlink, upd(2, ipA, StateReachable, macB), Update{Delete: true, Ifindex: 2, Addr: ipC, Family: FamilyInet})
+	tb.Apply(CauseNetlink, upd(2, ipA, StateReachable, macB), Update{Delete: true, Ifindex: 2, Addr: ipC, Family: FamilyInet})
 	if got, want := changes(), (map[Key]string{{2, ipA}: "", {2, ipC}: ""}); !maps.Equal(got, want) {
 		t.Fatalf("changes = %v, want %v", got, want)
 	}
@@ -583,7 +583,7 @@ func TestCandidateChanges(t *testing.T) {
 		ip := netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})
 		us = append(us, upd(3, ip, StateStale, macA), Update{Delete: true, Ifindex: 3, Addr: ip, Family: FamilyInet})
 	}
-	tb.Kernel().Apply(CauseNetlink, us...)
+	tb.Apply(CauseNetlink, us...)
 	if changes() != nil {
 		t.Fatal("a storm past the bound was reported as complete")
 	}
@@ -600,8 +600,8 @@ func TestCandidateChanges(t *testing.T) {
 // allCandidates walks every candidate one at a time, as a reader that
 // walks in batches does, cursor after cursor.
 func allCandidates(tb *Table, fn func(k Key, lladdr string)) {
-	for from := tb.CandidateSet().Candidates(0, 1, fn); from != 0; {
-		from = tb.CandidateSet().Candidates(from, 1, fn)
+	for from := tb.Candidates(0, 1, fn); from != 0; {
+		from = tb.Candidates(from, 1, fn)
 	}
 }
 
@@ -612,14 +612,14 @@ func allCandidates(tb *Table, fn func(k Key, lladdr string)) {
 func TestPromotionStormGrowsOnce(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	const n = 100_000
-	tb.Kernel().Apply(CauseNetlink, benchUpdates(n, StateStale)...)
-	if got := tb.Classifier().CountClass(ClassStaleLong); got != 0 {
+	tb.Apply(CauseNetlink, benchUpdates(n, StateStale)...)
+	if got := tb.CountClass(ClassStaleLong); got != 0 {
 		t.Fatalf("%d entries past the threshold at once, want none", got)
 	}
 	c.advance(2 * time.Minute)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	got := tb.Classifier().CountClass(ClassStaleLong)
+	got := tb.CountClass(ClassStaleLong)
 	runtime.ReadMemStats(&after)
 	if got != n {
 		t.Fatalf("%d entries past the threshold, want %d", got, n)
@@ -644,7 +644,7 @@ func TestPromotionStormKeepsTheRest(t *testing.T) {
 		// Ages from 0 to 99 s in no order: those over 40 s cross 20 s on.
 		us[i].UpdatedAge = time.Duration(i*7919%100) * time.Second
 	}
-	tb.Kernel().Apply(CauseNetlink, us...)
+	tb.Apply(CauseNetlink, us...)
 	crossedBy := func(d time.Duration) int {
 		k := 0
 		for _, u := range us {
@@ -657,15 +657,15 @@ func TestPromotionStormKeepsTheRest(t *testing.T) {
 	valid := func() int {
 		t.Helper()
 		left := 0
-		for _, s := range tb.ifaces {
+		for _, s := range coreOf(tb).ifaces {
 			for f := range s.pending {
 				h := s.pending[f]
 				left += len(h)
 				for i, slot := range h {
-					if got := tb.st.at(slot).heapIdx; got != int32(i) {
+					if got := coreOf(tb).st.at(slot).heapIdx; got != int32(i) {
 						t.Fatalf("slot %d at %d of the young heap thinks it is at %d", slot, i, got)
 					}
-					if i > 0 && h.less(tb.st, i, (i-1)/2) {
+					if i > 0 && h.less(coreOf(tb).st, i, (i-1)/2) {
 						t.Fatalf("the young heap is out of order at %d", i)
 					}
 				}
@@ -674,11 +674,11 @@ func TestPromotionStormKeepsTheRest(t *testing.T) {
 		return left
 	}
 	// Those already past the minute are stale-long as they come.
-	if got, want := tb.Classifier().Advance(), 0; got != want {
+	if got, want := tb.Advance(), 0; got != want {
 		t.Fatalf("%d promoted at once, want %d", got, want)
 	}
 	c.advance(20 * time.Second)
-	if got, want := crossedBy(0)+tb.Classifier().Advance(), crossedBy(20*time.Second); got != want || (want-crossedBy(0))/4 < promotionStorm {
+	if got, want := crossedBy(0)+tb.Advance(), crossedBy(20*time.Second); got != want || (want-crossedBy(0))/4 < promotionStorm {
 		t.Fatalf("%d past the threshold by 20 s, want %d (a storm of at least %d)", got, want, promotionStorm)
 	}
 	if left, want := valid(), n-crossedBy(20*time.Second); left != want {
@@ -687,7 +687,7 @@ func TestPromotionStormKeepsTheRest(t *testing.T) {
 	promoted := crossedBy(20 * time.Second) // stale-long so far, as checked above
 	for elapsed := 30 * time.Second; elapsed <= time.Minute; elapsed += 10 * time.Second {
 		c.advance(10 * time.Second)
-		promoted += tb.Classifier().Advance()
+		promoted += tb.Advance()
 		if want := crossedBy(elapsed); promoted != want {
 			t.Fatalf("%d promoted by %v, want %d", promoted, elapsed, want)
 		}
@@ -695,7 +695,7 @@ func TestPromotionStormKeepsTheRest(t *testing.T) {
 			t.Fatalf("%d left young at %v, want %d", left, elapsed, want)
 		}
 	}
-	if got := tb.Classifier().CountClass(ClassStaleLong); got != n {
+	if got := tb.CountClass(ClassStaleLong); got != n {
 		t.Errorf("%d stale-long at the end, want %d", got, n)
 	}
 }
@@ -706,17 +706,17 @@ func TestPromotionStormKeepsTheRest(t *testing.T) {
 func TestAdvanceCountsWhatReadersPromoted(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
 	for i := range 300 {
-		tb.Kernel().Apply(CauseNetlink, upd(1, netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}), StateStale, macA))
+		tb.Apply(CauseNetlink, upd(1, netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}), StateStale, macA))
 	}
 	c.advance(61 * time.Second)
-	tb.Classifier().Stats(10) // a scrape: it promotes the 300
-	if e, ok := tb.Reader().Lookup(Key{1, netip.AddrFrom4([4]byte{10, 2, 0, 7})}); !ok || e.Class() != ClassStaleLong {
+	tb.Stats(10) // a scrape: it promotes the 300
+	if e, ok := tb.Lookup(Key{1, netip.AddrFrom4([4]byte{10, 2, 0, 7})}); !ok || e.Class() != ClassStaleLong {
 		t.Fatalf("after the scrape the entry is %v (%v), want stale-long", e.Class(), ok)
 	}
-	if n := tb.Classifier().Advance(); n != 300 {
+	if n := tb.Advance(); n != 300 {
 		t.Errorf("Advance after a scrape promoted them: %d, want 300", n)
 	}
-	if n := tb.Classifier().Advance(); n != 0 {
+	if n := tb.Advance(); n != 0 {
 		t.Errorf("a second Advance: %d, want 0", n)
 	}
 }
@@ -727,9 +727,9 @@ func TestAdvanceCountsWhatReadersPromoted(t *testing.T) {
 // crossing the threshold allocated one each).
 func TestEventsCopyOnlyWhatIsKept(t *testing.T) {
 	tb, c := newTestTable(time.Minute)
-	all := tb.Classifier().Events().Subscribe(16)
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateStale, macA))
-	tb.Kernel().Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
+	all := tb.Events().Subscribe(16)
+	tb.Apply(CauseNetlink, upd(1, ipA, StateStale, macA))
+	tb.Apply(CauseNetlink, upd(1, ipA, StateReachable, macB))
 	created, moved := <-all.C(), <-all.C()
 	all.Close()
 	if !bytes.Equal(created.LLAddr, macA) || !bytes.Equal(moved.OldLLAddr, macA) || !bytes.Equal(moved.LLAddr, macB) {
@@ -737,10 +737,10 @@ func TestEventsCopyOnlyWhatIsKept(t *testing.T) {
 	}
 
 	for i := range 1000 {
-		tb.Kernel().Apply(CauseNetlink, upd(2, netip.AddrFrom4([4]byte{10, 3, byte(i >> 8), byte(i)}), StateStale, macA))
+		tb.Apply(CauseNetlink, upd(2, netip.AddrFrom4([4]byte{10, 3, byte(i >> 8), byte(i)}), StateStale, macA))
 	}
 	kept := 0
-	none := tb.Classifier().Events().SubscribeFunc(16, func(ev Event) bool {
+	none := tb.Events().SubscribeFunc(16, func(ev Event) bool {
 		if ev.Kind == KindClass && ev.IP == netip.AddrFrom4([4]byte{10, 3, 0, 9}) {
 			kept++
 			return true
@@ -751,7 +751,7 @@ func TestEventsCopyOnlyWhatIsKept(t *testing.T) {
 	c.advance(61 * time.Second)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	n := tb.Classifier().Advance()
+	n := tb.Advance()
 	runtime.ReadMemStats(&after)
 	if n != 1000 || kept != 1 {
 		t.Fatalf("promoted %d, kept %d events; want 1,000 and 1", n, kept)
@@ -773,23 +773,23 @@ func TestEventsCopyOnlyWhatIsKept(t *testing.T) {
 // table does not hold still gets its event, marked created and deleted.
 func TestReportConflict(t *testing.T) {
 	tb := New(time.Minute, nil)
-	tb.Kernel().SetLinkName(3, "eth0")
+	tb.SetLinkName(3, "eth0")
 	k := Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.9")}
 	a, b := net.HardwareAddr{2, 0, 0, 0, 0, 1}, net.HardwareAddr{2, 0, 0, 0, 0, 2}
-	tb.Kernel().Apply(CauseNetlink, Update{Ifindex: 3, Family: FamilyInet, Addr: k.Addr, State: StateStale, LLAddr: a})
-	sub := tb.Classifier().Events().SubscribeFunc(8, func(ev Event) bool { return ev.Kind == KindConflict })
+	tb.Apply(CauseNetlink, Update{Ifindex: 3, Family: FamilyInet, Addr: k.Addr, State: StateStale, LLAddr: a})
+	sub := tb.Events().SubscribeFunc(8, func(ev Event) bool { return ev.Kind == KindConflict })
 	defer sub.Close()
-	if !tb.Sightings().ReportConflict(k, a, b, time.Now(), CauseRemediate, "why") {
+	if !tb.ReportConflict(k, a, b, time.Now(), CauseRemediate, "why") {
 		t.Fatal("not recorded")
 	}
 	ev := <-sub.C()
-	en, _ := tb.Reader().Lookup(k)
+	en, _ := tb.Lookup(k)
 	if en.Class() != ClassConflict || ev.Class != ClassConflict || ev.From != StateStale || ev.To != StateStale || ev.Created || ev.Deleted ||
 		ev.OldLLAddr.String() != a.String() || ev.LLAddr.String() != b.String() || ev.Cause != CauseRemediate || ev.Detail != "why" || ev.Interface != "eth0" {
 		t.Errorf("entry class %v, event %+v", en.Class(), ev)
 	}
 	other := Key{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.10")}
-	if tb.Sightings().ReportConflict(other, a, b, time.Now(), CauseARP, "x") {
+	if tb.ReportConflict(other, a, b, time.Now(), CauseARP, "x") {
 		t.Error("recorded for an IP the table does not hold")
 	}
 	if ev := <-sub.C(); !ev.Created || !ev.Deleted || ev.IP != other.Addr {
@@ -823,3 +823,6 @@ func TestBroadcasterHookSeesEveryEvent(t *testing.T) {
 		t.Errorf("after the hook's removal: seen %d, active %v; want 5, false", seen, b.Active())
 	}
 }
+
+// coreOf returns the state behind tb's parts.
+func coreOf(tb *Table) *core { return tb.Reader.core }

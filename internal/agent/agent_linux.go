@@ -150,7 +150,7 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	g.Go(func() error {
 		if a.ready.wait(ctx) {
-			a.log.Info("ready", "entries", a.table.Reader().Len())
+			a.log.Info("ready", "entries", a.table.Len())
 			// The first dump's garbage (and the tracer's seeding, which
 			// releases its own) would otherwise stay with the process
 			// until the runtime's next cycle, minutes away on an idle
@@ -238,23 +238,23 @@ func (w *wiring) sources(a *agent) error {
 	if w.caps.has(unix.CAP_NET_RAW) {
 		ecfg := w.cfg.Evidence
 		ecfg.Logger = w.log.With("component", "evidence")
-		w.ev = evidence.New(ecfg, a.table.Sightings())
+		w.ev = evidence.New(ecfg, a.table)
 	} else {
 		w.log.Warn("ARP listener disabled: needs CAP_NET_RAW (run as root); mismatch detection is off")
 	}
 	mcfg := w.cfg.Mirror
 	mcfg.OnLink, mcfg.Logger = linksToEvidence(w.ev), w.log.With("component", "mirror")
-	w.mir = mirror.New(mcfg, mirror.SinkOf(a.table))
+	w.mir = mirror.New(mcfg, a.table)
 	w.add(a, w.mir, "mirror", true)
 	if w.ev != nil {
 		w.add(a, afterPart{w.ev, w.mir.LinksReady()}, "evidence", true)
 	}
 	w.collectors = append(w.collectors,
-		metrics.NewTableCollector(a.table.Classifier(), w.cfg.Metrics.StuckInfoCap, addrs.NewReader(netns.None()).Segments, w.log),
+		metrics.NewTableCollector(a.table, w.cfg.Metrics.StuckInfoCap, addrs.NewReader(netns.None()).Segments, w.log),
 		metrics.NewNetlinkCollector(w.mir, w.log),
 		metrics.NewKernelTableCollector(neightbl.NewReader(netns.None()), w.log))
 	if w.ev != nil {
-		w.collectors = append(w.collectors, metrics.NewEvidenceCollector(w.ev, a.table.Reader().LinkName, w.log))
+		w.collectors = append(w.collectors, metrics.NewEvidenceCollector(w.ev, a.table.LinkName, w.log))
 	}
 	return nil
 }
@@ -295,16 +295,16 @@ func (w *wiring) tracer(a *agent) error {
 	if w.tracing {
 		w.add(a, w.tp, "tracer", false)
 	}
-	w.collectors = append(w.collectors, metrics.NewTracerCollector(w.tp.reads, a.table.Reader().LinkName, w.log))
+	w.collectors = append(w.collectors, metrics.NewTracerCollector(w.tp.reads, a.table.LinkName, w.log))
 	return nil
 }
 
 // classifier moves entries between classes as time passes; a burst of
 // them crossing the stale threshold gives its memory back after.
 func (w *wiring) classifier(a *agent) error {
-	w.add(a, classifier(a.table.Classifier(), func() { a.memory.release("a burst of entries crossing the stale threshold") }), "classifier", false)
+	w.add(a, classifier(a.table, func() { a.memory.release("a burst of entries crossing the stale threshold") }), "classifier", false)
 	// The table owns the stale threshold.
-	w.live = append(w.live, func(c Config) { a.table.Classifier().SetThreshold(c.StaleThreshold) })
+	w.live = append(w.live, func(c Config) { a.table.SetThreshold(c.StaleThreshold) })
 	return nil
 }
 

@@ -67,10 +67,10 @@ func (d *detection) tracerDetection(links map[int32]mirror.Link, idxs []int32, a
 		return
 	}
 	fs := map[bpf.Feature]bpf.FeatureStatus{}
-	for _, f := range tr.Loader().Features() {
+	for _, f := range tr.Features() {
 		fs[f.Feature] = f
 	}
-	failed := tr.Hooks().SourceFailures()
+	failed := tr.SourceFailures()
 	unmirrored := fd.Unmirrored()
 	for _, i := range idxs {
 		name := links[i].Name
@@ -101,15 +101,14 @@ func (d *detection) tracerDetection(links map[int32]mirror.Link, idxs []int32, a
 func (d *detection) status() control.TracerStatus {
 	st := control.TracerStatus{Mode: string(bpf.TracerOff), Features: []control.TracerFeature{}, Programs: []control.TracerProgram{}}
 	if tr, _ := d.tracer.running(); tr != nil {
-		ld := tr.Loader()
-		st.Running, st.Mode = true, string(ld.Mode())
-		if fb := ld.Fallback(); fb != nil {
+		st.Running, st.Mode = true, string(tr.Mode())
+		if fb := tr.Fallback(); fb != nil {
 			st.Fallback = fb.Error()
 		}
-		for _, f := range ld.Features() {
+		for _, f := range tr.Features() {
 			st.Features = append(st.Features, control.TracerFeature{Feature: string(f.Feature), Working: f.Working, Via: f.Via, Why: f.Why})
 		}
-		for _, p := range ld.Programs() {
+		for _, p := range tr.Programs() {
 			st.Programs = append(st.Programs, control.TracerProgram{Program: p.Program, Hook: p.Hook, Feature: string(p.Feature),
 				Loaded: p.Loaded, Refusal: string(p.Refusal), Error: p.Error, Needs: p.Needs})
 		}

@@ -57,7 +57,7 @@ func TestFailedReloadKeepsTheRunningConfiguration(t *testing.T) {
 func TestNoOnWithoutTheMeansToAct(t *testing.T) {
 	tb := table.New(time.Minute, nil)
 	r := &remediation{cannotAct: errors.New("acting needs CAP_NET_ADMIN and CAP_NET_RAW (run as root)"), log: slog.New(slog.DiscardHandler)}
-	r.engine = remediate.New(remediate.Config{Mode: remediate.ModeDryRun, Scope: remediate.ScopeStuck}, remediate.TableOf(tb), nil, nil)
+	r.engine = remediate.New(remediate.Config{Mode: remediate.ModeDryRun, Scope: remediate.ScopeStuck}, tb, nil, nil)
 	c := Config{Remediation: remediate.Config{Mode: remediate.ModeOn, Scope: remediate.ScopeStuck}, ModeSource: "file"}
 	r.reconfigure(c)
 	if m := r.engine.Mode(); m != remediate.ModeDryRun {

@@ -74,7 +74,7 @@ func TestTracerSizedAfterTheDump(t *testing.T) {
 	// read the table's length by now, or reads it part-way.
 	for i := range entries {
 		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Family: table.FamilyOf(a), Ifindex: 1, State: table.StateStale, Addr: a, LLAddr: net.HardwareAddr{2, 0, 0, 0, 0, 1}})
+		tb.Apply(table.CauseNetlink, table.Update{Family: table.FamilyOf(a), Ifindex: 1, State: table.StateStale, Addr: a, LLAddr: net.HardwareAddr{2, 0, 0, 0, 0, 1}})
 	}
 	close(synced)
 	if n, want := <-got, loadSlots(entries, 0); n != want {

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/neighwatch/neighwatch/table"
 )
 
 // Part is one long-running piece of the agent.
@@ -76,7 +74,7 @@ const burstEntries = 10000
 // announce them even when nobody scrapes; burst is told when a step
 // promoted burstEntries or more (a large table created at once crossing
 // together).
-func classifier(t table.Classifier, burst func()) *task {
+func classifier(t interface{ Advance() int }, burst func()) *task {
 	return newTask(nil, func(ctx context.Context) error {
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()

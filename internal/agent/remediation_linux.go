@@ -41,7 +41,7 @@ func newRemediation(cfg remediate.Config, c caps, tbl *table.Table, swapper reme
 		log.Warn("remediation switched from on to dry-run: " + r.cannotAct.Error())
 		cfg.Mode = remediate.ModeDryRun
 	}
-	r.engine = remediate.New(cfg, remediate.TableOf(tbl), actor, swapper)
+	r.engine = remediate.New(cfg, tbl, actor, swapper)
 	ec := r.engine.Config()
 	log.Info("remediation", "mode", ec.Mode, "scope", ec.Scope, "strategies", fmt.Sprint(ec.Strategies), "rate", ec.Rate)
 	return r
@@ -105,7 +105,7 @@ func (r *remediation) SetMode(m remediate.Mode) error {
 // controlHandler is the control API: the table and events, the datapath
 // modes, the tracer, and the remediation switch.
 func controlHandler(tbl *table.Table, dp *datapathPart, rem *remediation, det *detection, log *slog.Logger) *control.Handler {
-	h := control.NewHandler(control.TableOf(tbl))
+	h := control.NewHandler(tbl)
 	h.SetPlanner(func(e *table.Entry, ifname string) string { return string(rem.engine.Next(e, ifname)) })
 	h.Serve(control.Routes{Datapath: dp, Remediation: rem, Tracer: det.status, Log: log})
 	return h

@@ -84,7 +84,7 @@ const resizeEvery = 10 * time.Second
 // larger maps (at least twice as large). Meanwhile what does not fit is
 // counted (neighwatch_tracer_unmirrored_entries), never lost silently.
 func (t *tracerPart) run(ctx context.Context, tr *bpf.Tracer, size int) (reload bool, err error) {
-	f := feed.New(tr, feed.SinkOf(t.table), t.links, t.cfg)
+	f := feed.New(tr, t.table, t.links, t.cfg)
 	t.mu.Lock()
 	t.tracer, t.feed, t.size = tr, f, size
 	t.mu.Unlock()
@@ -112,7 +112,7 @@ func (t *tracerPart) run(ctx context.Context, tr *bpf.Tracer, size int) (reload 
 				return
 			case <-tick.C:
 			}
-			if n := t.table.Reader().Len(); outgrown(n, size, t.maxMap) {
+			if n := t.table.Len(); outgrown(n, size, t.maxMap) {
 				t.log.Info("tracer: the table outgrew the tracer's maps; loading it again with larger ones",
 					"capacity", size, "entries", n)
 				grown.Store(true)
@@ -189,7 +189,7 @@ func (t *tracerPart) loadSize(ctx context.Context) int {
 		case <-ctx.Done():
 		}
 	}
-	return loadSlots(t.table.Reader().Len(), t.maxMap)
+	return loadSlots(t.table.Len(), t.maxMap)
 }
 
 // reads serves the tracer collector: the running tracer and its feed
@@ -199,14 +199,7 @@ func (t *tracerPart) reads() (metrics.TracerSource, metrics.FeedSource) {
 	if tr == nil || f == nil {
 		return nil, nil
 	}
-	// The collector reads the tracer through three of its jobs: what
-	// loaded (mode, programs, run counts), what the programs counted, and
-	// the STALE entries the maps count.
-	return struct {
-		bpf.Loader
-		bpf.Readout
-		bpf.Seeder
-	}{tr.Loader(), tr.Readout(), tr.Seeder()}, f
+	return tr, f
 }
 
 // running returns the tracer and its feed, or nil while it does not run.
@@ -224,8 +217,8 @@ func (t *tracerPart) Detail() string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "bypass counting: %s\n", tr.Loader().Mode())
-	for _, f := range tr.Loader().Features() {
+	fmt.Fprintf(&b, "bypass counting: %s\n", tr.Mode())
+	for _, f := range tr.Features() {
 		switch {
 		case f.Working && f.Why != "":
 			fmt.Fprintf(&b, "%s: %s (partly: %s)\n", f.Feature, f.Via, f.Why)
@@ -280,12 +273,11 @@ func loadTracer(mode bpf.TracerMode, refuse []string, size int, ml memlock, log 
 // what that costs: nothing where another program took over, a feature
 // where none did.
 func logPrograms(tr *bpf.Tracer, log *slog.Logger) {
-	ld := tr.Loader()
 	working := map[bpf.Feature]bpf.FeatureStatus{}
-	for _, f := range ld.Features() {
+	for _, f := range tr.Features() {
 		working[f.Feature] = f
 	}
-	for _, p := range ld.Programs() {
+	for _, p := range tr.Programs() {
 		if p.Loaded {
 			continue
 		}
@@ -297,28 +289,28 @@ func logPrograms(tr *bpf.Tracer, log *slog.Logger) {
 		}
 		log.Debug("tracer: program refused", "program", p.Program, "hook", p.Hook, "refusal", p.Refusal, "err", p.Error)
 	}
-	for _, f := range ld.Features() {
+	for _, f := range tr.Features() {
 		switch {
 		case f.Working && f.Why != "":
 			log.Warn(fmt.Sprintf("tracer: %s detection partly blind: %s", f.Feature, f.Why))
-		case !f.Working && f.Feature == bpf.FeatureXDPBypass && ld.Mode() == bpf.TracerXmit:
+		case !f.Working && f.Feature == bpf.FeatureXDPBypass && tr.Mode() == bpf.TracerXmit:
 			log.Info(fmt.Sprintf("tracer: %s not counted: %s", f.Feature, f.Why))
 		case !f.Working:
 			log.Warn(fmt.Sprintf("tracer: %s detection off: %s", f.Feature, f.Why))
 		}
 	}
-	if fb := ld.Fallback(); fb != nil && ld.Mode() == bpf.TracerXmit {
+	if fb := tr.Fallback(); fb != nil && tr.Mode() == bpf.TracerXmit {
 		log.Warn("fentry tracer unavailable, counting at transmit (xmit mode) instead", "reason", fb.Error())
 	}
 	seed := "kernel"
-	if !tr.Seeder().SeedsInKernel() {
+	if !tr.SeedsInKernel() {
 		seed = "entry-by-entry"
 		// One line for the seed's programs the kernel refused, each
 		// named, with what they need and the kernel's own words for the
 		// first.
 		var refused []string
 		var first bpf.ProgramStatus
-		for _, p := range ld.Programs() {
+		for _, p := range tr.Programs() {
 			if p.Feature == bpf.FeatureSeed && !p.Loaded {
 				if len(refused) == 0 {
 					first = p
@@ -331,7 +323,7 @@ func logPrograms(tr *bpf.Tracer, log *slog.Logger) {
 				strings.Join(refused, " and "), first.Needs), "refusal", first.Refusal, "err", first.Error)
 		}
 	}
-	log.Info("tracer loaded", "bypass", ld.Mode(), "features", featureSummary(ld.Features()), "seed", seed)
+	log.Info("tracer loaded", "bypass", tr.Mode(), "features", featureSummary(tr.Features()), "seed", seed)
 }
 
 // featureSummary is "states=tp_btf created-entries=raw_tp bypass=xmit ...".

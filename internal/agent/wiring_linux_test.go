@@ -26,8 +26,8 @@ func TestEvidenceFollowsLinks(t *testing.T) {
 	}
 	t.Cleanup(func() { h.Close() })
 	tb := table.New(time.Minute, nil)
-	ev := evidence.New(evidence.Config{NetNS: &h}, tb.Sightings())
-	mir := mirror.New(mirror.Config{NetNS: &h, OnLink: linksToEvidence(ev)}, mirror.SinkOf(tb))
+	ev := evidence.New(evidence.Config{NetNS: &h}, tb)
+	mir := mirror.New(mirror.Config{NetNS: &h, OnLink: linksToEvidence(ev)}, tb)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	go func() { done <- mir.Run(ctx) }()

@@ -33,7 +33,7 @@ func serve(t *testing.T, tb *table.Table) (*Client, *Server) {
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket mode %v, %v; want 0600", fi.Mode(), err)
 	}
-	srv := NewServer(NewHandler(TableOf(tb)))
+	srv := NewServer(NewHandler(tb))
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
 	return NewClient(path), srv
@@ -56,10 +56,10 @@ func serveHTTP(t *testing.T, tb *table.Table) (*Client, *Server, *http.Client) {
 // ErrStreamClosed when the agent closes it.
 func TestStatusAndEvents(t *testing.T) {
 	tb := table.New(time.Minute, nil)
-	tb.Kernel().SetLinkName(2, "eth0")
+	tb.SetLinkName(2, "eth0")
 	ip := netip.MustParseAddr("10.0.0.7")
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 7}
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Family: table.FamilyInet, Ifindex: 2, State: table.StateReachable, Addr: ip, LLAddr: mac})
+	tb.Apply(table.CauseNetlink, table.Update{Family: table.FamilyInet, Ifindex: 2, State: table.StateReachable, Addr: ip, LLAddr: mac})
 	c, srv := serve(t, tb)
 	ctx := context.Background()
 	entries, err := c.Status(ctx)
@@ -75,7 +75,7 @@ func TestStatusAndEvents(t *testing.T) {
 	}
 	defer stream.Close()
 	// No wait: OpenEvents returned after the agent subscribed.
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Family: table.FamilyInet, Ifindex: 2, State: table.StateStale, Addr: ip, LLAddr: mac})
+	tb.Apply(table.CauseNetlink, table.Update{Family: table.FamilyInet, Ifindex: 2, State: table.StateStale, Addr: ip, LLAddr: mac})
 	ev, err := stream.Next()
 	if err != nil {
 		t.Fatal(err)
@@ -339,7 +339,7 @@ func TestStalledStreamsLoseTheirSlots(t *testing.T) {
 	streamWrite = 300 * time.Millisecond
 	defer func() { streamWrite = old }()
 	tb := table.New(time.Minute, nil)
-	tb.Kernel().SetLinkName(2, "eth0")
+	tb.SetLinkName(2, "eth0")
 	c, _ := serve(t, tb)
 	ctx := context.Background()
 	// MaxSubscribers clients that ask for the stream, read its head (the
@@ -364,7 +364,7 @@ func TestStalledStreamsLoseTheirSlots(t *testing.T) {
 	ip := netip.MustParseAddr("10.0.0.7")
 	publish := func(n int) {
 		for i := range n {
-			tb.Classifier().Publish(table.Event{Time: time.Now(), Ifindex: 2, Family: table.FamilyInet, IP: ip, Kind: table.KindTransition,
+			tb.Publish(table.Event{Time: time.Now(), Ifindex: 2, Family: table.FamilyInet, IP: ip, Kind: table.KindTransition,
 				From: table.StateStale, To: table.StateReachable, Detail: strings.Repeat("x", 200) + strconv.Itoa(i)})
 		}
 	}
@@ -477,7 +477,7 @@ func newcomer(path string) {
 func TestSlotsGoToIdleConnections(t *testing.T) {
 	needsReexec(t)
 	tb := table.New(time.Minute, nil)
-	tb.Kernel().SetLinkName(2, "eth0")
+	tb.SetLinkName(2, "eth0")
 	c, srv := serve(t, tb)
 	streams := openStreams(t, c)
 	for range MaxConnections - MaxSubscribers {
@@ -497,7 +497,7 @@ func TestSlotsGoToIdleConnections(t *testing.T) {
 		t.Fatalf("the newcomer with every slot held by streams and idle connections: %q, want 200 in an idle one's slot", line)
 	}
 	ip := netip.MustParseAddr("10.0.0.7")
-	tb.Classifier().Publish(table.Event{Time: time.Now(), Ifindex: 2, Family: table.FamilyInet, IP: ip, Kind: table.KindTransition,
+	tb.Publish(table.Event{Time: time.Now(), Ifindex: 2, Family: table.FamilyInet, IP: ip, Kind: table.KindTransition,
 		From: table.StateStale, To: table.StateReachable})
 	for i, s := range streams {
 		if ev, err := s.Next(); err != nil || ev.IP != ip.String() {
@@ -563,7 +563,7 @@ func TestEverySlotAnsweredRefuses(t *testing.T) {
 // be, whatever the socket holds); then it reads every one.
 func TestStreamHoldsABurstForAStalledClient(t *testing.T) {
 	tb := table.New(time.Minute, nil)
-	tb.Kernel().SetLinkName(2, "eth0")
+	tb.SetLinkName(2, "eth0")
 	c, _ := serve(t, tb)
 	stream, err := c.OpenEvents(context.Background())
 	if err != nil {
@@ -573,9 +573,9 @@ func TestStreamHoldsABurstForAStalledClient(t *testing.T) {
 	const burst = 16000
 	for i := range burst {
 		ip := netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Family: table.FamilyInet, Ifindex: 2, State: table.StateStale, Addr: ip, LLAddr: net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)}})
+		tb.Apply(table.CauseNetlink, table.Update{Family: table.FamilyInet, Ifindex: 2, State: table.StateStale, Addr: ip, LLAddr: net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)}})
 	}
-	if n := tb.Classifier().Events().DroppedBy()[table.SubscriberStream]; n != 0 {
+	if n := tb.Events().DroppedBy()[table.SubscriberStream]; n != 0 {
 		t.Fatalf("%d of a burst of %d events dropped for a stalled client, want none (StreamBuffer %d)", n, burst, StreamBuffer)
 	}
 	for i := range burst {

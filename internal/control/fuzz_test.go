@@ -65,13 +65,13 @@ func FuzzHandler(f *testing.F) {
 		f.Add(s.method, s.path, []byte(s.body))
 	}
 	tb := table.New(time.Minute, nil)
-	tb.Kernel().SetLinkName(2, "eth0")
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Family: table.FamilyInet, Ifindex: 2, State: table.StateStale,
+	tb.SetLinkName(2, "eth0")
+	tb.Apply(table.CauseNetlink, table.Update{Family: table.FamilyInet, Ifindex: 2, State: table.StateStale,
 		Addr: netip.MustParseAddr("10.0.0.7"), LLAddr: net.HardwareAddr{2, 0, 0, 0, 0, 7}})
 	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
 		dp := modes{"eth0": bpf.ModeLegacy}
 		rem := &switchOnly{mode: remediate.ModeOff}
-		h := NewHandler(TableOf(tb))
+		h := NewHandler(tb)
 		h.Serve(Routes{Datapath: dp, Remediation: rem, Tracer: func() TracerStatus { return TracerStatus{} }})
 		// An ended request: streams and profiles return at once.
 		ctx, cancel := context.WithCancel(context.Background())

@@ -48,18 +48,10 @@ const streamFlush = 10 * time.Millisecond
 var streamWrite = 10 * time.Second
 
 // Table is what the control API reads: a classified copy of every entry,
-// and the event stream. TableOf gives a table's.
+// and the event stream, which a *table.Table is.
 type Table interface {
 	Snapshot() ([]table.Entry, map[int32]string)
 	Events() *table.Broadcaster
-}
-
-// TableOf is tbl's Table: its Reader and Classifier doors.
-func TableOf(tbl *table.Table) Table {
-	return struct {
-		table.Reader
-		table.Classifier
-	}{tbl.Reader(), tbl.Classifier()}
 }
 
 // Handler serves the control API for a table.

@@ -152,7 +152,7 @@ func TestSymlinksOnThePath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := NewServer(NewHandler(TableOf(table.New(time.Minute, nil))))
+			srv := NewServer(NewHandler(table.New(time.Minute, nil)))
 			go func() { _ = srv.Serve(ln) }()
 			t.Cleanup(srv.Stop)
 			if _, err := NewClient(path).Status(context.Background()); err == nil || !strings.Contains(err.Error(), "is a symlink of user 65534") {

@@ -52,7 +52,7 @@ func TestMoveOrConflict(t *testing.T) {
 // detected.
 func TestHostMapBounded(t *testing.T) {
 	tb := table.New(time.Minute, nil)
-	w := New(Config{MaxHosts: 3, HostTTL: time.Hour, ConflictWindow: 5 * time.Second}, tb.Sightings())
+	w := New(Config{MaxHosts: 3, HostTTL: time.Hour, ConflictWindow: 5 * time.Second}, tb)
 	t0 := time.Unix(1_700_000_000, 0)
 	obs := func(ip string, mac byte, at time.Duration) {
 		w.Observe(1, Observation{Kind: ARPRequest, SenderIP: netip.MustParseAddr(ip), SenderMAC: net.HardwareAddr{2, 0, 0, 0, 0, mac}}, t0.Add(at))
@@ -100,8 +100,8 @@ func TestMismatchesCountEntriesBecomingMismatched(t *testing.T) {
 	ip := netip.MustParseAddr("10.0.0.1")
 	own, other, third := net.HardwareAddr{2, 0, 0, 0, 0, 1}, net.HardwareAddr{2, 0, 0, 0, 0, 2}, net.HardwareAddr{2, 0, 0, 0, 0, 3}
 	t0 := time.Now() // evidence counts only after the entry got its MAC
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: table.FamilyInet, Addr: ip, LLAddr: own, State: table.StateStale})
-	w := New(Config{ConflictWindow: time.Second}, tb.Sightings())
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: table.FamilyInet, Addr: ip, LLAddr: own, State: table.StateStale})
+	w := New(Config{ConflictWindow: time.Second}, tb)
 	at := t0
 	obs := func(mac net.HardwareAddr) uint64 {
 		at = at.Add(10 * time.Second) // past the conflict window each time
@@ -125,9 +125,9 @@ func TestConflictEventSaysTheEntry(t *testing.T) {
 	tb := table.New(time.Minute, nil)
 	ip := netip.MustParseAddr("10.0.0.9")
 	a, b := net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: a})
-	w := New(Config{ConflictWindow: 5 * time.Second}, tb.Sightings())
-	sub := tb.Classifier().Events().SubscribeFunc(16, func(ev table.Event) bool { return ev.Kind == table.KindConflict })
+	tb.Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: a})
+	w := New(Config{ConflictWindow: 5 * time.Second}, tb)
+	sub := tb.Events().SubscribeFunc(16, func(ev table.Event) bool { return ev.Kind == table.KindConflict })
 	defer sub.Close()
 	t0 := time.Now()
 	for i, mac := range []net.HardwareAddr{a, b, a} {
@@ -173,16 +173,16 @@ func TestAnnouncementsStakeNoMove(t *testing.T) {
 			if ip.Is6() {
 				fam = table.FamilyInet6
 			}
-			tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: fam, Addr: ip, State: table.StateStale, LLAddr: a})
-			w := New(Config{ConflictWindow: time.Second}, tb.Sightings())
-			sub := tb.Classifier().Events().SubscribeFunc(16, func(ev table.Event) bool { return len(ev.OldLLAddr) > 0 && ev.OldLLAddr.String() != ev.LLAddr.String() })
+			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: fam, Addr: ip, State: table.StateStale, LLAddr: a})
+			w := New(Config{ConflictWindow: time.Second}, tb)
+			sub := tb.Events().SubscribeFunc(16, func(ev table.Event) bool { return len(ev.OldLLAddr) > 0 && ev.OldLLAddr.String() != ev.LLAddr.String() })
 			defer sub.Close()
 			t0 := time.Now()
 			w.Observe(1, Observation{Kind: tc.kind, SenderIP: ip, SenderMAC: a}, t0)
-			if e, ok := tb.Reader().Lookup(table.Key{Ifindex: 1, Addr: ip}); !ok || e.Observed().OwnAt != t0.UnixNano() {
+			if e, ok := tb.Lookup(table.Key{Ifindex: 1, Addr: ip}); !ok || e.Observed().OwnAt != t0.UnixNano() {
 				t.Fatalf("the entry's own MAC in a %s was not heard at all", tc.kind)
 			}
-			tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: fam, Addr: ip, State: table.StateStale, LLAddr: b})
+			tb.Apply(table.CauseNetlink, table.Update{Ifindex: 1, Family: fam, Addr: ip, State: table.StateStale, LLAddr: b})
 			select {
 			case ev := <-sub.C():
 				if got := ev.OldHeard != 0; got != tc.staked {

@@ -110,8 +110,8 @@ func (c *fakeConn) Close() error { c.closed = true; return nil }
 // socket fails.
 func TestWatcherFeed(t *testing.T) {
 	tb := table.New(time.Minute, nil)
-	tb.Kernel().Apply(table.CauseNetlink, table.Update{Family: table.FamilyInet, Ifindex: 4, State: table.StateStale, Addr: ipA, LLAddr: macA})
-	w := New(Config{ConflictWindow: time.Hour}, tb.Sightings())
+	tb.Apply(table.CauseNetlink, table.Update{Family: table.FamilyInet, Ifindex: 4, State: table.StateStale, Addr: ipA, LLAddr: macA})
+	w := New(Config{ConflictWindow: time.Hour}, tb)
 	zero := net.HardwareAddr{0, 0, 0, 0, 0, 0}
 	conn := &fakeConn{frames: [][]byte{
 		arpFrame(t, arp.OperationRequest, macA, "10.0.0.1", "10.0.0.9", zero),
@@ -133,7 +133,7 @@ func TestWatcherFeed(t *testing.T) {
 	if mac, _, ok := w.Seen(4, ipA); !ok || mac.String() != macB.String() {
 		t.Errorf("seen = %v %v", mac, ok)
 	}
-	if e, _ := tb.Reader().Lookup(table.Key{Ifindex: 4, Addr: ipA}); !e.Observed().Mismatch {
+	if e, _ := tb.Lookup(table.Key{Ifindex: 4, Addr: ipA}); !e.Observed().Mismatch {
 		t.Error("entry not mismatched")
 	}
 	if !conn.closed || len(w.Listening(false)) != 0 {

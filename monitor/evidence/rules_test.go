@@ -19,11 +19,11 @@ import (
 // conflict window, 65,536 hosts, an hour), set ones are kept.
 func TestWatcherDefaults(t *testing.T) {
 	tb := table.New(time.Minute, nil)
-	w := New(Config{}, tb.Sightings())
+	w := New(Config{}, tb)
 	if w.cfg.ConflictWindow != 5*time.Second || w.cfg.MaxHosts != 65536 || w.cfg.HostTTL != time.Hour {
 		t.Errorf("defaults: %+v", w.cfg)
 	}
-	w = New(Config{ConflictWindow: 2 * time.Second, MaxHosts: 10, HostTTL: time.Minute}, tb.Sightings())
+	w = New(Config{ConflictWindow: 2 * time.Second, MaxHosts: 10, HostTTL: time.Minute}, tb)
 	if w.cfg.ConflictWindow != 2*time.Second || w.cfg.MaxHosts != 10 || w.cfg.HostTTL != time.Minute {
 		t.Errorf("set values not kept: %+v", w.cfg)
 	}
@@ -33,7 +33,7 @@ func TestWatcherDefaults(t *testing.T) {
 // the others kept.
 func TestExpireForgetsOnlyTheOld(t *testing.T) {
 	tb := table.New(time.Minute, nil)
-	w := New(Config{HostTTL: time.Hour}, tb.Sightings())
+	w := New(Config{HostTTL: time.Hour}, tb)
 	now := time.Unix(1_700_000_000, 0)
 	old, young := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	w.Observe(1, Observation{Kind: ARPReply, SenderIP: old, SenderMAC: macA}, now)
@@ -104,7 +104,7 @@ func TestLinkSame(t *testing.T) {
 
 // TestListeningByProtocol: the ARP and the NDP listeners are listed apart.
 func TestListeningByProtocol(t *testing.T) {
-	w := New(Config{}, table.New(time.Minute, nil).Sightings())
+	w := New(Config{}, table.New(time.Minute, nil))
 	w.listeners[listenerKey{ifindex: 2}] = &listener{}
 	w.listeners[listenerKey{ifindex: 3, ndp: true}] = &listener{}
 	if a, n := w.Listening(false), w.Listening(true); len(a) != 1 || a[0] != 2 || len(n) != 1 || n[0] != 3 {
@@ -115,7 +115,7 @@ func TestListeningByProtocol(t *testing.T) {
 // TestSetLinkRecordsWhatIsWanted: SetLink with a link wants it listened
 // to, with nil no longer.
 func TestSetLinkRecordsWhatIsWanted(t *testing.T) {
-	w := New(Config{}, table.New(time.Minute, nil).Sightings())
+	w := New(Config{}, table.New(time.Minute, nil))
 	w.SetLink(2, &Link{Name: "eth0", HardwareAddr: macA, MTU: 1500})
 	if l, ok := w.links[2]; !ok || l.Name != "eth0" || !w.dirty[2] {
 		t.Fatalf("after SetLink: %+v, dirty %v", w.links, w.dirty)

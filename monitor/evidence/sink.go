@@ -9,7 +9,7 @@ import (
 )
 
 // Sink is what the watcher reports ARP and NDP sightings and conflicts
-// to. A table's Sightings door is one.
+// to, which a *table.Table is.
 type Sink interface {
 	ObserveMAC(ifindex int32, ip netip.Addr, mac net.HardwareAddr, when time.Time) bool
 	// AnnounceMAC is ObserveMAC for a gratuitous ARP or an unsolicited

@@ -46,13 +46,24 @@ type Config struct {
 
 // Feed runs a loaded tracer against the table.
 type Feed struct {
-	tracer     *bpf.Tracer
-	table      Sink
+	// The tracer and the table, each as the part of the feed that
+	// calls it names it (tracer_linux.go, sink.go).
+	mode        bpf.TracerMode
+	hooks       Hooks
+	filter      CandidateFilter
+	seeder      Seeder
+	readout     Readout
+	transitions Transitions
+	evidence    Evidence
+	cands       Candidates
+	demand      Demand
+	entries     Entries
+
 	links      Links
 	cfg        Config
 	log        *slog.Logger
 	c          *count.Set[Counter]
-	candidates atomic.Int64 // CandidateFilter().Candidates() at the last rebuild
+	candidates atomic.Int64 // filter.Candidates() at the last rebuild
 	ready      chan struct{}
 
 	mu      sync.Mutex
@@ -104,7 +115,7 @@ func Defaults() Config {
 }
 
 // New returns a feed from tr to t.
-func New(tr *bpf.Tracer, t Sink, links Links, cfg Config) *Feed {
+func New(tr Tracer, t Table, links Links, cfg Config) *Feed {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -118,7 +129,9 @@ func New(tr *bpf.Tracer, t Sink, links Links, cfg Config) *Feed {
 	if cfg.HitSweep <= 0 {
 		cfg.HitSweep = time.Minute
 	}
-	return &Feed{tracer: tr, table: t, links: links, cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), created: map[table.Key]bool{},
+	return &Feed{mode: tr.Mode(), hooks: tr, filter: tr, seeder: tr, readout: tr,
+		transitions: t, evidence: t, cands: t, demand: t, entries: t,
+		links: links, cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), created: map[table.Key]bool{},
 		c:     count.NewSet(NumCounters),
 		flush: make(chan struct{}, 1), createdSoon: make(chan struct{}, 1),
 		hitKeys: map[bpf.HitKey]struct{}{}, sightMACs: map[bpf.HitKey]net.HardwareAddr{}, unmirrored: map[bpf.HitKey]struct{}{},
@@ -142,7 +155,7 @@ func (f *Feed) Counters() Counters {
 // HookState returns how the hooks and the candidates stand now.
 func (f *Feed) HookState() HookState {
 	h := HookState{Candidates: int(f.candidates.Load())}
-	h.Attached, h.AttachedTime = f.tracer.Hooks().PerPacket()
+	h.Attached, h.AttachedTime = f.hooks.PerPacket()
 	return h
 }
 
@@ -155,7 +168,7 @@ func (f *Feed) Run(ctx context.Context) error {
 		return nil
 	}
 	defer func() {
-		if err := f.tracer.Hooks().SetPerPacket(false); err != nil {
+		if err := f.hooks.SetPerPacket(false); err != nil {
 			f.log.Warn("tracer: detaching the per-packet hooks failed", "err", err)
 		}
 	}()
@@ -170,12 +183,12 @@ func (f *Feed) Run(ctx context.Context) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return f.tracer.Readout().ReadTransitions(ctx, f.applyTransition, func(error) { f.c.Add(TransitionsUndecoded, 1) })
+		return f.readout.ReadTransitions(ctx, f.applyTransition, func(error) { f.c.Add(TransitionsUndecoded, 1) })
 	})
 	g.Go(func() error { return f.sample(ctx) })
 	g.Go(func() error { return f.lookupCreatedSoon(ctx) })
 	close(f.ready)
-	f.log.Info("tracer running", "mode", f.tracer.Loader().Mode(), "seeded", n, "interfaces", len(f.watched),
+	f.log.Info("tracer running", "mode", f.mode, "seeded", n, "interfaces", len(f.watched),
 		"window", f.cfg.Window, "period", f.cfg.Period)
 	g.Go(func() error {
 		tick := time.NewTicker(f.cfg.Interval)
@@ -205,7 +218,7 @@ func (f *Feed) syncWatched() {
 	if slices.Equal(idx, f.watched) {
 		return
 	}
-	if err := f.tracer.Hooks().SetWatched(idx, false); err != nil {
+	if err := f.hooks.SetWatched(idx, false); err != nil {
 		f.log.Warn("tracer: updating watched interfaces failed", "err", err)
 		return
 	}
@@ -228,7 +241,7 @@ func (f *Feed) interval() {
 	f.syncWatched()
 	// A new epoch first: whatever is counted from here on is announced
 	// again, and read at the next interval.
-	if err := f.tracer.CandidateFilter().BumpEpoch(); err != nil {
+	if err := f.filter.BumpEpoch(); err != nil {
 		f.log.Warn("tracer: starting a new epoch failed", "err", err)
 	}
 	f.mu.Lock()
@@ -260,7 +273,7 @@ func (f *Feed) interval() {
 	}
 	if time.Since(f.lastSizes) >= pace.Wait(sizesEvery, f.sizesTook) {
 		cost := pace.Start()
-		f.tracer.Seeder().RefreshMirrorSize()
+		f.seeder.RefreshMirrorSize()
 		f.lastSizes = time.Now()
 		f.sizesTook = cost.Took()
 	}
@@ -293,7 +306,7 @@ func (f *Feed) seed() (int, error) {
 	macs := make([]byte, 0, 6*cap(batch))
 	n := 0
 	flush := func() error {
-		k, missed, err := f.tracer.Seeder().Seed(batch)
+		k, missed, err := f.seeder.Seed(batch)
 		n += k
 		batch = batch[:0]
 		f.mu.Lock()
@@ -306,7 +319,7 @@ func (f *Feed) seed() (int, error) {
 	var err error
 	for from := uint32(0); ; {
 		macs = macs[:0] // the last batch's are seeded
-		from = f.table.Range(from, cap(batch), func(e *table.Entry) {
+		from = f.entries.Range(from, cap(batch), func(e *table.Entry) {
 			// The lladdr is the table's: copied, into one buffer a batch.
 			n := len(macs)
 			macs = append(macs, e.LLAddr...)
@@ -344,15 +357,15 @@ func (f *Feed) sample(ctx context.Context) error {
 		// them REACHABLE. Bypass counting is for stale-long entries.
 		// An entry that just turned stale-long (the count grew) is
 		// watched at once, by an early window, while the budget lasts.
-		n := f.table.CountClass(table.ClassStaleLong)
+		n := f.demand.CountClass(table.ClassStaleLong)
 		fresh := n > staleLong
 		staleLong = n
 		bypass := n > 0
-		need := bypass || f.table.CountOwned() > 0
+		need := bypass || f.demand.CountOwned() > 0
 		on, wake := s.step(time.Now(), need, fresh)
 		if on != attached || (on && bypass != bypassOn) {
 			f.log.Debug("tracer: per-packet hooks", "attached", on, "bypass", on && bypass, "stale_long", n)
-			if err := f.tracer.Hooks().SetHooks(on && bypass, on); err != nil {
+			if err := f.hooks.SetHooks(on && bypass, on); err != nil {
 				f.log.Warn("tracer: switching the per-packet hooks failed", "on", on, "err", err)
 			}
 			if !on && attached {
@@ -390,19 +403,19 @@ func (f *Feed) syncCandidates(all bool) {
 		cs = append(cs, c)
 	}
 	var errs []error
-	if !all && f.table.CandidateChanges(add) {
+	if !all && f.cands.CandidateChanges(add) {
 		if len(cs) == 0 {
 			return
 		}
-		_, err := f.tracer.CandidateFilter().UpdateCandidates(cs)
+		_, err := f.filter.UpdateCandidates(cs)
 		errs = append(errs, err)
 	} else {
 		// The whole set, a batch at a time: nothing the size of the
 		// table is held, and the table's lock only for a batch.
 		for from := uint32(0); ; {
 			cs, macs = cs[:0], macs[:0]
-			from = f.table.Candidates(from, candBatch, add)
-			_, err := f.tracer.CandidateFilter().UpdateCandidates(cs)
+			from = f.cands.Candidates(from, candBatch, add)
+			_, err := f.filter.UpdateCandidates(cs)
 			errs = append(errs, err)
 			if from == 0 {
 				break
@@ -410,8 +423,8 @@ func (f *Feed) syncCandidates(all bool) {
 		}
 		if f.candWalked {
 			// What the map still holds that the table no longer names.
-			errs = append(errs, f.tracer.CandidateFilter().PruneCandidates(func(ifindex int, addr netip.Addr) bool {
-				return f.table.IsCandidate(table.Key{Ifindex: int32(ifindex), Addr: addr})
+			errs = append(errs, f.filter.PruneCandidates(func(ifindex int, addr netip.Addr) bool {
+				return f.cands.IsCandidate(table.Key{Ifindex: int32(ifindex), Addr: addr})
 			}))
 		}
 		f.candWalked = true
@@ -419,7 +432,7 @@ func (f *Feed) syncCandidates(all bool) {
 	if err := errors.Join(errs...); err != nil {
 		f.log.Warn("tracer: setting source-MAC candidates", "err", err)
 	}
-	f.candidates.Store(int64(f.tracer.CandidateFilter().Candidates()))
+	f.candidates.Store(int64(f.filter.Candidates()))
 	if cap(cs) > 4096 {
 		cs = nil // a storm's: let it go
 	}
@@ -465,7 +478,7 @@ func (f *Feed) applyTransition(tr bpf.SilentTransition) {
 		}
 		return
 	}
-	if f.table.ApplyTracepoint(k, table.State(tr.From), table.State(tr.To), time.Now()) {
+	if f.transitions.ApplyTracepoint(k, table.State(tr.From), table.State(tr.To), time.Now()) {
 		f.c.Add(TransitionsApplied, 1)
 	} else {
 		f.c.Add(TransitionsOvertaken, 1)
@@ -482,8 +495,8 @@ func (f *Feed) nameGateway(tr bpf.SilentTransition) {
 	if tr.Key.Addr.Is6() {
 		fam = table.FamilyInet6
 	}
-	gw, _ := f.table.StaleWithMAC(int32(tr.Key.Ifindex), fam, string(tr.MAC))
-	if err := f.tracer.Readout().NameGateway(tr.Key.Ifindex, tr.Key.Addr, tr.MAC, gw); err != nil {
+	gw, _ := f.cands.StaleWithMAC(int32(tr.Key.Ifindex), fam, string(tr.MAC))
+	if err := f.readout.NameGateway(tr.Key.Ifindex, tr.Key.Addr, tr.MAC, gw); err != nil {
 		f.log.Warn("tracer: naming the gateway of routed traffic failed", "err", err)
 	}
 }
@@ -540,14 +553,14 @@ func (f *Feed) applyHits(keys []bpf.HitKey) {
 	if len(keys) == 0 {
 		return
 	}
-	if err := f.tracer.Readout().HitsOf(keys, f.totals); err != nil {
+	if err := f.readout.HitsOf(keys, f.totals); err != nil {
 		f.log.Warn("tracer: reading hits failed", "err", err)
 		return
 	}
 	now := time.Now()
 	for hk, total := range f.totals {
 		tk := keyOf(hk)
-		e, ok := f.table.Lookup(tk)
+		e, ok := f.entries.Lookup(tk)
 		if !ok {
 			f.c.Add(HitsUnattributed, total-min(total, f.last[hk].packets))
 			delete(f.last, hk)
@@ -556,7 +569,7 @@ func (f *Feed) applyHits(keys []bpf.HitKey) {
 		var d uint64
 		d, f.last[hk] = f.last[hk].counted(total, e.Since, f.sweeps)
 		if d > 0 {
-			if !f.table.AddBypass(tk, d, now) {
+			if !f.evidence.AddBypass(tk, d, now) {
 				f.c.Add(HitsUnattributed, d)
 			}
 		}
@@ -567,7 +580,7 @@ func (f *Feed) applyHits(keys []bpf.HitKey) {
 // the programs deleted their counters then.
 func (f *Feed) forgetLast() {
 	for hk := range f.last {
-		if e, ok := f.table.Lookup(keyOf(hk)); !ok || e.State != table.StateStale {
+		if e, ok := f.entries.Lookup(keyOf(hk)); !ok || e.State != table.StateStale {
 			delete(f.last, hk)
 		}
 	}
@@ -582,7 +595,7 @@ func (f *Feed) forgetLast() {
 // with it, so that packet counts in full.
 func (f *Feed) sweepHits() {
 	f.sweeps++
-	keys, err := f.tracer.Readout().HitKeys(f.walkBuf[:0])
+	keys, err := f.readout.HitKeys(f.walkBuf[:0])
 	f.walkBuf = keys
 	if err != nil {
 		f.log.Warn("tracer: walking the bypass counters failed", "err", err)
@@ -594,7 +607,7 @@ func (f *Feed) sweepHits() {
 	if len(drop) == 0 {
 		return
 	}
-	if _, err := f.tracer.Readout().DropHits(drop); err != nil {
+	if _, err := f.readout.DropHits(drop); err != nil {
 		f.log.Warn("tracer: dropping idle bypass counters failed", "err", err)
 	}
 	for _, hk := range drop {
@@ -618,14 +631,14 @@ func (f *Feed) retryUnmirrored() {
 	var retry []bpf.SeedEntry
 	var done []bpf.HitKey
 	for _, hk := range keys {
-		e, ok := f.table.Lookup(keyOf(hk))
-		if !ok || f.tracer.Seeder().Mirrored(hk) {
+		e, ok := f.entries.Lookup(keyOf(hk))
+		if !ok || f.seeder.Mirrored(hk) {
 			done = append(done, hk)
 			continue
 		}
 		retry = append(retry, bpf.SeedEntry{Ifindex: int(e.Ifindex), Addr: e.Addr, State: uint8(e.State), MAC: e.HardwareAddr()})
 	}
-	_, missed, err := f.tracer.Seeder().Seed(retry)
+	_, missed, err := f.seeder.Seed(retry)
 	if err != nil {
 		f.log.Warn("tracer: mirroring entries that did not fit failed", "err", err)
 	}
@@ -638,7 +651,7 @@ func (f *Feed) retryUnmirrored() {
 		delete(f.unmirrored, hk)
 	}
 	for _, r := range retry {
-		if hk := (bpf.HitKey{Ifindex: r.Ifindex, Addr: r.Addr}); !still[hk] && f.tracer.Seeder().Mirrored(hk) {
+		if hk := (bpf.HitKey{Ifindex: r.Ifindex, Addr: r.Addr}); !still[hk] && f.seeder.Mirrored(hk) {
 			delete(f.unmirrored, hk)
 		}
 	}
@@ -657,7 +670,7 @@ func (f *Feed) Unmirrored() map[int32]int {
 	f.mu.Unlock()
 	out := map[int32]int{}
 	for _, hk := range keys {
-		if e, ok := f.table.Lookup(keyOf(hk)); ok && e.State == table.StateStale {
+		if e, ok := f.entries.Lookup(keyOf(hk)); ok && e.State == table.StateStale {
 			out[e.Ifindex]++
 		}
 	}
@@ -670,7 +683,7 @@ func (f *Feed) Unmirrored() map[int32]int {
 // own MACs heard.
 func (f *Feed) applySources(sights, own map[bpf.HitKey]net.HardwareAddr) {
 	if len(sights) > 0 {
-		if err := f.tracer.Readout().SightingsOf(sights, f.sights); err != nil {
+		if err := f.readout.SightingsOf(sights, f.sights); err != nil {
 			f.log.Warn("tracer: reading source-MAC sightings failed", "err", err)
 			clear(f.sights)
 		}
@@ -680,5 +693,5 @@ func (f *Feed) applySources(sights, own map[bpf.HitKey]net.HardwareAddr) {
 	for _, s := range f.sights {
 		f.c.Add(SourcePackets, s.Packets)
 	}
-	observeSources(f.table, f.sights, own, time.Now())
+	observeSources(f.evidence, f.sights, own, time.Now())
 }

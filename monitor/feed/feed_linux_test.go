@@ -71,7 +71,7 @@ func newStuckLab(t *testing.T, prefix string, mode bpf.Mode, tmode bpf.TracerMod
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	mir := mirror.New(mirror.Config{NetNS: &h}, mirror.SinkOf(s.table))
+	mir := mirror.New(mirror.Config{NetNS: &h}, s.table)
 	ino, err := bpf.NetNSInode("/run/netns/" + l.Node.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func newStuckLab(t *testing.T, prefix string, mode bpf.Mode, tmode bpf.TracerMod
 	for _, f := range tune {
 		f(&cfg)
 	}
-	s.feed = feed.New(s.tracer, feed.SinkOf(s.table), mir, cfg)
+	s.feed = feed.New(s.tracer, s.table, mir, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	mirDone := make(chan error, 1)
 	feedDone := make(chan error, 1)
@@ -112,7 +112,7 @@ func newStuckLab(t *testing.T, prefix string, mode bpf.Mode, tmode bpf.TracerMod
 	// The per-packet hooks attach once the entry is stale-long.
 	k := s.clientKey(t)
 	lab.WaitFor(t, 20*time.Second, "the client's entry to be stale-long and the hooks attached", func() bool {
-		e, ok := s.table.Reader().Lookup(k)
+		e, ok := s.table.Lookup(k)
 		return ok && e.Class() >= table.ClassStaleLong && s.feed.HookState().Attached
 	})
 	newMAC := lab.HostMAC(77, 3)
@@ -144,13 +144,13 @@ func (s *stuckLab) traffic(count int) error {
 func (s *stuckLab) blackHoled(t *testing.T, count int, more uint64, what string) table.Entry {
 	t.Helper()
 	k := s.clientKey(t)
-	e, _ := s.table.Reader().Lookup(k)
+	e, _ := s.table.Lookup(k)
 	before := e.Observed().BypassPackets
 	if err := s.traffic(count); err == nil {
 		t.Fatal("pings got through with the legacy datapath and a moved client: the lab does not reproduce the failure")
 	}
 	lab.WaitFor(t, 5*time.Second, what, func() bool {
-		e, _ = s.table.Reader().Lookup(k)
+		e, _ = s.table.Lookup(k)
 		return e.Observed().BypassPackets >= before+more
 	})
 	return e
@@ -174,10 +174,10 @@ func TestTracerCountsLegacyBypass(t *testing.T) {
 func testLegacyBypass(t *testing.T, tm bpf.TracerMode) {
 	s := newStuckLab(t, "trl", bpf.ModeLegacy, tm)
 	if tm == bpf.TracerFentry {
-		if s.tracer.Loader().Mode() == bpf.TracerXmit && s.tracer.Loader().Fallback() == nil {
+		if s.tracer.Mode() == bpf.TracerXmit && s.tracer.Fallback() == nil {
 			t.Fatal("fell back to xmit without saying why")
 		}
-		t.Logf("asked for fentry, running %s (fallback: %v)", s.tracer.Loader().Mode(), s.tracer.Loader().Fallback())
+		t.Logf("asked for fentry, running %s (fallback: %v)", s.tracer.Mode(), s.tracer.Fallback())
 	}
 	k := s.clientKey(t)
 	s.blackHoled(t, 15, 10, "bypass hits on the client's entry")
@@ -192,7 +192,7 @@ func testLegacyBypass(t *testing.T, tm bpf.TracerMode) {
 	// The moved client keeps sending: its packets arrive from the new MAC
 	// while the node sends to the old one.
 	lab.WaitFor(t, 10*time.Second, "the entry to be classified stuck by its source MAC", func() bool {
-		e, _ = s.table.Reader().Lookup(k)
+		e, _ = s.table.Lookup(k)
 		return e.Class() == table.ClassStuck
 	})
 	if !e.Observed().SourceMismatch || e.HardwareAddr().String() == s.newMAC || net.HardwareAddr(e.Observed().SourceMAC).String() != s.newMAC {
@@ -222,7 +222,7 @@ func TestIdleHitCountersDropped(t *testing.T) {
 	k := s.clientKey(t)
 	hk := bpf.HitKey{Ifindex: int(k.Ifindex), Addr: k.Addr}
 	counter := func() (uint64, bool) {
-		all, err := s.tracer.Readout().Hits()
+		all, err := s.tracer.Hits()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +237,7 @@ func TestIdleHitCountersDropped(t *testing.T) {
 		_, ok := counter()
 		return !ok
 	})
-	e, _ := s.table.Reader().Lookup(k)
+	e, _ := s.table.Lookup(k)
 	if e.State != table.StateStale {
 		t.Fatalf("the client's entry %v after its counter was dropped, want it still STALE", e.State)
 	}
@@ -259,19 +259,19 @@ func TestTracerNoFalsePositives(t *testing.T) {
 			t.Parallel()
 			s := newStuckLab(t, "trn", tc.mode, bpf.TracerXmit)
 			k := s.clientKey(t)
-			sub := s.table.Classifier().Events().Subscribe(256)
+			sub := s.table.Events().Subscribe(256)
 			defer sub.Close()
 			start := time.Now()
 			lab.WaitFor(t, 20*time.Second, "the entry to recover with the new MAC", func() bool {
 				_ = s.Client.Ping(lab.BackendIP, 1, 1*time.Second) // replies make the kernel re-resolve
-				e, ok := s.table.Reader().Lookup(k)
+				e, ok := s.table.Lookup(k)
 				return ok && e.HardwareAddr().String() == s.newMAC && (e.State == table.StateReachable || e.State == table.StateStale)
 			})
 			t.Logf("recovered after %v", time.Since(start).Round(100*time.Millisecond))
 			if err := s.traffic(10); err != nil {
 				t.Fatalf("traffic does not flow after recovery: %v", err)
 			}
-			e, _ := s.table.Reader().Lookup(k)
+			e, _ := s.table.Lookup(k)
 			if e.Observed().BypassPackets != 0 {
 				t.Errorf("%d bypass packets counted for traffic that went through the neighbour subsystem", e.Observed().BypassPackets)
 			}
@@ -308,10 +308,10 @@ func TestTracerBlamesTheGateway(t *testing.T) {
 	}
 	k := s.clientKey(t)
 	lab.WaitFor(t, 5*time.Second, "hits on the gateway's entry", func() bool {
-		e, _ := s.table.Reader().Lookup(k)
+		e, _ := s.table.Lookup(k)
 		return e.Observed().BypassPackets >= 8
 	})
-	if _, ok := s.table.Reader().Lookup(table.Key{Ifindex: k.Ifindex, Addr: netip.MustParseAddr("10.0.9.5")}); ok {
+	if _, ok := s.table.Lookup(table.Key{Ifindex: k.Ifindex, Addr: netip.MustParseAddr("10.0.9.5")}); ok {
 		t.Fatal("an entry for the routed destination exists: the test would not show attribution")
 	}
 }
@@ -330,7 +330,7 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 	}
 	t.Cleanup(func() { h.Close() })
 	tb := table.New(time.Minute, nil)
-	mir := mirror.New(mirror.Config{NetNS: &h}, mirror.SinkOf(tb))
+	mir := mirror.New(mirror.Config{NetNS: &h}, tb)
 	ino, err := bpf.NetNSInode("/run/netns/" + l.Node.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -339,7 +339,7 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := feed.New(tr, feed.SinkOf(tb), mir, feed.Config{Interval: 200 * time.Millisecond})
+	f := feed.New(tr, tb, mir, feed.Config{Interval: 200 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	go func() { done <- mir.Run(ctx) }()
@@ -363,7 +363,7 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 	n0, _ := l.Node.Ifindex(lab.NodeClientIf)
 	group := netip.MustParseAddr("ff02::1:ff00:2") // a solicited-node group nobody else uses here
 	k := table.Key{Ifindex: int32(n0), Addr: group}
-	if _, ok := tb.Reader().Lookup(k); ok {
+	if _, ok := tb.Lookup(k); ok {
 		t.Fatal("the multicast entry exists before the test made it")
 	}
 	mc0, fc0 := mir.Counters(), f.Counters()
@@ -373,7 +373,7 @@ func TestCreatedEntriesLookedUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	lab.WaitFor(t, 5*time.Second, "the multicast entry in the table", func() bool {
-		e, ok := tb.Reader().Lookup(k)
+		e, ok := tb.Lookup(k)
 		return ok && e.State == table.StateNoARP
 	})
 	// The contract: the tracepoint named the entry, the feed asked the

@@ -45,23 +45,23 @@ func idleFeed(tb testing.TB, n int) *Feed {
 	}
 	tb.Cleanup(func() { tr.Close() })
 	tbl := table.New(time.Nanosecond, nil)
-	tbl.Kernel().SetLinkName(int32(idx), "v0")
+	tbl.SetLinkName(int32(idx), "v0")
 	ups := make([]table.Update, 0, n)
 	for i := range n {
 		ip := netip.AddrFrom4([4]byte{10, byte(64 + i>>16), byte(i >> 8), byte(i)})
 		ups = append(ups, table.Update{Ifindex: int32(idx), Family: table.FamilyInet, Addr: ip, State: table.StateStale, LLAddr: lab.HostMAC(i, 0)})
 	}
-	tbl.Kernel().Apply(table.CauseNetlink, ups...)
+	tbl.Apply(table.CauseNetlink, ups...)
 	time.Sleep(time.Millisecond)
-	tbl.Classifier().Advance()
+	tbl.Advance()
 	links := idleLinks{ready: make(chan struct{}), ifindex: int32(idx)}
 	close(links.ready)
-	f := New(tr, SinkOf(tbl), links, Config{Interval: time.Second, Window: time.Second, Period: time.Second})
+	f := New(tr, tbl, links, Config{Interval: time.Second, Window: time.Second, Period: time.Second})
 	f.syncWatched()
 	if _, err := f.seed(); err != nil {
 		tb.Fatal(err)
 	}
-	if err := tr.Hooks().SetPerPacket(true); err != nil {
+	if err := tr.SetPerPacket(true); err != nil {
 		tb.Fatal(err)
 	}
 	return f

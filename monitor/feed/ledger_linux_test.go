@@ -47,7 +47,7 @@ func TestTracepointChangesMatchTheKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	mir := mirror.New(mirror.Config{NetNS: &h}, mirror.SinkOf(tb))
+	mir := mirror.New(mirror.Config{NetNS: &h}, tb)
 	ino, err := bpf.NetNSInode("/run/netns/" + ns.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestTracepointChangesMatchTheKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := feed.New(tr, feed.SinkOf(tb), mir, feed.Config{Interval: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	f := feed.New(tr, tb, mir, feed.Config{Interval: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { _ = mir.Run(ctx); done <- struct{}{} }()
@@ -73,7 +73,7 @@ func TestTracepointChangesMatchTheKernel(t *testing.T) {
 		t.Fatal("feed not ready after 20s")
 	}
 	lab.RequireTableMatches(t, ns, tb, "v0", host, "loaded")
-	sub := tb.Classifier().Events().Subscribe(256)
+	sub := tb.Events().Subscribe(256)
 	defer sub.Close()
 	idx, _ := ns.Ifindex("v0")
 	group := netip.MustParseAddr("ff02::1:5")
@@ -93,7 +93,7 @@ func TestTracepointChangesMatchTheKernel(t *testing.T) {
 		}
 		k := table.Key{Ifindex: int32(idx), Addr: step.to}
 		lab.WaitFor(t, 10*time.Second, step.what+": the table to follow", func() bool {
-			e, ok := tb.Reader().Lookup(k)
+			e, ok := tb.Lookup(k)
 			return ok && e.State == step.want
 		})
 		lab.RequireTableMatches(t, ns, tb, "v0", step.to, step.what)

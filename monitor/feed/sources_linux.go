@@ -69,7 +69,7 @@ func idleHits(keys []bpf.HitKey, last map[bpf.HitKey]lastHit, pending, orphans m
 // from both (a bond's slaves, ARP flux), whichever came first: heard
 // last, its own MAC explains the other, and it is no suspect. It returns
 // how many own MACs the table took.
-func observeSources(t Sink, sights map[bpf.HitKey]bpf.Sighting, own map[bpf.HitKey]net.HardwareAddr, now time.Time) (heard uint64) {
+func observeSources(t Evidence, sights map[bpf.HitKey]bpf.Sighting, own map[bpf.HitKey]net.HardwareAddr, now time.Time) (heard uint64) {
 	for hk, s := range sights {
 		t.ObserveSourceMAC(keyOf(hk), s.MAC, s.Packets, now)
 	}

@@ -85,13 +85,13 @@ func TestOwnMACInTheSameInterval(t *testing.T) {
 		tb := table.New(time.Minute, nil)
 		hk := bpf.HitKey{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.7")}
 		tk := table.Key{Ifindex: 3, Addr: hk.Addr}
-		tb.Kernel().Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: hk.Addr, State: table.StateStale, LLAddr: own})
+		tb.Apply(table.CauseNetlink, table.Update{Ifindex: 3, Family: table.FamilyInet, Addr: hk.Addr, State: table.StateStale, LLAddr: own})
 		ownSeen := map[bpf.HitKey]net.HardwareAddr{}
 		if both {
 			ownSeen[hk] = own
 		}
-		heard := observeSources(SinkOf(tb), map[bpf.HitKey]bpf.Sighting{hk: {MAC: other, Packets: 4}}, ownSeen, time.Now())
-		e, _ := tb.Reader().Lookup(tk)
+		heard := observeSources(tb, map[bpf.HitKey]bpf.Sighting{hk: {MAC: other, Packets: 4}}, ownSeen, time.Now())
+		e, _ := tb.Lookup(tk)
 		if both && (e.Suspect() || !e.MultiMAC() || heard != 1) {
 			t.Errorf("both MACs in one interval: suspect %v, multi-MAC %v, %d heard; want heard, the other MAC the host's", e.Suspect(), e.MultiMAC(), heard)
 		}

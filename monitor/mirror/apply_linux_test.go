@@ -17,14 +17,14 @@ import (
 // here shows the filter.)
 func TestApplyBatchKeepsNeighboursOnly(t *testing.T) {
 	tb := table.New(time.Minute, nil)
-	m := New(Config{}, SinkOf(tb))
+	m := New(Config{}, tb)
 	m.links[3] = &Link{Name: "eth0", Watched: true}
 	m.links[4] = &Link{Name: "lxc0", Watched: false}
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
 	u := func(ifindex int32, fam table.Family, ip string, flags uint8) table.Update {
 		return table.Update{Ifindex: ifindex, Family: fam, Addr: netip.MustParseAddr(ip), State: table.StatePermanent, LLAddr: mac, Flags: flags}
 	}
-	sub := tb.Classifier().Events().Subscribe(16)
+	sub := tb.Events().Subscribe(16)
 	defer sub.Close()
 	m.applyBatch(table.CauseResync, []table.Update{
 		u(3, table.FamilyInet, "10.0.0.1", 0),
@@ -34,18 +34,18 @@ func TestApplyBatchKeepsNeighboursOnly(t *testing.T) {
 		u(3, table.Family(7), "10.0.0.4", 0),
 	})
 	for _, ip := range []string{"10.0.0.1", "fd00::1"} {
-		if _, ok := tb.Reader().Lookup(table.Key{Ifindex: 3, Addr: netip.MustParseAddr(ip)}); !ok {
+		if _, ok := tb.Lookup(table.Key{Ifindex: 3, Addr: netip.MustParseAddr(ip)}); !ok {
 			t.Errorf("%s: a watched interface's neighbour not in the table", ip)
 		}
 	}
 	for _, k := range []table.Key{{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.2")}, {Ifindex: 4, Addr: netip.MustParseAddr("10.0.0.3")},
 		{Ifindex: 3, Addr: netip.MustParseAddr("10.0.0.4")}} {
-		if _, ok := tb.Reader().Lookup(k); ok {
+		if _, ok := tb.Lookup(k); ok {
 			t.Errorf("%v on %d: in the table (a proxy, an unwatched interface, another family)", k.Addr, k.Ifindex)
 		}
 	}
-	if tb.Reader().Len() != 2 {
-		t.Errorf("%d entries, want 2", tb.Reader().Len())
+	if tb.Len() != 2 {
+		t.Errorf("%d entries, want 2", tb.Len())
 	}
 	for range 2 {
 		select {

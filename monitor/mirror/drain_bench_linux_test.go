@@ -72,7 +72,7 @@ func median(v []float64) float64 {
 
 func drainMonitor(b *testing.B, ns lab.NS, h netns.NsHandle, lines []string) float64 {
 	b.Helper()
-	m := New(Config{NetNS: &h}, SinkOf(table.New(time.Minute, nil)))
+	m := New(Config{NetNS: &h}, table.New(time.Minute, nil))
 	var sock *nlSocket
 	if err := nsenter.Run(h, func() error {
 		var err error

@@ -40,7 +40,7 @@ func TestNetlinkChangesMatchTheKernel(t *testing.T) {
 	t.Parallel()
 	ns, peer := lab.VethPair(t, "mnl")
 	m := startMirror(t, ns, mirror.Config{})
-	sub := m.table.Classifier().Events().Subscribe(256)
+	sub := m.table.Events().Subscribe(256)
 	defer sub.Close()
 	a, b := lab.HostMAC(31, 1), lab.HostMAC(31, 2)
 	for _, ip := range []netip.Addr{netip.MustParseAddr("10.31.0.7"), netip.MustParseAddr("fd00:31::7")} {
@@ -89,13 +89,13 @@ func TestResyncRecordsWhatItFinds(t *testing.T) {
 	idx, _ := ns.Ifindex("v0")
 	// What the notifications missed: the table holds a state, a MAC and
 	// an entry the kernel does not.
-	m.table.Kernel().Apply(table.CauseNetlink,
+	m.table.Apply(table.CauseNetlink,
 		table.Update{Ifindex: int32(idx), Family: table.FamilyInet, Addr: kept, State: table.StateStale, LLAddr: b, Flags: table.FlagRouter},
 		table.Update{Ifindex: int32(idx), Family: table.FamilyInet, Addr: gone, State: table.StateStale, LLAddr: b})
 	if ns.TableDiffers(m.table, "v0", kept) == nil || ns.TableDiffers(m.table, "v0", gone) == nil {
 		t.Fatal("the table still agrees with the kernel")
 	}
-	sub := m.table.Classifier().Events().Subscribe(256)
+	sub := m.table.Events().Subscribe(256)
 	defer sub.Close()
 	m.Resync()
 	for _, ip := range []netip.Addr{kept, gone} {

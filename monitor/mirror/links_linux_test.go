@@ -27,13 +27,13 @@ func TestInterfaceFiltersAndRenames(t *testing.T) {
 	n0 := ifindex(t, l.Node, lab.NodeClientIf)
 	n1 := ifindex(t, l.Node, lab.NodeBackendIf)
 	has := func(idx int32, ip string) bool {
-		_, ok := m.table.Reader().Lookup(table.Key{Ifindex: idx, Addr: netip.MustParseAddr(ip)})
+		_, ok := m.table.Lookup(table.Key{Ifindex: idx, Addr: netip.MustParseAddr(ip)})
 		return ok
 	}
 	if !has(n0, "10.0.1.70") || !has(n1, "10.0.2.70") {
 		t.Fatal("entries of included interfaces missing")
 	}
-	if _, ok := m.table.Reader().Lookup(table.Key{Ifindex: 1, Addr: netip.MustParseAddr("127.0.0.1")}); ok {
+	if _, ok := m.table.Lookup(table.Key{Ifindex: 1, Addr: netip.MustParseAddr("127.0.0.1")}); ok {
 		t.Fatal("loopback is not included")
 	}
 	for _, c := range [][]string{{"link", "set", lab.NodeBackendIf, "down"}, {"link", "set", lab.NodeBackendIf, "name", "b1"}} {

@@ -23,7 +23,7 @@ func (m *Mirror) Lookup(keys []table.Key) (int, error) {
 	var errs []error
 	var c *rtnl.Conn
 	for _, k := range keys {
-		if _, ok := m.table.Lookup(k); ok || !m.watchedIndex(k.Ifindex) {
+		if _, ok := m.entries.Lookup(k); ok || !m.watchedIndex(k.Ifindex) {
 			continue
 		}
 		if c == nil {
@@ -61,7 +61,7 @@ func (m *Mirror) Lookup(keys []table.Key) (int, error) {
 	}
 	added := 0
 	for _, u := range found {
-		if _, ok := m.table.Lookup(table.Key{Ifindex: u.Ifindex, Addr: u.Addr}); ok {
+		if _, ok := m.entries.Lookup(table.Key{Ifindex: u.Ifindex, Addr: u.Addr}); ok {
 			continue // netlink got there first
 		}
 		m.table.Apply(table.CauseTracepoint, u)

@@ -70,10 +70,11 @@ type Link struct {
 
 // Mirror keeps a table equal to the neighbour tables of one namespace.
 type Mirror struct {
-	cfg   Config
-	log   *slog.Logger
-	table Sink
-	c     counters
+	cfg     Config
+	log     *slog.Logger
+	table   Sink
+	entries Entries
+	c       counters
 
 	ready      chan struct{} // the first dump is in the table
 	linksReady chan struct{} // the first link list is known
@@ -103,7 +104,7 @@ type Mirror struct {
 }
 
 // New builds a Mirror that writes to t. It opens nothing until Run.
-func New(cfg Config, t Sink) *Mirror {
+func New(cfg Config, t Table) *Mirror {
 	if cfg.ReceiveBuffer == 0 {
 		cfg.ReceiveBuffer = Defaults().ReceiveBuffer
 	}
@@ -114,6 +115,7 @@ func New(cfg Config, t Sink) *Mirror {
 		cfg:        cfg,
 		log:        cfg.Logger,
 		table:      t,
+		entries:    t,
 		ready:      make(chan struct{}),
 		linksReady: make(chan struct{}),
 		links:      make(map[int32]*Link),
@@ -187,7 +189,7 @@ func (m *Mirror) resyncPeriodically(ctx context.Context) error {
 		next := pace.Wait(m.cfg.ResyncInterval, took)
 		if (next > m.cfg.ResyncInterval) != (wait > m.cfg.ResyncInterval) {
 			m.log.Info("periodic resync paced by its cost", "every", next.Round(time.Second), "interval", m.cfg.ResyncInterval,
-				"last_took", took.Round(time.Millisecond), "entries", m.table.Len())
+				"last_took", took.Round(time.Millisecond), "entries", m.entries.Len())
 		}
 		wait = next
 		t.Reset(wait)
@@ -365,11 +367,11 @@ func (s *dumpState) ended() error {
 	m.c.add(Dumps)
 	if s.initial {
 		s.initial = false
-		m.log.Info("neighbour table loaded", "entries", m.table.Len(), "took", s.cost.Wall(), "rcvbuf", s.sock.rcvbuf)
+		m.log.Info("neighbour table loaded", "entries", m.entries.Len(), "took", s.cost.Wall(), "rcvbuf", s.sock.rcvbuf)
 	} else {
 		took := s.cost.Took()
 		m.lastResync.Store(int64(took))
-		m.log.Debug("neighbour table resynced", "entries", m.table.Len(), "deleted", deleted, "took", took)
+		m.log.Debug("neighbour table resynced", "entries", m.entries.Len(), "deleted", deleted, "took", took)
 	}
 	if !m.loaded() {
 		close(m.ready)

@@ -32,7 +32,7 @@ func startMirror(t *testing.T, ns lab.NS, cfg mirror.Config) running {
 	}
 	cfg.NetNS = &h
 	tb := table.New(time.Minute, nil)
-	m := mirror.New(cfg, mirror.SinkOf(tb))
+	m := mirror.New(cfg, tb)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- m.Run(ctx) }()
@@ -60,7 +60,7 @@ func startMirror(t *testing.T, ns lab.NS, cfg mirror.Config) running {
 
 // rows renders both sides the same way: dev ip lladdr STATE.
 func tableRows(m running) []string {
-	entries, names := m.table.Reader().Snapshot()
+	entries, names := m.table.Snapshot()
 	out := make([]string, 0, len(entries))
 	for _, e := range entries {
 		out = append(out, fmt.Sprintf("%s %s %s %s", names[e.Ifindex], e.Addr, e.HardwareAddr(), strings.ToUpper(e.State.String())))
@@ -205,17 +205,17 @@ func TestMirrorStartupTrafficAndLinkDelete(t *testing.T) {
 	m := startMirror(t, l.Node, mirror.Config{})
 	requireMirror(t, m, l.Node, 5*time.Second, false)
 
-	e, ok := m.table.Reader().Lookup(table.Key{Ifindex: ifindex(t, l.Node, lab.NodeClientIf), Addr: netip.MustParseAddr("fd00:1::50")})
+	e, ok := m.table.Lookup(table.Key{Ifindex: ifindex(t, l.Node, lab.NodeClientIf), Addr: netip.MustParseAddr("fd00:1::50")})
 	if !ok || strings.Join(e.FlagNames(), ",") != "router" {
 		t.Errorf("fd00:1::50 flags = %v (found %v), want router", e.FlagNames(), ok)
 	}
-	e, ok = m.table.Reader().Lookup(table.Key{Ifindex: ifindex(t, l.Node, lab.NodeClientIf), Addr: netip.MustParseAddr("10.0.1.54")})
+	e, ok = m.table.Lookup(table.Key{Ifindex: ifindex(t, l.Node, lab.NodeClientIf), Addr: netip.MustParseAddr("10.0.1.54")})
 	if !ok || !e.Managed() {
 		t.Errorf("10.0.1.54 should be extern_learn (found %v, flags %v)", ok, e.FlagNames())
 	}
 
 	// Traffic-driven transitions: the node resolves both hosts.
-	sub := m.table.Classifier().Events().Subscribe(1024)
+	sub := m.table.Events().Subscribe(1024)
 	defer sub.Close()
 	if err := l.Client.Ping(lab.BackendIP, 3, 2*time.Second); err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func TestMirrorStartupTrafficAndLinkDelete(t *testing.T) {
 			t.Fatal("no netlink event for the client's entry on n0")
 		}
 	}
-	tr := m.table.Classifier().Stats(0).Transitions
+	tr := m.table.Stats(0).Transitions
 	if len(tr) == 0 {
 		t.Error("no transitions counted after traffic")
 	}
@@ -248,7 +248,7 @@ func TestMirrorStartupTrafficAndLinkDelete(t *testing.T) {
 	l.Node.MustIP(t, "link", "del", lab.NodeBackendIf)
 	requireMirror(t, m, l.Node, 5*time.Second, false)
 	lab.WaitFor(t, 5*time.Second, "interface n1 to leave the stats", func() bool {
-		for _, is := range m.table.Classifier().Stats(0).Interfaces {
+		for _, is := range m.table.Stats(0).Interfaces {
 			if is.Ifindex == n1 {
 				return false
 			}
@@ -349,7 +349,7 @@ func TestPeriodicResyncPacedByCost(t *testing.T) {
 	time.Sleep(window)
 	after := m.Counters()
 	n := after[mirror.ResyncPeriodic] - before[mirror.ResyncPeriodic]
-	t.Logf("%d periodic resyncs in %v with a %d-entry table, interval 10ms", n, window, m.table.Reader().Len())
+	t.Logf("%d periodic resyncs in %v with a %d-entry table, interval 10ms", n, window, m.table.Len())
 	if n >= 30 {
 		t.Errorf("%d periodic resyncs in %v: not paced by their cost (unpaced: one per 10ms)", n, window)
 	}

@@ -2,23 +2,26 @@ package mirror
 
 import "github.com/neighwatch/neighwatch/table"
 
-// Sink is what the mirror writes the kernel's neighbour tables into:
-// table.Kernel's methods, and the two reads it needs to tell a known
-// entry from a new one. SinkOf gives a table's.
+// Table is the table as the mirror calls it, which a *table.Table is:
+// what it writes (Sink) and the two reads it needs (Entries).
+type Table interface {
+	Sink
+	Entries
+}
+
+// Sink takes what the kernel's neighbour tables hold: changes, dumps and
+// interfaces (table.Kernel's).
 type Sink interface {
 	Apply(cause table.Cause, us ...table.Update)
 	BeginSync(initial bool)
 	EndSync() int
 	DeleteLink(ifindex int32, cause table.Cause) int
 	SetLinkName(ifindex int32, name string)
-	Len() int
-	Lookup(k table.Key) (table.Entry, bool)
 }
 
-// SinkOf is tbl's Sink: its Kernel door, and its Reader for the two reads.
-func SinkOf(tbl *table.Table) Sink {
-	return struct {
-		table.Kernel
-		table.Reader
-	}{tbl.Kernel(), tbl.Reader()}
+// Entries tells a known entry from a new one, and counts them for the
+// logs (table.Reader's).
+type Entries interface {
+	Len() int
+	Lookup(k table.Key) (table.Entry, bool)
 }

@@ -76,7 +76,7 @@ func (n NS) TableDiffers(t *table.Table, dev string, ip netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	e, inTable := t.Reader().Lookup(table.Key{Ifindex: int32(idx), Addr: ip})
+	e, inTable := t.Lookup(table.Key{Ifindex: int32(idx), Addr: ip})
 	now := time.Now()
 	k, err := n.KernelEntry(dev, ip)
 	switch {

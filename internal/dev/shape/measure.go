@@ -14,9 +14,17 @@ import (
 
 // code is what measure found.
 type code struct {
-	funcs []fn             // longest first
-	types map[string]*typ  // by "pkg.Name"
-	files map[string][]int // lines of each package's files, by package
+	funcs  []fn              // longest first
+	types  map[string]*typ   // by "pkg.Name"
+	files  map[string][]int  // lines of each package's files, by package
+	ifaces map[string]*iface // by "pkg.Name"
+}
+
+// iface is an interface type: the methods it declares itself, and the
+// package's interfaces it embeds.
+type iface struct {
+	methods  int
+	embedded []string
 }
 
 type fn struct {
@@ -27,6 +35,8 @@ type fn struct {
 type typ struct {
 	methods  map[string]string // name -> file
 	embedded []string          // the package's types it embeds, in order
+	views    []string          // the package's types its methods without arguments return
+	view     bool              // a struct of one embedded field: a view of another type
 }
 
 // shared are the types a caller holds, whose offer the section counts.
@@ -34,7 +44,7 @@ var shared = []string{"table.Table", "bpf.Tracer", "remediate.Engine", "monitor/
 
 // measure reads the product's Go files below root.
 func measure(root string) (*code, error) {
-	c := &code{types: map[string]*typ{}, files: map[string][]int{}}
+	c := &code{types: map[string]*typ{}, files: map[string][]int{}, ifaces: map[string]*iface{}}
 	fset := token.NewFileSet()
 	typeOf := func(name string) *typ {
 		t := c.types[name]
@@ -73,11 +83,24 @@ func measure(root string) (*code, error) {
 					if !ok {
 						continue
 					}
+					if it, ok := ts.Type.(*ast.InterfaceType); ok {
+						i := &iface{}
+						for _, m := range it.Methods.List {
+							if len(m.Names) > 0 {
+								i.methods += len(m.Names)
+							} else if id := baseIdent(m.Type); id != "" {
+								i.embedded = append(i.embedded, pkg+"."+id)
+							}
+						}
+						c.ifaces[pkg+"."+ts.Name.Name] = i
+						continue
+					}
 					st, ok := ts.Type.(*ast.StructType)
 					if !ok {
 						continue
 					}
 					t := typeOf(pkg + "." + ts.Name.Name)
+					t.view = len(st.Fields.List) == 1 && len(st.Fields.List[0].Names) == 0
 					for _, fld := range st.Fields.List {
 						if len(fld.Names) == 0 {
 							if id := baseIdent(fld.Type); id != "" {
@@ -94,8 +117,17 @@ func measure(root string) (*code, error) {
 				name := pkg + "." + d.Name.Name
 				if d.Recv != nil {
 					if id := baseIdent(d.Recv.List[0].Type); id != "" {
-						typeOf(pkg + "." + id).methods[d.Name.Name] = file
+						t := typeOf(pkg + "." + id)
+						t.methods[d.Name.Name] = file
 						name = pkg + "." + id + "." + d.Name.Name
+						// What may be a view: no arguments, one result,
+						// a type of the package; offer counts those that
+						// are (a door hands out more methods).
+						if r := d.Type.Results; d.Type.Params.NumFields() == 0 && r.NumFields() == 1 && ast.IsExported(d.Name.Name) {
+							if v := baseIdent(r.List[0].Type); v != "" && ast.IsExported(v) {
+								t.views = append(t.views, pkg+"."+v)
+							}
+						}
 					}
 				}
 				c.funcs = append(c.funcs, fn{name, n})
@@ -143,6 +175,39 @@ func (c *code) byMethods() []string {
 	return out
 }
 
+// methodsOf is how many methods an interface has, its embedded
+// interfaces' included (a method declared in two counts twice: rare, and
+// an overcount).
+func (c *code) methodsOf(name string) int {
+	i := c.ifaces[name]
+	if i == nil {
+		return 0
+	}
+	n := i.methods
+	for _, e := range i.embedded {
+		n += c.methodsOf(e)
+	}
+	return n
+}
+
+// byDeclared lists the interfaces, the most methods declared in them
+// first: what a consumer says it calls. An interface made only of
+// others (a constructor's whole, feed.Table) declares none.
+func (c *code) byDeclared() []string {
+	var out []string
+	for k := range c.ifaces {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := c.ifaces[out[i]].methods, c.ifaces[out[j]].methods
+		if a != b {
+			return a > b
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
 // offer is the exported methods a holder of name can call: its own, and
 // those its embedded types promote (the shallowest of a name wins).
 func (c *code) offer(name string) []string {
@@ -165,6 +230,11 @@ func (c *code) offer(name string) []string {
 				}
 			}
 			next = append(next, t.embedded...)
+			for _, v := range t.views {
+				if vt := c.types[v]; vt != nil && vt.view {
+					next = append(next, v)
+				}
+			}
 		}
 		level = next
 	}
@@ -227,7 +297,12 @@ func (c *code) section() string {
 	}
 	fmt.Fprintf(&b, "| | now |\n|---|---|\n")
 	fmt.Fprintf(&b, "| most methods of a type's own | %s |\n", list(most))
-	fmt.Fprintf(&b, "| what a holder of a shared type can call: exported methods, those of the views it embeds included | %s |\n", list(offers))
+	fmt.Fprintf(&b, "| what a holder of a shared type can call: exported methods, those of the parts it embeds and of the views its methods return included | %s |\n", list(offers))
+	var decl []string
+	for _, i := range c.byDeclared()[:6] {
+		decl = append(decl, fmt.Sprintf("`%s` %d", i, c.ifaces[i].methods))
+	}
+	fmt.Fprintf(&b, "| most methods an interface declares (what a consumer says it calls; embedded interfaces apart) | %s |\n", list(decl))
 	fmt.Fprintf(&b, "| types whose methods are in four files or more | %s |\n", list(wide))
 	fmt.Fprintf(&b, "| longest functions | %s |\n", list(longest))
 	fmt.Fprintf(&b, "| functions over 80 lines | %s |\n", list(over))

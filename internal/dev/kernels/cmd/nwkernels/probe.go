@@ -116,8 +116,7 @@ func probeHere(out string) error {
 			return nil
 		}
 		defer tr.Close()
-		ld := tr.Loader()
-		for _, f := range ld.Features() {
+		for _, f := range tr.Features() {
 			v := f.Via
 			if !f.Working {
 				v = "no"
@@ -125,7 +124,7 @@ func probeHere(out string) error {
 			add(string(f.Feature), v, f.Why)
 		}
 		seed := "kernel"
-		if !tr.Seeder().SeedsInKernel() {
+		if !tr.SeedsInKernel() {
 			seed = "entry by entry"
 		}
 		add("seed", seed, "")
@@ -133,10 +132,10 @@ func probeHere(out string) error {
 		// held against what the tracer made of it.
 		fe, why := bpf.FentryAllowed()
 		add("fentry", yesNo(fe), why)
-		if fb := ld.Fallback(); (fb == nil) != fe {
+		if fb := tr.Fallback(); (fb == nil) != fe {
 			return fmt.Errorf("the kernel allows fentry: %v (%s); the tracer's fallback from fentry: %v", fe, why, fb)
 		}
-		for _, p := range ld.Programs() {
+		for _, p := range tr.Programs() {
 			if !p.Loaded && p.Refusal != bpf.RefusedDisabled {
 				fmt.Fprintf(os.Stderr, "refused: %s (%s): %s\n", p.Hook, p.Refusal, p.Error)
 				hook := p.Hook
