@@ -16,15 +16,13 @@ import (
 
 // Engine is the remediation loop.
 type Engine struct {
-	cfg     atomic.Pointer[Config] // replaced whole by Reconfigure
-	source  atomic.Value           // string: where the mode came from
-	mode    atomic.Value           // Mode
-	table   engineTable
-	kits    kitTable // what each action's kit is given
-	actor   Actor
-	swapper Swapper
-	log     *slog.Logger
-	c       counters
+	*settings // the mode and the configuration in force (settings.go)
+	table     engineTable
+	kits      kitTable // what each action's kit is given
+	actor     Actor
+	swapper   Swapper
+	log       *slog.Logger
+	c         counters
 
 	queue    chan table.Key
 	confirmQ chan table.Key // suspects to confirm (confirm.go)
@@ -76,11 +74,23 @@ func New(cfg Config, t Table, actor Actor, swapper Swapper) *Engine {
 		},
 		q: newMoveQueue(moveQueueCap, func() { e.c.moveChecked(MoveDropped) }), watched: make(chan struct{})}
 	e.c.actions = make([][numOutcomes]atomic.Uint64, len(registry))
-	e.cfg.Store(&cfg)
-	e.mode.Store(cfg.Mode)
+	e.settings = newSettings(&cfg, e.modeChanged, e.limits.set)
 	e.managed = newManager(e, t)
 	t.OnSuspect(e.sweepSoon)
 	return e
+}
+
+// modeChanged gives everything backed off a fresh look when a mode that
+// acts begins (dry-run backs off too).
+func (e *Engine) modeChanged(m Mode) {
+	if m == ModeOff {
+		return
+	}
+	e.mu.Lock()
+	for _, c := range e.cands {
+		c.until, c.tries = 0, 0
+	}
+	e.mu.Unlock()
 }
 
 // sweepSoon asks for a sweep now, without waiting.
@@ -90,56 +100,6 @@ func (e *Engine) sweepSoon() {
 	default:
 	}
 }
-
-// ModeSource says where the mode in force came from (flag, file,
-// default, runtime), as the agent set it.
-func (e *Engine) ModeSource() string {
-	s, _ := e.source.Load().(string)
-	return s
-}
-
-// SetModeSource records where the mode in force came from.
-func (e *Engine) SetModeSource(s string) { e.source.Store(s) }
-
-// conf returns the configuration in force.
-func (e *Engine) conf() *Config { return e.cfg.Load() }
-
-// Reconfigure applies a new configuration at runtime: the mode, scope,
-// strategies, filters, rates, timeouts and the manage settings. The
-// queue size and the number of workers stay as they started.
-func (e *Engine) Reconfigure(cfg Config) {
-	old := e.conf()
-	cfg.defaults()
-	cfg.QueueSize, cfg.MaxConcurrent, cfg.Logger = old.QueueSize, old.MaxConcurrent, old.Logger
-	cfg.Manage.Supported = old.Manage.Supported
-	e.cfg.Store(&cfg)
-	e.limits.set(&cfg)
-	e.SetMode(cfg.Mode)
-}
-
-// Mode returns the current mode.
-func (e *Engine) Mode() Mode { return e.mode.Load().(Mode) }
-
-// SetMode changes the mode at runtime.
-func (e *Engine) SetMode(m Mode) Mode {
-	old := e.mode.Swap(m).(Mode)
-	if old != m {
-		e.log.Info("remediation mode changed", "from", old, "to", m)
-		if m != ModeOff {
-			// A new mode deserves a fresh look at everything backed off
-			// in the old one (dry-run backs off too).
-			e.mu.Lock()
-			for _, c := range e.cands {
-				c.until, c.tries = 0, 0
-			}
-			e.mu.Unlock()
-		}
-	}
-	return old
-}
-
-// Config returns the configuration in force.
-func (e *Engine) Config() Config { return *e.conf() }
 
 // Stats returns the engine's counters and queue length.
 func (e *Engine) Stats() Stats {
