@@ -175,21 +175,6 @@ func (c *code) byMethods() []string {
 	return out
 }
 
-// methodsOf is how many methods an interface has, its embedded
-// interfaces' included (a method declared in two counts twice: rare, and
-// an overcount).
-func (c *code) methodsOf(name string) int {
-	i := c.ifaces[name]
-	if i == nil {
-		return 0
-	}
-	n := i.methods
-	for _, e := range i.embedded {
-		n += c.methodsOf(e)
-	}
-	return n
-}
-
 // byDeclared lists the interfaces, the most methods declared in them
 // first: what a consumer says it calls. An interface made only of
 // others (a constructor's whole, feed.Table) declares none.
