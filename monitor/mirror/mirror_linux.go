@@ -79,19 +79,7 @@ type Mirror struct {
 	ready      chan struct{} // the first dump is in the table
 	linksReady chan struct{} // the first link list is known
 
-	linkMu sync.RWMutex
-	links  map[int32]*Link
-	// gone remembers recently deleted interfaces (the last maxGone), so
-	// that a neighbour message still queued for one, looked up before
-	// the deletion and applied after it, cannot bring it back: the two
-	// subscriptions are separate sockets with no order between them.
-	gone      map[int32]struct{}
-	goneOrder []int32
-	// applyMu makes "is this interface known" and "apply its entries"
-	// one step with respect to an interface's deletion, which would
-	// otherwise fall between them and leave the entries behind.
-	applyMu sync.Mutex
-	handle  *netlink.Handle
+	*linkWatcher // the interfaces (links_linux.go)
 
 	resyncReq atomic.Bool
 	// lastResync is what the last dump after the first cost (ns): its wall
@@ -111,16 +99,19 @@ func New(cfg Config, t Table) *Mirror {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Mirror{
+	m := &Mirror{
 		cfg:        cfg,
 		log:        cfg.Logger,
 		table:      t,
 		entries:    t,
 		ready:      make(chan struct{}),
 		linksReady: make(chan struct{}),
-		links:      make(map[int32]*Link),
-		gone:       make(map[int32]struct{}),
 	}
+	m.linkWatcher = &linkWatcher{
+		sel: cfg.Interfaces, onLink: cfg.OnLink, table: t, log: cfg.Logger, cnt: &m.c, ns: m.ns, resync: m.Resync,
+		links: make(map[int32]*Link), gone: make(map[int32]struct{}),
+	}
+	return m
 }
 
 // Ready is closed once the first dump is in the table.
@@ -458,241 +449,4 @@ func (m *Mirror) applyBatch(cause table.Cause, batch []table.Update) {
 	}
 	m.table.Apply(cause, kept...)
 	m.c[Messages].Add(uint64(len(kept)))
-}
-
-// watchedIndex reports whether entries of an interface belong in the
-// table, learning interfaces the link watcher has not reported yet.
-func (m *Mirror) watchedIndex(ifindex int32) bool {
-	m.linkMu.RLock()
-	li := m.links[ifindex]
-	m.linkMu.RUnlock()
-	if li != nil {
-		return li.Watched
-	}
-	l, err := m.handle.LinkByIndex(int(ifindex))
-	if err != nil {
-		return false // gone already; its entries go with it
-	}
-	return m.updateLink(l, false).Watched
-}
-
-// updateLink records a link's attributes; it returns the new record and
-// starts or stops what depends on it. With announce, an interface that
-// leaves scope takes its entries with it and one that enters scope is
-// loaded by a resync.
-func (m *Mirror) updateLink(l netlink.Link, announce bool) *Link {
-	a := l.Attrs()
-	li := &Link{
-		Name:         a.Name,
-		HardwareAddr: a.HardwareAddr,
-		MTU:          a.MTU,
-		Up:           a.Flags&net.FlagUp != 0,
-		Watched:      m.cfg.Interfaces.Match(a.Name),
-		Ethernet:     len(a.HardwareAddr) == 6 && a.Flags&net.FlagLoopback == 0 && a.RawFlags&unix.IFF_NOARP == 0,
-		XDP:          a.Xdp != nil && a.Xdp.Attached,
-	}
-	idx := int32(a.Index)
-	m.linkMu.Lock()
-	if _, dead := m.gone[idx]; dead && !announce {
-		// Learnt on demand from a neighbour message, but the link
-		// watcher has seen it deleted since: ignore its entries.
-		m.linkMu.Unlock()
-		li.Watched = false
-		return li
-	}
-	delete(m.gone, idx) // announced by the link watcher: the index lives again
-	old := m.links[idx]
-	m.links[idx] = li
-	m.linkMu.Unlock()
-	m.table.SetLinkName(idx, a.Name)
-	if announce && old != nil && old.Watched && !li.Watched {
-		m.applyMu.Lock() // announce: the link watcher, never inside applyBatch
-		n := m.table.DeleteLink(idx, table.CauseLink)
-		m.applyMu.Unlock()
-		m.table.SetLinkName(idx, a.Name)
-		m.log.Info("interface left scope", "interface", a.Name, "entries_dropped", n)
-	}
-	if announce && old != nil && !old.Watched && li.Watched {
-		m.c.add(ResyncLink)
-		m.Resync()
-	}
-	if m.cfg.OnLink != nil {
-		cp := *li
-		m.cfg.OnLink(idx, &cp)
-	}
-	return li
-}
-
-func (m *Mirror) deleteLink(idx int32) {
-	m.applyMu.Lock()
-	defer m.applyMu.Unlock()
-	m.linkMu.Lock()
-	li := m.links[idx]
-	delete(m.links, idx)
-	if _, ok := m.gone[idx]; !ok {
-		m.gone[idx] = struct{}{}
-		m.goneOrder = append(m.goneOrder, idx)
-		if len(m.goneOrder) > maxGone {
-			delete(m.gone, m.goneOrder[0])
-			m.goneOrder = m.goneOrder[1:]
-		}
-	}
-	m.linkMu.Unlock()
-	n := m.table.DeleteLink(idx, table.CauseLink)
-	if m.cfg.OnLink != nil {
-		m.cfg.OnLink(idx, nil)
-	}
-	if li != nil {
-		m.log.Info("interface deleted", "interface", li.Name, "entries_dropped", n)
-	}
-}
-
-// maxGone bounds the deleted interfaces the mirror remembers.
-const maxGone = 4096
-
-// Interfaces returns the watched interfaces by index.
-func (m *Mirror) Interfaces() map[int32]string {
-	m.linkMu.RLock()
-	defer m.linkMu.RUnlock()
-	out := make(map[int32]string, len(m.links))
-	for i, l := range m.links {
-		if l.Watched {
-			out[i] = l.Name
-		}
-	}
-	return out
-}
-
-// Links returns a copy of every link the mirror knows, by index.
-func (m *Mirror) Links() map[int32]Link {
-	m.linkMu.RLock()
-	defer m.linkMu.RUnlock()
-	out := make(map[int32]Link, len(m.links))
-	for i, l := range m.links {
-		out[i] = *l
-	}
-	return out
-}
-
-// XDPInterfaces returns the names of the interfaces with an XDP program
-// attached, watched or not: a program there may redirect to any of them.
-func (m *Mirror) XDPInterfaces() []string {
-	m.linkMu.RLock()
-	defer m.linkMu.RUnlock()
-	var out []string
-	for _, l := range m.links {
-		if l.XDP {
-			out = append(out, l.Name)
-		}
-	}
-	return out
-}
-
-// runLinks follows RTM_NEWLINK/RTM_DELLINK on a socket of its own. After
-// each subscription it lists the links and reconciles, so nothing that
-// changed while unsubscribed is missed; whatever the socket then holds is
-// newer than the list. When the socket overflows (ENOBUFS: notifications
-// lost) or fails, it is closed with what it still holds, which is older
-// than any list taken after, and a new one subscribes. The list is a
-// request of its own rather than a dump on the subscribed socket, so it
-// works unprivileged.
-func (m *Mirror) runLinks(ctx context.Context) error {
-	// A socket that cannot be opened (out of descriptors or memory) is
-	// tried again after 100 ms, then up to twice as long each time in a
-	// row, at most 5 s; only a refusal of permission ends the mirror.
-	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second, Factor: 2, Jitter: true}
-	for ctx.Err() == nil {
-		sock, err := nsenter.Open(m.ns(), openLinkSocket)
-		if err != nil {
-			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-				return fmt.Errorf("subscribe to link notifications: %w", err)
-			}
-			wait := b.Duration()
-			m.c.add(LinkResubscribe)
-			m.log.Warn("subscribing to link notifications failed; trying again", "err", err, "in", wait.Round(time.Millisecond))
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-			}
-			continue
-		}
-		b.Reset()
-		err = m.followLinks(ctx, sock)
-		sock.Close()
-		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.Is(err, unix.ENOBUFS) {
-			m.c.add(LinkENOBUFS)
-			continue
-		}
-		m.c.add(LinkResubscribe)
-		m.log.Warn("link subscription failed, subscribing again", "err", err)
-		select {
-		case <-time.After(100 * time.Millisecond):
-		case <-ctx.Done():
-		}
-	}
-	return nil
-}
-
-// followLinks lists the links, then applies the notifications sock
-// receives until it fails or ctx ends.
-func (m *Mirror) followLinks(ctx context.Context, sock *nlSocket) error {
-	stop := context.AfterFunc(ctx, sock.interrupt)
-	defer stop()
-	m.reconcileLinks()
-	for {
-		b, err := sock.recv()
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		err = rtnl.ParseDatagram(b, func(msg rtnl.Message) error {
-			switch msg.Header.Type {
-			case unix.RTM_DELLINK:
-				if len(msg.Body) >= unix.SizeofIfInfomsg {
-					m.deleteLink(int32(binary.NativeEndian.Uint32(msg.Body[4:8])))
-				}
-			case unix.RTM_NEWLINK:
-				l, err := netlink.LinkDeserialize(&msg.Header, msg.Body)
-				if err != nil {
-					m.c.add(ErrDecode)
-					return nil
-				}
-				m.updateLink(l, true)
-			}
-			return nil
-		})
-		if err != nil {
-			m.c.add(ErrDecode)
-		}
-	}
-}
-
-// reconcileLinks lists the links, records each and forgets those gone.
-func (m *Mirror) reconcileLinks() {
-	links, err := m.handle.LinkList()
-	if err != nil {
-		m.log.Warn("listing interfaces failed", "err", err)
-		return
-	}
-	present := make(map[int32]bool, len(links))
-	for _, l := range links {
-		present[int32(l.Attrs().Index)] = true
-		m.updateLink(l, true)
-	}
-	m.linkMu.RLock()
-	var gone []int32
-	for idx := range m.links {
-		if !present[idx] {
-			gone = append(gone, idx)
-		}
-	}
-	m.linkMu.RUnlock()
-	for _, idx := range gone {
-		m.deleteLink(idx)
-	}
 }
