@@ -97,15 +97,26 @@ func kernelRows(t *testing.T, ns lab.NS) []string {
 
 // requireMirror waits until the table equals the kernel's, as ip(8)
 // prints it. Kernel timers keep moving entries, so it compares repeatedly
-// until both sides agree or the deadline passes.
+// until both sides agree.
 //
 // The kernel creates NOARP entries for IPv6 multicast groups without any
 // netlink notification (neigh_create does not notify), so only a dump can
 // see them. Unless full is set, rows for multicast addresses are left out
-// of the comparison; with full set, the caller resyncs first.
+// of the comparison; with full set, the caller resyncs first, and each
+// dump that ends with the table still behind asks for another (the last
+// may have run before the kernel made them).
+//
+// It fails once within (lab.Patience) passes without the mirror making
+// progress (a message applied, a dump ended), or ten times within in
+// all: a busy machine slows the mirror down, and a wait on its progress
+// rather than on the clock tells that from a mirror that no longer
+// converges.
 func requireMirror(t *testing.T, m running, ns lab.NS, within time.Duration, full bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	wait := lab.Patience(within)
+	start := time.Now()
+	deadline := start.Add(wait)
+	last := m.Counters()
 	var got, want []string
 	for {
 		want = filterRows(kernelRows(t, ns), full)
@@ -114,12 +125,19 @@ func requireMirror(t *testing.T, m running, ns lab.NS, within time.Duration, ful
 		if strings.Join(got, "\n") == strings.Join(want, "\n") {
 			return
 		}
-		if time.Now().After(deadline) {
+		now := time.Now()
+		if c := m.Counters(); c != last {
+			if full && c[mirror.Dumps] != last[mirror.Dumps] {
+				m.Resync()
+			}
+			last, deadline = c, now.Add(wait)
+		}
+		if now.After(deadline) || now.Sub(start) > 10*wait {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("table differs from kernel after %v:\n%s", within, diff(want, got))
+	t.Fatalf("table differs from kernel after %v (the last %v without progress):\n%s", time.Since(start).Round(time.Millisecond), wait, diff(want, got))
 }
 
 // silentDelay accepts a table row in STALE or REACHABLE for a kernel row
