@@ -14,17 +14,10 @@ import (
 
 // code is what measure found.
 type code struct {
-	funcs  []fn              // longest first
-	types  map[string]*typ   // by "pkg.Name"
-	files  map[string][]int  // lines of each package's files, by package
-	ifaces map[string]*iface // by "pkg.Name"
-}
-
-// iface is an interface type: the methods it declares itself, and the
-// package's interfaces it embeds.
-type iface struct {
-	methods  int
-	embedded []string
+	funcs  []fn             // longest first
+	types  map[string]*typ  // by "pkg.Name"
+	files  map[string][]int // lines of each package's files, by package
+	ifaces map[string]int   // methods an interface declares itself (not those it embeds), by "pkg.Name"
 }
 
 type fn struct {
@@ -44,7 +37,7 @@ var shared = []string{"table.Table", "bpf.Tracer", "remediate.Engine", "monitor/
 
 // measure reads the product's Go files below root.
 func measure(root string) (*code, error) {
-	c := &code{types: map[string]*typ{}, files: map[string][]int{}, ifaces: map[string]*iface{}}
+	c := &code{types: map[string]*typ{}, files: map[string][]int{}, ifaces: map[string]int{}}
 	fset := token.NewFileSet()
 	typeOf := func(name string) *typ {
 		t := c.types[name]
@@ -84,15 +77,11 @@ func measure(root string) (*code, error) {
 						continue
 					}
 					if it, ok := ts.Type.(*ast.InterfaceType); ok {
-						i := &iface{}
+						n := 0
 						for _, m := range it.Methods.List {
-							if len(m.Names) > 0 {
-								i.methods += len(m.Names)
-							} else if id := baseIdent(m.Type); id != "" {
-								i.embedded = append(i.embedded, pkg+"."+id)
-							}
+							n += len(m.Names) // an embedded interface has none
 						}
-						c.ifaces[pkg+"."+ts.Name.Name] = i
+						c.ifaces[pkg+"."+ts.Name.Name] = n
 						continue
 					}
 					st, ok := ts.Type.(*ast.StructType)
@@ -161,30 +150,24 @@ func baseIdent(e ast.Expr) string {
 
 // byMethods lists the types, the most methods of their own first.
 func (c *code) byMethods() []string {
-	var out []string
-	for k := range c.types {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := len(c.types[out[i]].methods), len(c.types[out[j]].methods)
-		if a != b {
-			return a > b
-		}
-		return out[i] < out[j]
-	})
-	return out
+	return mostFirst(c.types, func(t *typ) int { return len(t.methods) })
 }
 
 // byDeclared lists the interfaces, the most methods declared in them
 // first: what a consumer says it calls. An interface made only of
 // others (a constructor's whole, feed.Table) declares none.
 func (c *code) byDeclared() []string {
-	var out []string
-	for k := range c.ifaces {
+	return mostFirst(c.ifaces, func(n int) int { return n })
+}
+
+// mostFirst lists m's names, the largest count first, then by name.
+func mostFirst[V any](m map[string]V, count func(V) int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
 		out = append(out, k)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		a, b := c.ifaces[out[i]].methods, c.ifaces[out[j]].methods
+		a, b := count(m[out[i]]), count(m[out[j]])
 		if a != b {
 			return a > b
 		}
@@ -285,7 +268,7 @@ func (c *code) section() string {
 	fmt.Fprintf(&b, "| what a holder of a shared type can call: exported methods, those of the parts it embeds and of the views its methods return included | %s |\n", list(offers))
 	var decl []string
 	for _, i := range c.byDeclared()[:6] {
-		decl = append(decl, fmt.Sprintf("`%s` %d", i, c.ifaces[i].methods))
+		decl = append(decl, fmt.Sprintf("`%s` %d", i, c.ifaces[i]))
 	}
 	fmt.Fprintf(&b, "| most methods an interface declares (what a consumer says it calls; embedded interfaces apart) | %s |\n", list(decl))
 	fmt.Fprintf(&b, "| types whose methods are in four files or more | %s |\n", list(wide))

@@ -55,9 +55,9 @@ func TestShapeLimits(t *testing.T) {
 			t.Errorf("%s has its methods in %d files: keep a type in three at most", name, n)
 		}
 	}
-	for name, i := range c.ifaces {
-		if i.methods > maxDeclared {
-			t.Errorf("%s declares %d methods: a consumer names the few it calls, an interface for each part", name, i.methods)
+	for name, n := range c.ifaces {
+		if n > maxDeclared {
+			t.Errorf("%s declares %d methods: a consumer names the few it calls, an interface for each part", name, n)
 		}
 	}
 	for _, f := range c.funcs {
