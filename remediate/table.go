@@ -38,10 +38,9 @@ type sweepTable interface {
 	OnSuspect(fn func())
 }
 
-// confirmTable is what a confirmation reads (suspects) and reports its
-// probe's answer to (confirm.go).
-type confirmTable interface {
-	Suspects(fn func(en *table.Entry, ifname string) bool) []table.Entry
+// probeTable is where a probe's answer goes, and what it is checked
+// against: what a confirmation and an action's kit share.
+type probeTable interface {
 	Lookup(k table.Key) (table.Entry, bool)
 	LinkName(ifindex int32) string
 	Heard(k table.Key, mac net.HardwareAddr, when time.Time) bool
@@ -49,15 +48,18 @@ type confirmTable interface {
 	ProbeUnanswered(k table.Key, mac string, when time.Time) bool
 }
 
-// kitTable is what an action's kit verifies against and reports its
-// probes' answers to (kit.go, the strategies).
+// confirmTable is what a confirmation reads (suspects) and reports its
+// probe's answer to (confirm.go).
+type confirmTable interface {
+	probeTable
+	Suspects(fn func(en *table.Entry, ifname string) bool) []table.Entry
+}
+
+// kitTable is what an action's kit verifies against, by the entry's
+// events, and reports its probes' answers to (kit.go, the strategies).
 type kitTable interface {
+	probeTable
 	Events() *table.Broadcaster
-	Lookup(k table.Key) (table.Entry, bool)
-	LinkName(ifindex int32) string
-	Heard(k table.Key, mac net.HardwareAddr, when time.Time) bool
-	ObserveConflict(k table.Key, a, b net.HardwareAddr, when time.Time) bool
-	ProbeUnanswered(k table.Key, mac string, when time.Time) bool
 }
 
 // managerTable is what the Manager adopts, watches and releases
